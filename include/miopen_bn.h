@@ -1,0 +1,404 @@
+/*
+ * miopen_bn.h -- MIOpen's batch-normalization C API, reimplemented.
+ *
+ * Same function names, prototypes, enum values and semantics as MIOpen's
+ * <miopen/miopen.h> for handles, streams, tensor descriptors and every
+ * miopenBatchNormalization* entry point, so code written for MIOpen compiles
+ * against this header and links with -lmiopen_bn unchanged.  Functions whose
+ * names start with miopenBN are extensions of ours.
+ *
+ * Conventions that hold for every entry point:
+ *   - Every function returns a miopenStatus_t (except miopenGetErrorString and
+ *     miopenBNGetLastErrorMessage).  No C++ exception crosses this boundary and
+ *     no call aborts or exits on bad input.
+ *   - A failing call writes none of its outputs.  Its reason is kept, per
+ *     thread, in miopenBNGetLastErrorMessage() and logged at Error level.
+ *   - Tensor data pointers belong to the handle's backend: host memory for a
+ *     CPU handle, device memory for a GPU handle.
+ *   - Lengths are given in logical order N, C, (D), H, W whatever the memory
+ *     layout; strides (in elements) say where each element lives.
+ *
+ * The cffi bindings derive their declarations from this file.  Preprocessor
+ * rule they rely on: in every #if / #elif / #else chain below, the #else
+ * branch is the plain-C one (no HIP, no CUDA, no C++).
+ */
+#ifndef MIOPEN_BN_H_
+#define MIOPEN_BN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef __cplusplus
+#include <stdbool.h>
+#endif
+
+#if defined(_WIN32)
+#define MIOPEN_BN_EXPORT __declspec(dllexport)
+#elif defined(__GNUC__)
+#define MIOPEN_BN_EXPORT __attribute__((visibility("default")))
+#else
+#define MIOPEN_BN_EXPORT
+#endif
+
+/* The version of this library (miopenBNGetLibraryVersion).  The cffi loader
+ * refuses a library whose version differs from the Python package's. */
+#define MIOPEN_BN_VERSION_MAJOR 0
+#define MIOPEN_BN_VERSION_MINOR 1
+#define MIOPEN_BN_VERSION_PATCH 0
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Opaque objects                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A library context: the backend it runs on (CPU or GPU) and, on the GPU,
+ * the stream its work is queued on and its scratch memory. */
+typedef struct miopenHandle* miopenHandle_t;
+
+/* Data type, lengths and strides of one tensor. */
+typedef struct miopenTensorDescriptor* miopenTensorDescriptor_t;
+
+/* The stream work is queued on: hipStream_t when HIP's runtime header is
+ * included first, cudaStream_t when CUDA's is, otherwise an opaque pointer of
+ * the same size (ABI-identical to both). */
+#if defined(HIP_INCLUDE_HIP_HIP_RUNTIME_API_H)
+typedef hipStream_t miopenAcceleratorQueue_t;
+#elif defined(CUDART_VERSION)
+typedef cudaStream_t miopenAcceleratorQueue_t;
+#else
+typedef struct ihipStream_t* miopenAcceleratorQueue_t;
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Enumerations (values identical to MIOpen's)                               */
+/* ------------------------------------------------------------------------ */
+
+typedef enum {
+    miopenStatusSuccess              = 0,
+    miopenStatusNotInitialized       = 1,
+    miopenStatusInvalidValue         = 2,
+    miopenStatusBadParm              = 3,
+    miopenStatusAllocFailed          = 4,
+    miopenStatusInternalError        = 5,
+    miopenStatusNotImplemented       = 6,
+    miopenStatusUnknownError         = 7,
+    miopenStatusUnsupportedOp        = 8,
+    miopenStatusGpuOperationsSkipped = 9,
+    miopenStatusVersionMismatch      = 10
+} miopenStatus_t;
+
+typedef enum {
+    miopenHalf     = 0,
+    miopenFloat    = 1,
+    miopenInt32    = 2,
+    miopenInt8     = 3,
+    /* 4 is unused, as in MIOpen */
+    miopenBFloat16 = 5,
+    miopenDouble   = 6,
+    miopenFloat8   = 7,
+    miopenBFloat8  = 8,
+    miopenInt64    = 9
+} miopenDataType_t;
+
+typedef enum {
+    miopenTensorNCHW   = 0,
+    miopenTensorNHWC   = 1,
+    miopenTensorCHWN   = 2,
+    miopenTensorNCHWc4 = 3,
+    miopenTensorNCHWc8 = 4,
+    miopenTensorCHWNc4 = 5,
+    miopenTensorCHWNc8 = 6,
+    miopenTensorNCDHW  = 7,
+    miopenTensorNDHWC  = 8
+} miopenTensorLayout_t;
+
+typedef enum {
+    miopenBNPerActivation = 0, /* statistics per (c, d, h, w), reduced over N */
+    miopenBNSpatial       = 1  /* statistics per channel, reduced over N, D, H, W */
+} miopenBatchNormMode_t;
+
+typedef enum {
+    MIOPEN_ELEMENTWISE_AFFINE           = 0,
+    MIOPEN_WEIGHT_BIAS                  = 1,
+    MIOPEN_ELEMENTWISE_AFFINE_FUSED_ADD = 2,
+    MIOPEN_WEIGHT_BIAS_FUSED_ADD        = 3,
+    MIOPEN_ELEMENTWISE_AFFINE_T5        = 4,
+    MIOPEN_WEIGHT_BIAS_T5               = 5
+} miopenNormMode_t;
+
+/* Extension: which backend a handle runs on. */
+typedef enum {
+    miopenBNBackendAuto = 0, /* GPU when built with one and a device is present, else CPU */
+    miopenBNBackendCPU  = 1,
+    miopenBNBackendGPU  = 2
+} miopenBNBackend_t;
+
+/* ------------------------------------------------------------------------ */
+/* Errors and version                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The enumerator's name, e.g. "miopenStatusBadParm"; "Unknown error status"
+ * for a value outside the enumeration.  The string is static. */
+MIOPEN_BN_EXPORT const char* miopenGetErrorString(miopenStatus_t error);
+
+/* Extension: why the last failing call on this thread failed ("" when the
+ * last call succeeded).  Valid until the next call on the same thread. */
+MIOPEN_BN_EXPORT const char* miopenBNGetLastErrorMessage(void);
+
+/* The MIOpen API version this library implements (3.4.0).  NULL outputs are
+ * skipped.  Returns Success. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenGetVersion(size_t* major, size_t* minor, size_t* patch);
+
+/* Extension: this library's own version (MIOPEN_BN_VERSION_*).  NULL
+ * outputs are skipped.  Returns Success. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBNGetLibraryVersion(size_t* major, size_t* minor,
+                                                          size_t* patch);
+
+/* Extension: 1 when the library was built with a GPU backend (HIP or CUDA),
+ * else 0. */
+MIOPEN_BN_EXPORT int miopenBNHasGpuSupport(void);
+
+/* ------------------------------------------------------------------------ */
+/* Handles and streams                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Creates a handle on the default backend: the GPU when the library was built
+ * with one and a device is present, else the CPU.  The environment variable
+ * MIOPEN_BN_BACKEND=cpu|gpu overrides the choice.
+ * Returns: Success; BadParm (handle NULL, or MIOPEN_BN_BACKEND=gpu with no
+ * usable GPU); AllocFailed. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreate(miopenHandle_t* handle);
+
+/* As miopenCreate, with work queued on `stream` (a hipStream_t /
+ * cudaStream_t; NULL is the default stream).  A CPU handle keeps the value
+ * and ignores it.  Returns as miopenCreate. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateWithStream(miopenHandle_t* handle,
+                                                       miopenAcceleratorQueue_t stream);
+
+/* Extension: creates a handle on the given backend; miopenBNBackendAuto
+ * behaves as miopenCreate.  Returns: Success; BadParm (handle NULL, unknown
+ * backend value, or GPU asked for and none usable); AllocFailed. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBNCreateWithBackend(miopenHandle_t* handle,
+                                                          miopenBNBackend_t backend);
+
+/* Extension: the backend a handle runs on (CPU or GPU, never Auto).
+ * Returns: Success; BadParm (handle or backend NULL). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBNGetBackend(miopenHandle_t handle,
+                                                   miopenBNBackend_t* backend);
+
+/* Destroys a handle; NULL is accepted.  Returns Success. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenDestroy(miopenHandle_t handle);
+
+/* Sets / reads the stream of a handle.  Returns: Success; BadParm (handle or
+ * streamID output NULL). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetStream(miopenHandle_t handle,
+                                                miopenAcceleratorQueue_t streamID);
+MIOPEN_BN_EXPORT miopenStatus_t miopenGetStream(miopenHandle_t handle,
+                                                miopenAcceleratorQueue_t* streamID);
+
+/* With profiling on, each call records its execution time, read back by
+ * miopenGetKernelTime in milliseconds (device time on the GPU, wall time of
+ * the computation on the CPU).  Returns: Success; BadParm (NULL argument). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenEnableProfiling(miopenHandle_t handle, bool enable);
+MIOPEN_BN_EXPORT miopenStatus_t miopenGetKernelTime(miopenHandle_t handle, float* time);
+
+/* ------------------------------------------------------------------------ */
+/* Tensor descriptors                                                        */
+/* ------------------------------------------------------------------------ */
+/* Rules shared by every setter: lengths and strides must be > 0 (BadParm);
+ * a NULL lengths array or a count <= 0 gives InvalidValue; an unknown data
+ * type, a rank above 5 or an element space whose byte size overflows 64 bits
+ * gives BadParm.  A failing setter leaves the descriptor as it was. */
+
+/* Returns: Success; BadParm (tensorDesc NULL); AllocFailed. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateTensorDescriptor(miopenTensorDescriptor_t* tensorDesc);
+
+/* Packed NCHW tensor of lengths (n, c, h, w). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenSet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
+                                                            miopenDataType_t dataType,
+                                                            int n, int c, int h, int w);
+
+/* NCHW lengths with explicit strides (elements). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenSet4dTensorDescriptorEx(miopenTensorDescriptor_t tensorDesc,
+                                                              miopenDataType_t dataType,
+                                                              int n, int c, int h, int w,
+                                                              int nStride, int cStride,
+                                                              int hStride, int wStride);
+
+/* Reads a rank-4 descriptor; NULL outputs are not allowed here, as in
+ * MIOpen.  Returns: Success; BadParm (NULL argument or rank != 4). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
+                                                            miopenDataType_t* dataType,
+                                                            int* n, int* c, int* h, int* w,
+                                                            int* nStride, int* cStride,
+                                                            int* hStride, int* wStride);
+
+/* nbDims lengths and strides in logical order; stridesA NULL means packed
+ * (row-major in the order given). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
+                                                          miopenDataType_t dataType, int nbDims,
+                                                          const int* dimsA, const int* stridesA);
+
+/* lens in logical N, C, (D), H, W order; the layout picks packed strides:
+ * NCHW/NCDHW row-major, NHWC {H*W*C, 1, W*C, C}, NDHWC likewise.  A 4-D layout
+ * with 5 lengths (or the reverse) gives BadParm; layouts other than NCHW,
+ * NHWC, NCDHW, NDHWC give NotImplemented. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetNdTensorDescriptorWithLayout(
+    miopenTensorDescriptor_t tensorDesc, miopenDataType_t dataType,
+    miopenTensorLayout_t tensorLayout, const int* lens, int num_lens);
+
+/* Reads type, lengths and strides; NULL outputs are skipped; dimsA and
+ * stridesA must hold the descriptor's rank.  Returns: Success; BadParm. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
+                                                          miopenDataType_t* dataType,
+                                                          int* dimsA, int* stridesA);
+
+/* The descriptor's rank (MIOpen's meaning of "size").  Returns: Success;
+ * BadParm (NULL argument). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenGetTensorDescriptorSize(miopenTensorDescriptor_t tensorDesc,
+                                                              int* size);
+
+/* Bytes spanned by the tensor: (1 + sum((len_i - 1) * stride_i)) * element
+ * size.  Returns: Success; BadParm (NULL argument). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenGetTensorNumBytes(miopenTensorDescriptor_t tensorDesc,
+                                                        size_t* numBytes);
+
+/* NULL is accepted.  Returns Success. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescriptor_t tensorDesc);
+
+/* ------------------------------------------------------------------------ */
+/* Batch normalization                                                       */
+/* ------------------------------------------------------------------------ */
+/* Shapes.  x, y, dx, dy: rank 2 to 5, lengths (N,C), (N,C,W), (N,C,H,W) or
+ * (N,C,D,H,W), any positive strides (NCHW, NHWC, NCDHW, NDHWC or strided
+ * views; each tensor may have its own layout), lengths equal across them.
+ * Parameter tensors (scale, bias, means, variances and their gradients) have
+ * x's rank and lengths (1,C,1,..) in spatial mode, (1,C,D,H,W) per
+ * activation; any positive strides.
+ *
+ * Types.  x and y share a type: miopenFloat, miopenHalf, miopenBFloat16 or
+ * miopenDouble.  Parameters all share one type, given by the scale
+ * descriptor: miopenFloat for any x, or x's own type.  dx and dy share a type
+ * that is x's or miopenFloat.  Statistics accumulate in float32 or wider with
+ * a numerically stable method (float64 for miopenDouble).  Other combinations
+ * give NotImplemented.
+ *
+ * alpha, beta: host pointers to float (for every data type, as MIOpen).
+ * Results blend as y = alpha * result + beta * y_prior; with beta == 0 the
+ * prior content of y is never read.
+ *
+ * M, the reduction count, is N*D*H*W in spatial mode and N per activation.
+ * Training with M <= 1, negative or NaN epsilon, an unknown mode, a NULL
+ * handle, descriptor, alpha or beta give BadParm.  In-place (y == x,
+ * dx == dy) is supported.
+ */
+
+/* Fills derivedBnDesc with the parameter tensor shape for x and bn_mode:
+ * (1,C,1,1[,1]) spatial, (1,C,H,W) / (1,C,D,H,W) per activation, packed,
+ * type miopenFloat (as MIOpen).
+ * Returns: Success; BadParm (NULL descriptor, x rank < 4, unknown mode). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenDeriveBNTensorDescriptor(miopenTensorDescriptor_t derivedBnDesc,
+                                                               const miopenTensorDescriptor_t xDesc,
+                                                               miopenBatchNormMode_t bn_mode);
+
+/* Training forward: computes the batch mean and biased variance over M
+ * elements, writes y = scale * (x - mean) / sqrt(var + epsilon) + bias, and
+ * optionally
+ *   - running statistics (resultRunningMean / resultRunningVariance, both or
+ *     neither): run = (1 - expAvgFactor) * run + expAvgFactor * stat, the
+ *     variance unbiased by M / (M - 1);
+ *   - saved statistics (resultSaveMean / resultSaveInvVariance, both or
+ *     neither): the mean and 1 / sqrt(var + epsilon) (an inverse standard
+ *     deviation), for miopenBatchNormalizationBackward.
+ * x: input, xDesc's type and layout.  y: output, same lengths and type.
+ * bnScaleBiasMeanVarDesc: describes every parameter and statistics tensor.
+ * Returns: Success; BadParm (see above; exactly one of a statistics pair
+ * NULL, a NULL x, y, bnScale or bnBias, mismatched lengths or rank, a
+ * non-finite expAvgFactor); NotImplemented (type combination); InternalError
+ * (a GPU launch failed). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationForwardTraining(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc,
+    void* y, const miopenTensorDescriptor_t bnScaleBiasMeanVarDesc, void* bnScale, void* bnBias,
+    double expAvgFactor, void* resultRunningMean, void* resultRunningVariance, double epsilon,
+    void* resultSaveMean, void* resultSaveInvVariance);
+
+/* As miopenBatchNormalizationForwardTraining with one descriptor per
+ * parameter: scaleDesc (bnScale), biasVarDesc (bnBias), savedMeanDesc (the
+ * running and saved means), savedVarDesc (the running variance and saved
+ * inverse std).  savedMeanDesc / savedVarDesc may be NULL when the buffers
+ * they describe are all NULL. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationForwardTraining_V2(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc,
+    void* y, const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasVarDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
+    void* bnScale, void* bnBias, double expAvgFactor, void* resultRunningMean,
+    void* resultRunningVariance, double epsilon, void* resultSaveMean,
+    void* resultSaveInvVariance);
+
+/* Inference forward: y = scale * (x - estimatedMean) / sqrt(estimatedVariance
+ * + epsilon) + bias.  A negative variance + epsilon gives NaN (MIOpen takes
+ * its absolute value).  With estimatedMean and estimatedVariance both NULL, y
+ * is normalized with the batch's own statistics and nothing else is written
+ * (MIOpen's documented fallback).
+ * Returns: Success; BadParm (see above; exactly one estimate NULL);
+ * NotImplemented; InternalError. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationForwardInference(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc,
+    void* y, const miopenTensorDescriptor_t bnScaleBiasMeanVarDesc, void* bnScale, void* bnBias,
+    void* estimatedMean, void* estimatedVariance, double epsilon);
+
+/* As miopenBatchNormalizationForwardInference with one descriptor per
+ * parameter; estMeanDesc / estVarianceDesc may be NULL when both estimates
+ * are NULL. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationForwardInference_V2(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc,
+    void* y, const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t estMeanDesc, const miopenTensorDescriptor_t estVarianceDesc,
+    void* bnScale, void* bnBias, void* estimatedMean, void* estimatedVariance, double epsilon);
+
+/* Backward: with xhat = (x - mean) * invstd,
+ *   dbias = sum(dy), dscale = sum(dy * xhat),
+ *   dx = scale * invstd / M * (M * dy - dbias - xhat * dscale),
+ * blended as dx = alphaDataDiff * dx + betaDataDiff * dx_prior and
+ * dscale/dbias = alphaParamDiff * result + betaParamDiff * prior.
+ * mean / invstd come from savedMean / savedInvVariance when both are given
+ * (epsilon unused), else they are recomputed from x with epsilon.
+ * dy, dx: same lengths as x, a shared type (x's or float).
+ * Returns: Success; BadParm (see above; NULL x, dy, dx, bnScale,
+ * resultBnScaleDiff or resultBnBiasDiff; exactly one saved statistic NULL);
+ * NotImplemented; InternalError. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationBackward(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, const void* alphaDataDiff,
+    const void* betaDataDiff, const void* alphaParamDiff, const void* betaParamDiff,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t dyDesc,
+    const void* dy, const miopenTensorDescriptor_t dxDesc, void* dx,
+    const miopenTensorDescriptor_t bnScaleBiasDiffDesc, const void* bnScale,
+    void* resultBnScaleDiff, void* resultBnBiasDiff, double epsilon, const void* savedMean,
+    const void* savedInvVariance);
+
+/* As miopenBatchNormalizationBackward with one descriptor per parameter:
+ * scaleDesc (bnScale and resultBnScaleDiff), biasDesc (resultBnBiasDiff),
+ * savedMeanDesc, savedVarDesc (may be NULL when both saved statistics are
+ * NULL). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationBackward_V2(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, const void* alphaDataDiff,
+    const void* betaDataDiff, const void* alphaParamDiff, const void* betaParamDiff,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t dyDesc,
+    const void* dy, const miopenTensorDescriptor_t dxDesc, void* dx,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
+    const void* bnScale, void* resultBnScaleDiff, void* resultBnBiasDiff, double epsilon,
+    const void* savedMean, const void* savedInvVariance);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MIOPEN_BN_H_ */
