@@ -1,0 +1,186 @@
+// Batch-normalization entry points: each one logs its arguments, builds a
+// validated problem (bn_problem_builder), logs the driver command, and
+// dispatches to the handle's backend, all inside api_call.
+#include "api_guard.hpp"
+#include "bn_problem_builder.hpp"
+#include "driver_command.hpp"
+#include "handle.hpp"
+#include "logging.hpp"
+
+namespace mbn {
+namespace {
+
+void log_bn_command(const char* function, BnDirection direction, const miopenTensorDescriptor* x_desc,
+                    const BnGeometry& geom, const TensorArg& x, const TensorArg& scale, bool saved,
+                    bool running, Blend blend) {
+    if (!command_logging_enabled()) return;
+    const BnCommandInfo info{direction, &geom,  x_desc->rank, x.dtype, scale.dtype,
+                             x.order,   saved,  running,      blend};
+    log_command(function, bn_driver_command(info));
+}
+
+void log_dispatch(const char* function, const Backend& backend, const BnGeometry& geom) {
+    if (!log_level_enabled(LogLevel::info)) return;
+    log_info(function, concat("backend ", backend.name(), ", N ", geom.len[kN], " C ", geom.len[kC], " D ",
+                              geom.len[kD], " H ", geom.len[kH], " W ", geom.len[kW], ", M ",
+                              geom.reduction_size(), ", F ", geom.feature_count()));
+}
+
+void forward_training(const char* function, miopenHandle* handle, const BnTrainingCall& call) {
+    auto& h = require_handle(handle);
+    const BnForwardTraining p = build_forward_training(*h.backend, call);
+    log_bn_command(function, BnDirection::training, call.x_desc, p.geom, p.x, p.scale,
+                   p.saved_mean.present(), p.running_mean.present(), p.out);
+    log_dispatch(function, *h.backend, p.geom);
+    dispatch(h, [&](Backend& b) { b.bn_forward_training(p); });
+}
+
+void forward_inference(const char* function, miopenHandle* handle, const BnInferenceCall& call) {
+    auto& h = require_handle(handle);
+    if (!inference_uses_estimates(call)) {
+        // MIOpen's documented fallback: normalize with the batch's own statistics.
+        const BnForwardTraining p = build_batch_statistics_inference(*h.backend, call);
+        log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, false, false, p.out);
+        log_dispatch(function, *h.backend, p.geom);
+        dispatch(h, [&](Backend& b) { b.bn_forward_training(p); });
+        return;
+    }
+    const BnForwardInference p = build_forward_inference(*h.backend, call);
+    log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, false, true, p.out);
+    log_dispatch(function, *h.backend, p.geom);
+    dispatch(h, [&](Backend& b) { b.bn_forward_inference(p); });
+}
+
+void backward(const char* function, miopenHandle* handle, const BnBackwardCall& call) {
+    auto& h = require_handle(handle);
+    const BnBackward p = build_backward(*h.backend, call);
+    log_bn_command(function, BnDirection::backward, call.x_desc, p.geom, p.x, p.scale,
+                   p.saved_mean.present(), false, p.data);
+    log_dispatch(function, *h.backend, p.geom);
+    dispatch(h, [&](Backend& b) { b.bn_backward(p); });
+}
+
+}  // namespace
+}  // namespace mbn
+
+extern "C" {
+
+miopenStatus_t miopenDeriveBNTensorDescriptor(miopenTensorDescriptor_t derivedBnDesc,
+                                              const miopenTensorDescriptor_t xDesc,
+                                              miopenBatchNormMode_t bn_mode) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, derivedBnDesc, xDesc, bn_mode);
+        mbn::require(derivedBnDesc != nullptr, miopenStatusBadParm, "derivedBnDesc is NULL");
+        mbn::derive_bn_descriptor(*derivedBnDesc, mbn::require_descriptor(xDesc, "xDesc"), bn_mode);
+    });
+}
+
+miopenStatus_t miopenBatchNormalizationForwardTraining(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t bnScaleBiasMeanVarDesc, void* bnScale, void* bnBias,
+    double expAvgFactor, void* resultRunningMean, void* resultRunningVariance, double epsilon,
+    void* resultSaveMean, void* resultSaveInvVariance) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc,
+                     bnScale, bnBias, expAvgFactor, resultRunningMean, resultRunningVariance, epsilon,
+                     resultSaveMean, resultSaveInvVariance);
+        const auto d = bnScaleBiasMeanVarDesc;
+        mbn::forward_training(__func__, handle,
+                              {bn_mode, alpha, beta, xDesc, x, yDesc, y, {d, d, d, d}, bnScale, bnBias,
+                               expAvgFactor, resultRunningMean, resultRunningVariance, epsilon,
+                               resultSaveMean, resultSaveInvVariance});
+    });
+}
+
+miopenStatus_t miopenBatchNormalizationForwardTraining_V2(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasVarDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
+    void* bnScale, void* bnBias, double expAvgFactor, void* resultRunningMean,
+    void* resultRunningVariance, double epsilon, void* resultSaveMean, void* resultSaveInvVariance) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasVarDesc,
+                     savedMeanDesc, savedVarDesc, bnScale, bnBias, expAvgFactor, resultRunningMean,
+                     resultRunningVariance, epsilon, resultSaveMean, resultSaveInvVariance);
+        mbn::forward_training(__func__, handle,
+                              {bn_mode, alpha, beta, xDesc, x, yDesc, y,
+                               {scaleDesc, biasVarDesc, savedMeanDesc, savedVarDesc}, bnScale, bnBias,
+                               expAvgFactor, resultRunningMean, resultRunningVariance, epsilon,
+                               resultSaveMean, resultSaveInvVariance});
+    });
+}
+
+miopenStatus_t miopenBatchNormalizationForwardInference(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t bnScaleBiasMeanVarDesc, void* bnScale, void* bnBias,
+    void* estimatedMean, void* estimatedVariance, double epsilon) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc,
+                     bnScale, bnBias, estimatedMean, estimatedVariance, epsilon);
+        const auto d = bnScaleBiasMeanVarDesc;
+        mbn::forward_inference(__func__, handle,
+                               {bn_mode, alpha, beta, xDesc, x, yDesc, y, {d, d, d, d}, bnScale, bnBias,
+                                estimatedMean, estimatedVariance, epsilon});
+    });
+}
+
+miopenStatus_t miopenBatchNormalizationForwardInference_V2(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t estMeanDesc, const miopenTensorDescriptor_t estVarianceDesc,
+    void* bnScale, void* bnBias, void* estimatedMean, void* estimatedVariance, double epsilon) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasDesc,
+                     estMeanDesc, estVarianceDesc, bnScale, bnBias, estimatedMean, estimatedVariance,
+                     epsilon);
+        mbn::forward_inference(__func__, handle,
+                               {bn_mode, alpha, beta, xDesc, x, yDesc, y,
+                                {scaleDesc, biasDesc, estMeanDesc, estVarianceDesc}, bnScale, bnBias,
+                                estimatedMean, estimatedVariance, epsilon});
+    });
+}
+
+miopenStatus_t miopenBatchNormalizationBackward(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, const void* alphaDataDiff,
+    const void* betaDataDiff, const void* alphaParamDiff, const void* betaParamDiff,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t dyDesc,
+    const void* dy, const miopenTensorDescriptor_t dxDesc, void* dx,
+    const miopenTensorDescriptor_t bnScaleBiasDiffDesc, const void* bnScale, void* resultBnScaleDiff,
+    void* resultBnBiasDiff, double epsilon, const void* savedMean, const void* savedInvVariance) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle, bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff,
+                     xDesc, x, dyDesc, dy, dxDesc, dx, bnScaleBiasDiffDesc, bnScale, resultBnScaleDiff,
+                     resultBnBiasDiff, epsilon, savedMean, savedInvVariance);
+        const auto d = bnScaleBiasDiffDesc;
+        mbn::backward(__func__, handle,
+                      {bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, x, dyDesc,
+                       dy, dxDesc, dx, {d, d, d, d}, bnScale, resultBnScaleDiff, resultBnBiasDiff, epsilon,
+                       savedMean, savedInvVariance});
+    });
+}
+
+miopenStatus_t miopenBatchNormalizationBackward_V2(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, const void* alphaDataDiff,
+    const void* betaDataDiff, const void* alphaParamDiff, const void* betaParamDiff,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t dyDesc,
+    const void* dy, const miopenTensorDescriptor_t dxDesc, void* dx,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
+    const void* bnScale, void* resultBnScaleDiff, void* resultBnBiasDiff, double epsilon,
+    const void* savedMean, const void* savedInvVariance) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle, bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff,
+                     xDesc, x, dyDesc, dy, dxDesc, dx, scaleDesc, biasDesc, savedMeanDesc, savedVarDesc,
+                     bnScale, resultBnScaleDiff, resultBnBiasDiff, epsilon, savedMean, savedInvVariance);
+        mbn::backward(__func__, handle,
+                      {bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, x, dyDesc,
+                       dy, dxDesc, dx, {scaleDesc, biasDesc, savedMeanDesc, savedVarDesc}, bnScale,
+                       resultBnScaleDiff, resultBnBiasDiff, epsilon, savedMean, savedInvVariance});
+    });
+}
+
+}  // extern "C"

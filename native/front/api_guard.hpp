@@ -1,0 +1,40 @@
+// MIOpen's try_ pattern: every extern "C" entry point runs its body (log,
+// validate, dispatch) inside api_call, which turns any C++ exception into a
+// status, records the thread's last-error message and logs the failure.
+#pragma once
+
+#include "common/error.hpp"
+
+#include <miopen_bn.h>
+
+#include <exception>
+#include <new>
+#include <string>
+
+namespace mbn {
+
+void set_last_error(const char* function, miopenStatus_t status, const std::string& message);
+void clear_last_error();
+
+template <typename Body>
+miopenStatus_t api_call(const char* function, Body&& body) noexcept {
+    try {
+        body();
+        clear_last_error();
+        return miopenStatusSuccess;
+    } catch (const Error& e) {
+        set_last_error(function, e.status(), e.what());
+        return e.status();
+    } catch (const std::bad_alloc&) {
+        set_last_error(function, miopenStatusAllocFailed, "out of host memory");
+        return miopenStatusAllocFailed;
+    } catch (const std::exception& e) {
+        set_last_error(function, miopenStatusUnknownError, e.what());
+        return miopenStatusUnknownError;
+    } catch (...) {
+        set_last_error(function, miopenStatusUnknownError, "unknown C++ exception");
+        return miopenStatusUnknownError;
+    }
+}
+
+}  // namespace mbn

@@ -1,0 +1,166 @@
+// Handle, stream, profiling and version entry points.
+#include "api_guard.hpp"
+#include "handle.hpp"
+#include "logging.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace mbn {
+
+miopenHandle& require_handle(miopenHandle* handle) {
+    require(handle != nullptr, miopenStatusBadParm, "handle is NULL");
+    return *handle;
+}
+
+namespace {
+
+// MIOPEN_BN_BACKEND=cpu|gpu overrides the automatic choice.
+miopenBNBackend_t backend_from_environment() {
+    const char* value = std::getenv("MIOPEN_BN_BACKEND");
+    if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return miopenBNBackendAuto;
+    if (std::strcmp(value, "cpu") == 0) return miopenBNBackendCPU;
+    if (std::strcmp(value, "gpu") == 0) return miopenBNBackendGPU;
+    fail(miopenStatusBadParm, "MIOPEN_BN_BACKEND='", value, "' (expected cpu, gpu or auto)");
+}
+
+std::unique_ptr<Backend> try_gpu_backend(void* stream) {
+#ifdef MIOPEN_BN_HAS_GPU
+    return make_gpu_backend(stream);
+#else
+    (void)stream;
+    return nullptr;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(miopenBNBackend_t wanted, void* stream) {
+    switch (wanted) {
+        case miopenBNBackendCPU: break;
+        case miopenBNBackendGPU: {
+            auto gpu = try_gpu_backend(stream);
+            require(gpu != nullptr, miopenStatusBadParm,
+                    miopenBNHasGpuSupport() ? "no usable GPU device was found"
+                                            : "this library was built without a GPU backend");
+            return gpu;
+        }
+        case miopenBNBackendAuto:
+            if (auto gpu = try_gpu_backend(stream)) return gpu;
+            break;
+        default:
+            fail(miopenStatusBadParm, "unknown backend ", static_cast<int>(wanted));
+    }
+    auto cpu = make_cpu_backend();
+    cpu->set_stream(stream);
+    return cpu;
+}
+
+void create(miopenHandle_t* handle, miopenBNBackend_t wanted, void* stream) {
+    require(handle != nullptr, miopenStatusBadParm, "handle is NULL");
+    if (wanted == miopenBNBackendAuto) wanted = backend_from_environment();
+    auto created = std::make_unique<miopenHandle>();
+    created->backend = make_backend(wanted, stream);
+    log_info("miopenCreate", concat("created a handle on the ", created->backend->name(), " backend"));
+    *handle = created.release();
+}
+
+}  // namespace
+}  // namespace mbn
+
+extern "C" {
+
+miopenStatus_t miopenGetVersion(size_t* major, size_t* minor, size_t* patch) {
+    return mbn::api_call(__func__, [&] {
+        if (major) *major = 3;
+        if (minor) *minor = 4;
+        if (patch) *patch = 0;
+    });
+}
+
+miopenStatus_t miopenBNGetLibraryVersion(size_t* major, size_t* minor, size_t* patch) {
+    return mbn::api_call(__func__, [&] {
+        if (major) *major = MIOPEN_BN_VERSION_MAJOR;
+        if (minor) *minor = MIOPEN_BN_VERSION_MINOR;
+        if (patch) *patch = MIOPEN_BN_VERSION_PATCH;
+    });
+}
+
+int miopenBNHasGpuSupport(void) {
+#ifdef MIOPEN_BN_HAS_GPU
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+miopenStatus_t miopenCreate(miopenHandle_t* handle) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle);
+        mbn::create(handle, miopenBNBackendAuto, nullptr);
+    });
+}
+
+miopenStatus_t miopenCreateWithStream(miopenHandle_t* handle, miopenAcceleratorQueue_t stream) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle, stream);
+        mbn::create(handle, miopenBNBackendAuto, stream);
+    });
+}
+
+miopenStatus_t miopenBNCreateWithBackend(miopenHandle_t* handle, miopenBNBackend_t backend) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle, backend);
+        mbn::require(backend == miopenBNBackendAuto || backend == miopenBNBackendCPU ||
+                         backend == miopenBNBackendGPU,
+                     miopenStatusBadParm, "unknown backend ", static_cast<int>(backend));
+        mbn::create(handle, backend, nullptr);
+    });
+}
+
+miopenStatus_t miopenBNGetBackend(miopenHandle_t handle, miopenBNBackend_t* backend) {
+    return mbn::api_call(__func__, [&] {
+        auto& h = mbn::require_handle(handle);
+        mbn::require(backend != nullptr, miopenStatusBadParm, "backend is NULL");
+        *backend = h.backend->kind() == mbn::BackendKind::gpu ? miopenBNBackendGPU : miopenBNBackendCPU;
+    });
+}
+
+miopenStatus_t miopenDestroy(miopenHandle_t handle) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle);
+        delete handle;
+    });
+}
+
+miopenStatus_t miopenSetStream(miopenHandle_t handle, miopenAcceleratorQueue_t streamID) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle, streamID);
+        auto& h = mbn::require_handle(handle);
+        mbn::dispatch(h, [&](mbn::Backend& b) { b.set_stream(streamID); });
+    });
+}
+
+miopenStatus_t miopenGetStream(miopenHandle_t handle, miopenAcceleratorQueue_t* streamID) {
+    return mbn::api_call(__func__, [&] {
+        auto& h = mbn::require_handle(handle);
+        mbn::require(streamID != nullptr, miopenStatusBadParm, "streamID is NULL");
+        *streamID = static_cast<miopenAcceleratorQueue_t>(h.backend->stream());
+    });
+}
+
+miopenStatus_t miopenEnableProfiling(miopenHandle_t handle, bool enable) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, handle, enable);
+        auto& h = mbn::require_handle(handle);
+        mbn::dispatch(h, [&](mbn::Backend& b) { b.set_profiling(enable); });
+    });
+}
+
+miopenStatus_t miopenGetKernelTime(miopenHandle_t handle, float* time) {
+    return mbn::api_call(__func__, [&] {
+        auto& h = mbn::require_handle(handle);
+        mbn::require(time != nullptr, miopenStatusBadParm, "time is NULL");
+        mbn::dispatch(h, [&](mbn::Backend& b) { *time = b.kernel_time_ms(); });
+    });
+}
+
+}  // extern "C"

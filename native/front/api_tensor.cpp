@@ -1,0 +1,181 @@
+// Tensor descriptor entry points.
+#include "api_guard.hpp"
+#include "logging.hpp"
+#include "tensor_descriptor.hpp"
+
+#include <new>
+#include <vector>
+
+namespace {
+
+using mbn::require;
+
+miopenTensorDescriptor& settable(miopenTensorDescriptor_t desc) {
+    require(desc != nullptr, miopenStatusBadParm, "tensorDesc is NULL");
+    return *desc;
+}
+
+std::vector<std::int64_t> widen(const int* values, int count) {
+    if (values == nullptr || count <= 0) return {};
+    return std::vector<std::int64_t>(values, values + count);
+}
+
+// Packed strides for lengths given in logical N, C, (D), H, W order, laid out
+// channels-last (NHWC / NDHWC).
+std::vector<std::int64_t> channels_last_strides(const std::vector<std::int64_t>& lens) {
+    const int rank = static_cast<int>(lens.size());
+    std::vector<std::int64_t> strides(rank);
+    std::int64_t step = 1;
+    strides[1] = step;
+    step *= lens[1];
+    for (int i = rank - 1; i >= 2; --i) {
+        strides[i] = step;
+        step *= lens[i];
+    }
+    strides[0] = step;
+    return strides;
+}
+
+}  // namespace
+
+extern "C" {
+
+miopenStatus_t miopenCreateTensorDescriptor(miopenTensorDescriptor_t* tensorDesc) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, tensorDesc);
+        require(tensorDesc != nullptr, miopenStatusBadParm, "tensorDesc is NULL");
+        *tensorDesc = new miopenTensorDescriptor();
+    });
+}
+
+miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescriptor_t tensorDesc) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, tensorDesc);
+        delete tensorDesc;
+    });
+}
+
+miopenStatus_t miopenSet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
+                                           miopenDataType_t dataType, int n, int c, int h, int w) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, tensorDesc, dataType, n, c, h, w);
+        const std::int64_t lens[] = {n, c, h, w};
+        mbn::set_descriptor(settable(tensorDesc), dataType, 4, lens, nullptr);
+    });
+}
+
+miopenStatus_t miopenSet4dTensorDescriptorEx(miopenTensorDescriptor_t tensorDesc,
+                                             miopenDataType_t dataType, int n, int c, int h, int w,
+                                             int nStride, int cStride, int hStride, int wStride) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, tensorDesc, dataType, n, c, h, w, nStride, cStride, hStride, wStride);
+        const std::int64_t lens[] = {n, c, h, w};
+        const std::int64_t strides[] = {nStride, cStride, hStride, wStride};
+        mbn::set_descriptor(settable(tensorDesc), dataType, 4, lens, strides);
+    });
+}
+
+miopenStatus_t miopenSetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
+                                         miopenDataType_t dataType, int nbDims, const int* dimsA,
+                                         const int* stridesA) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, tensorDesc, dataType, nbDims, dimsA, stridesA);
+        auto& desc = settable(tensorDesc);
+        const auto lens = widen(dimsA, nbDims);
+        const auto strides = widen(stridesA, nbDims);
+        mbn::set_descriptor(desc, dataType, nbDims, dimsA ? lens.data() : nullptr,
+                            stridesA ? strides.data() : nullptr);
+    });
+}
+
+miopenStatus_t miopenSetNdTensorDescriptorWithLayout(miopenTensorDescriptor_t tensorDesc,
+                                                     miopenDataType_t dataType,
+                                                     miopenTensorLayout_t tensorLayout,
+                                                     const int* lens, int num_lens) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, tensorDesc, dataType, tensorLayout, lens, num_lens);
+        auto& desc = settable(tensorDesc);
+        require(lens != nullptr, miopenStatusInvalidValue, "lens is NULL");
+        require(num_lens > 0, miopenStatusInvalidValue, "num_lens is ", num_lens);
+        const auto wide = widen(lens, num_lens);
+        for (int i = 0; i < num_lens; ++i)
+            require(wide[i] > 0, miopenStatusBadParm, "length ", i, " is ", wide[i], " (must be > 0)");
+        switch (tensorLayout) {
+            case miopenTensorNCHW:
+            case miopenTensorNCDHW: {
+                const int rank = tensorLayout == miopenTensorNCHW ? 4 : 5;
+                require(num_lens == rank, miopenStatusBadParm, "layout ",
+                        rank == 4 ? "NCHW" : "NCDHW", " needs ", rank, " lengths, got ", num_lens);
+                mbn::set_descriptor(desc, dataType, rank, wide.data(), nullptr);
+                break;
+            }
+            case miopenTensorNHWC:
+            case miopenTensorNDHWC: {
+                const int rank = tensorLayout == miopenTensorNHWC ? 4 : 5;
+                require(num_lens == rank, miopenStatusBadParm, "layout ",
+                        rank == 4 ? "NHWC" : "NDHWC", " needs ", rank, " lengths, got ", num_lens);
+                const auto strides = channels_last_strides(wide);
+                mbn::set_descriptor(desc, dataType, rank, wide.data(), strides.data());
+                break;
+            }
+            case miopenTensorCHWN: case miopenTensorNCHWc4: case miopenTensorNCHWc8:
+            case miopenTensorCHWNc4: case miopenTensorCHWNc8:
+                mbn::fail(miopenStatusNotImplemented, "layout ", static_cast<int>(tensorLayout),
+                          " is not supported (NCHW, NHWC, NCDHW and NDHWC are)");
+            default:
+                mbn::fail(miopenStatusBadParm, "unknown layout ", static_cast<int>(tensorLayout));
+        }
+    });
+}
+
+miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
+                                           miopenDataType_t* dataType, int* n, int* c, int* h,
+                                           int* w, int* nStride, int* cStride, int* hStride,
+                                           int* wStride) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, tensorDesc);
+        const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
+        require(desc.rank == 4, miopenStatusBadParm, "tensorDesc has rank ", desc.rank, ", not 4");
+        int* outputs[] = {n, c, h, w, nStride, cStride, hStride, wStride};
+        require(dataType != nullptr, miopenStatusBadParm, "dataType is NULL");
+        for (int* out : outputs) require(out != nullptr, miopenStatusBadParm, "an output pointer is NULL");
+        *dataType = desc.dtype;
+        for (int i = 0; i < 4; ++i) {
+            *outputs[i] = static_cast<int>(desc.lens[i]);
+            *outputs[4 + i] = static_cast<int>(desc.strides[i]);
+        }
+    });
+}
+
+miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
+                                         miopenDataType_t* dataType, int* dimsA, int* stridesA) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, tensorDesc, dataType, dimsA, stridesA);
+        const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
+        if (dataType) *dataType = desc.dtype;
+        for (int i = 0; i < desc.rank; ++i) {
+            if (dimsA) dimsA[i] = static_cast<int>(desc.lens[i]);
+            if (stridesA) stridesA[i] = static_cast<int>(desc.strides[i]);
+        }
+    });
+}
+
+miopenStatus_t miopenGetTensorDescriptorSize(miopenTensorDescriptor_t tensorDesc, int* size) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, tensorDesc, size);
+        require(tensorDesc != nullptr, miopenStatusBadParm, "tensorDesc is NULL");
+        require(size != nullptr, miopenStatusBadParm, "size is NULL");
+        *size = tensorDesc->rank;
+    });
+}
+
+miopenStatus_t miopenGetTensorNumBytes(miopenTensorDescriptor_t tensorDesc, size_t* numBytes) {
+    return mbn::api_call(__func__, [&] {
+        MBN_LOG_CALL(__func__, tensorDesc, numBytes);
+        const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
+        require(numBytes != nullptr, miopenStatusBadParm, "numBytes is NULL");
+        *numBytes = static_cast<size_t>(desc.element_space_bytes());
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,27 @@
+// The driver command line that reproduces a batch-norm call, for
+// MIOPEN_ENABLE_LOGGING_CMD (our miopen-bn-driver accepts MIOpenDriver's flags).
+#pragma once
+
+#include "common/problem.hpp"
+
+#include <string>
+
+namespace mbn {
+
+enum class BnDirection { training, inference, backward };
+
+struct BnCommandInfo {
+    BnDirection direction;
+    const BnGeometry* geom;
+    int rank;
+    DType x_dtype;
+    DType param_dtype;
+    MemoryOrder x_order;
+    bool saved;    // -s: saved statistics written (forward) or read (backward)
+    bool running;  // -r: running statistics updated (training) or estimates read (inference)
+    Blend blend;
+};
+
+std::string bn_driver_command(const BnCommandInfo& info);
+
+}  // namespace mbn

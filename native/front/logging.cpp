@@ -1,0 +1,101 @@
+#include "logging.hpp"
+
+#include "tensor_descriptor.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace mbn {
+namespace {
+
+struct LogSettings {
+    int level = static_cast<int>(LogLevel::warning);
+    bool api_calls = false;
+    bool commands = false;
+    std::FILE* sink = stderr;
+};
+
+bool env_flag(const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
+}
+
+int level_from_hipdnn(const char* value) {
+    struct Named { const char* name; LogLevel level; };
+    static const Named names[] = {{"off", LogLevel::quiet},   {"fatal", LogLevel::fatal},
+                                  {"error", LogLevel::error}, {"warn", LogLevel::warning},
+                                  {"info", LogLevel::info}};
+    for (const auto& n : names)
+        if (std::strcmp(value, n.name) == 0) return static_cast<int>(n.level);
+    return static_cast<int>(LogLevel::warning);
+}
+
+LogSettings read_settings() {
+    LogSettings s;
+    if (const char* level = std::getenv("MIOPEN_LOG_LEVEL"); level && *level) {
+        const int parsed = std::atoi(level);
+        if (parsed >= 1 && parsed <= 7) s.level = parsed;
+    } else if (const char* hipdnn = std::getenv("HIPDNN_LOG_LEVEL"); hipdnn && *hipdnn) {
+        s.level = level_from_hipdnn(hipdnn);
+    }
+    s.api_calls = env_flag("MIOPEN_ENABLE_LOGGING");
+    s.commands = env_flag("MIOPEN_ENABLE_LOGGING_CMD");
+    if (const char* path = std::getenv("MIOPEN_BN_LOG_FILE"); path && *path) {
+        if (std::FILE* file = std::fopen(path, "a")) s.sink = file;
+    }
+    return s;
+}
+
+const LogSettings& settings() {
+    static const LogSettings s = read_settings();
+    return s;
+}
+
+std::mutex sink_mutex;
+
+void write_line(const char* kind, const char* function, const std::string& text) {
+    std::lock_guard<std::mutex> lock(sink_mutex);
+    std::fprintf(settings().sink, "MIOpen(miopen-bn): %s [%s] %s\n", kind, function, text.c_str());
+    std::fflush(settings().sink);
+}
+
+}  // namespace
+
+bool log_level_enabled(LogLevel level) { return settings().level >= static_cast<int>(level); }
+bool api_logging_enabled() { return settings().api_calls; }
+bool command_logging_enabled() { return settings().commands; }
+
+void log_error(const char* function, const std::string& message) {
+    if (log_level_enabled(LogLevel::error)) write_line("Error", function, message);
+}
+
+void log_info(const char* function, const std::string& message) {
+    if (log_level_enabled(LogLevel::info)) write_line("Info", function, message);
+}
+
+void log_command(const char* function, const std::string& command) {
+    if (command_logging_enabled()) write_line("Command", function, command);
+}
+
+void emit_api_call(const char* function, const std::string& arguments) {
+    write_line("Info", function, "{" + arguments + "}");
+}
+
+void format_descriptor(std::ostream& out, const miopenTensorDescriptor* desc) {
+    if (desc == nullptr) {
+        out << "NULL";
+        return;
+    }
+    out << desc->describe();
+}
+
+void format_pointer(std::ostream& out, const void* pointer) {
+    if (pointer == nullptr)
+        out << "NULL";
+    else
+        out << pointer;
+}
+
+}  // namespace mbn

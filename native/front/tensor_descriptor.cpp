@@ -1,0 +1,155 @@
+#include "tensor_descriptor.hpp"
+
+#include "common/error.hpp"
+
+#include <sstream>
+
+namespace mbn {
+namespace {
+
+bool known_dtype(miopenDataType_t dtype) {
+    const int v = static_cast<int>(dtype);
+    return v >= 0 && v <= 9 && v != 4;
+}
+
+// Positions of logical dims N, C, D, H, W inside a descriptor of `rank`
+// (-1: absent).  Ranks 2 and 3 are our extension: (N,C) and (N,C,W).
+std::array<int, kDims> logical_positions(int rank) {
+    switch (rank) {
+        case 1: return {-1, 0, -1, -1, -1};
+        case 2: return {0, 1, -1, -1, -1};
+        case 3: return {0, 1, -1, -1, 2};
+        case 4: return {0, 1, -1, 2, 3};
+        default: return {0, 1, 2, 3, 4};
+    }
+}
+
+// True when `stride` is the packed stride sequence for visiting dims in
+// `inner_to_outer` order, ignoring length-1 dims.
+bool packed_in_order(const Lengths& len, const Strides& stride, std::array<int, kDims> inner_to_outer) {
+    std::int64_t expected = 1;
+    for (int dim : inner_to_outer) {
+        if (len[dim] == 1) continue;
+        if (stride[dim] != expected) return false;
+        expected *= len[dim];
+    }
+    return true;
+}
+
+}  // namespace
+
+std::size_t dtype_bytes(miopenDataType_t dtype) {
+    switch (dtype) {
+        case miopenHalf: case miopenBFloat16: return 2;
+        case miopenFloat: case miopenInt32: return 4;
+        case miopenInt8: case miopenFloat8: case miopenBFloat8: return 1;
+        case miopenDouble: case miopenInt64: return 8;
+    }
+    return 0;
+}
+
+const char* miopen_dtype_name(miopenDataType_t dtype) {
+    switch (dtype) {
+        case miopenHalf: return "miopenHalf";
+        case miopenFloat: return "miopenFloat";
+        case miopenInt32: return "miopenInt32";
+        case miopenInt8: return "miopenInt8";
+        case miopenBFloat16: return "miopenBFloat16";
+        case miopenDouble: return "miopenDouble";
+        case miopenFloat8: return "miopenFloat8";
+        case miopenBFloat8: return "miopenBFloat8";
+        case miopenInt64: return "miopenInt64";
+    }
+    return "unknown data type";
+}
+
+std::optional<DType> compute_dtype(miopenDataType_t dtype) {
+    switch (dtype) {
+        case miopenHalf: return DType::f16;
+        case miopenBFloat16: return DType::bf16;
+        case miopenFloat: return DType::f32;
+        case miopenDouble: return DType::f64;
+        default: return std::nullopt;
+    }
+}
+
+void set_descriptor(miopenTensorDescriptor& desc, miopenDataType_t dtype, int rank,
+                    const std::int64_t* lens, const std::int64_t* strides) {
+    require(known_dtype(dtype), miopenStatusBadParm, "unknown data type ", static_cast<int>(dtype));
+    require(lens != nullptr, miopenStatusInvalidValue, "the lengths array is NULL");
+    require(rank > 0, miopenStatusInvalidValue, "the number of dimensions is ", rank,
+            " (must be 1 to ", miopenTensorDescriptor::kMaxRank, ")");
+    require(rank <= miopenTensorDescriptor::kMaxRank, miopenStatusBadParm, "rank ", rank,
+            " is above the supported maximum of ", miopenTensorDescriptor::kMaxRank);
+
+    miopenTensorDescriptor next;
+    next.dtype = dtype;
+    next.rank = rank;
+    for (int i = 0; i < rank; ++i)
+        require(lens[i] > 0, miopenStatusBadParm, "length ", i, " is ", lens[i], " (must be > 0)");
+    std::int64_t packed = 1;
+    for (int i = rank - 1; i >= 0; --i) {
+        next.lens[i] = lens[i];
+        next.strides[i] = strides ? strides[i] : packed;
+        require(next.strides[i] > 0, miopenStatusBadParm, "stride ", i, " is ", next.strides[i],
+                " (must be > 0)");
+        if (!strides) require(!__builtin_mul_overflow(packed, lens[i], &packed), miopenStatusBadParm,
+                               "the element count overflows 64 bits");
+    }
+    // The largest byte offset, and the byte span, must fit in 64 bits.
+    std::int64_t last = 0;
+    for (int i = 0; i < rank; ++i) {
+        std::int64_t step = 0;
+        require(!__builtin_mul_overflow(next.lens[i] - 1, next.strides[i], &step) &&
+                    !__builtin_add_overflow(last, step, &last),
+                miopenStatusBadParm, "the element space overflows 64 bits");
+    }
+    std::int64_t bytes = 0;
+    require(!__builtin_mul_overflow(last + 1, static_cast<std::int64_t>(dtype_bytes(dtype)), &bytes),
+            miopenStatusBadParm, "the element space in bytes overflows 64 bits");
+    desc = next;
+}
+
+const miopenTensorDescriptor& require_descriptor(const miopenTensorDescriptor* desc, const char* what) {
+    require(desc != nullptr, miopenStatusBadParm, what, " is NULL");
+    require(desc->is_set(), miopenStatusBadParm, what, " has no lengths set");
+    return *desc;
+}
+
+TensorArg normalize(const miopenTensorDescriptor& desc, const void* data, DType dtype) {
+    TensorArg t;
+    t.data = const_cast<void*>(data);
+    t.dtype = dtype;
+    const auto where = logical_positions(desc.rank);
+    for (int dim = 0; dim < kDims; ++dim) {
+        const int i = where[dim];
+        t.len[dim] = i < 0 ? 1 : desc.lens[i];
+        t.stride[dim] = (i < 0 || t.len[dim] == 1) ? 0 : desc.strides[i];
+    }
+    if (packed_in_order(t.len, t.stride, {kW, kH, kD, kC, kN}))
+        t.order = MemoryOrder::packed_nchw;
+    else if (packed_in_order(t.len, t.stride, {kC, kW, kH, kD, kN}))
+        t.order = MemoryOrder::packed_nhwc;
+    else
+        t.order = MemoryOrder::strided;
+    return t;
+}
+
+}  // namespace mbn
+
+std::uint64_t miopenTensorDescriptor::element_space_bytes() const {
+    std::uint64_t last = 0;
+    for (int i = 0; i < rank; ++i) last += static_cast<std::uint64_t>(lens[i] - 1) * strides[i];
+    return (last + 1) * mbn::dtype_bytes(dtype);
+}
+
+std::string miopenTensorDescriptor::describe() const {
+    if (!is_set()) return "(unset)";
+    std::ostringstream out;
+    out << mbn::miopen_dtype_name(dtype) << " [";
+    for (int i = 0; i < rank; ++i) out << (i ? ", " : "") << lens[i];
+    out << "] strides [";
+    for (int i = 0; i < rank; ++i) out << (i ? ", " : "") << strides[i];
+    out << "]";
+    return out.str();
+}

@@ -1,0 +1,493 @@
+/* The C ABI as a C program sees it: every entry point, the status each bad
+ * input gets, that a failing call writes nothing, and small numerical checks
+ * against a double-precision reference.  Compiled against <miopen/miopen.h>
+ * only and linked with -lmiopen_bn; runs on a CPU handle. */
+#include "check.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+enum { N = 3, C = 4, H = 5, W = 7, HW = H * W, TOTAL = N * C * HW };
+
+static float random_float(unsigned* state) {
+    *state = *state * 1664525u + 1013904223u;
+    return (float)((*state >> 8) & 0xFFFF) / 65536.0f * 4.0f - 1.0f;
+}
+
+static void fill_random(float* data, size_t count, unsigned seed, float shift) {
+    unsigned state = seed;
+    for (size_t i = 0; i < count; ++i) data[i] = random_float(&state) + shift;
+}
+
+static void fill_nan(float* data, size_t count) {
+    for (size_t i = 0; i < count; ++i) data[i] = NAN;
+}
+
+static int all_nan(const float* data, size_t count) {
+    for (size_t i = 0; i < count; ++i)
+        if (!isnan(data[i])) return 0;
+    return 1;
+}
+
+static int close_to(double got, double want, double tol) {
+    return fabs(got - want) <= tol + tol * fabs(want);
+}
+
+/* Spatial statistics of channel c of a packed NCHW tensor (two-pass). */
+static void channel_stats(const float* x, int c, double* mean, double* var) {
+    double sum = 0.0, sq = 0.0;
+    for (int n = 0; n < N; ++n)
+        for (int i = 0; i < HW; ++i) sum += x[(n * C + c) * HW + i];
+    *mean = sum / (N * HW);
+    for (int n = 0; n < N; ++n)
+        for (int i = 0; i < HW; ++i) {
+            const double d = x[(n * C + c) * HW + i] - *mean;
+            sq += d * d;
+        }
+    *var = sq / (N * HW);
+}
+
+static void test_error_strings(void) {
+    CHECK(strcmp(miopenGetErrorString(miopenStatusSuccess), "miopenStatusSuccess") == 0);
+    CHECK(strcmp(miopenGetErrorString(miopenStatusBadParm), "miopenStatusBadParm") == 0);
+    CHECK(strcmp(miopenGetErrorString(miopenStatusVersionMismatch), "miopenStatusVersionMismatch") == 0);
+    CHECK(strcmp(miopenGetErrorString((miopenStatus_t)42), "Unknown error status") == 0);
+    size_t major = 0, minor = 0, patch = 0;
+    CHECK_STATUS(miopenStatusSuccess, miopenGetVersion(&major, &minor, NULL));
+    CHECK(major == 3);
+    CHECK_STATUS(miopenStatusSuccess, miopenBNGetLibraryVersion(&major, &minor, &patch));
+    CHECK(major == MIOPEN_BN_VERSION_MAJOR && minor == MIOPEN_BN_VERSION_MINOR &&
+          patch == MIOPEN_BN_VERSION_PATCH);
+}
+
+static void test_handles(void) {
+    miopenHandle_t handle = NULL;
+    CHECK_STATUS(miopenStatusBadParm, miopenCreate(NULL));
+    CHECK_STATUS(miopenStatusBadParm, miopenBNCreateWithBackend(&handle, (miopenBNBackend_t)9));
+    CHECK_STATUS(miopenStatusSuccess, miopenBNCreateWithBackend(&handle, miopenBNBackendCPU));
+    miopenBNBackend_t backend = miopenBNBackendAuto;
+    CHECK_STATUS(miopenStatusSuccess, miopenBNGetBackend(handle, &backend));
+    CHECK(backend == miopenBNBackendCPU);
+    CHECK_STATUS(miopenStatusBadParm, miopenBNGetBackend(NULL, &backend));
+
+    miopenAcceleratorQueue_t stream = (miopenAcceleratorQueue_t)0x1234;
+    CHECK_STATUS(miopenStatusSuccess, miopenSetStream(handle, stream));
+    miopenAcceleratorQueue_t got = NULL;
+    CHECK_STATUS(miopenStatusSuccess, miopenGetStream(handle, &got));
+    CHECK(got == stream);
+    CHECK_STATUS(miopenStatusBadParm, miopenGetStream(handle, NULL));
+    CHECK_STATUS(miopenStatusBadParm, miopenSetStream(NULL, stream));
+    CHECK_STATUS(miopenStatusSuccess, miopenSetStream(handle, NULL));
+
+    CHECK_STATUS(miopenStatusSuccess, miopenEnableProfiling(handle, true));
+    float ms = -1.0f;
+    CHECK_STATUS(miopenStatusSuccess, miopenGetKernelTime(handle, &ms));
+    CHECK(ms >= 0.0f);
+    CHECK_STATUS(miopenStatusBadParm, miopenGetKernelTime(handle, NULL));
+    CHECK_STATUS(miopenStatusBadParm, miopenEnableProfiling(NULL, true));
+
+    CHECK_STATUS(miopenStatusSuccess, miopenDestroy(handle));
+    CHECK_STATUS(miopenStatusSuccess, miopenDestroy(NULL));
+
+    miopenHandle_t with_stream = NULL;
+    if (miopenBNHasGpuSupport() == 0) {
+        CHECK_STATUS(miopenStatusSuccess, miopenCreateWithStream(&with_stream, NULL));
+        CHECK_STATUS(miopenStatusSuccess, miopenDestroy(with_stream));
+        CHECK_STATUS(miopenStatusBadParm, miopenBNCreateWithBackend(&with_stream, miopenBNBackendGPU));
+    }
+}
+
+static void test_descriptors(void) {
+    miopenTensorDescriptor_t desc = NULL;
+    CHECK_STATUS(miopenStatusBadParm, miopenCreateTensorDescriptor(NULL));
+    CHECK_STATUS(miopenStatusSuccess, miopenCreateTensorDescriptor(&desc));
+    CHECK_STATUS(miopenStatusSuccess, miopenSet4dTensorDescriptor(desc, miopenFloat, 2, 3, 4, 5));
+
+    miopenDataType_t dtype = miopenHalf;
+    int n, c, h, w, ns, cs, hs, ws;
+    CHECK_STATUS(miopenStatusSuccess, miopenGet4dTensorDescriptor(desc, &dtype, &n, &c, &h, &w, &ns, &cs, &hs, &ws));
+    CHECK(dtype == miopenFloat && n == 2 && c == 3 && h == 4 && w == 5);
+    CHECK(ns == 60 && cs == 20 && hs == 5 && ws == 1);
+    int rank = 0;
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTensorDescriptorSize(desc, &rank));
+    CHECK(rank == 4);
+    size_t bytes = 0;
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTensorNumBytes(desc, &bytes));
+    CHECK(bytes == 2 * 3 * 4 * 5 * 4);
+
+    /* Bad lengths and strides are rejected and leave the descriptor as it was. */
+    CHECK_STATUS(miopenStatusBadParm, miopenSet4dTensorDescriptor(desc, miopenFloat, 0, 3, 4, 5));
+    CHECK_STATUS(miopenStatusBadParm, miopenSet4dTensorDescriptor(desc, miopenFloat, 2, -3, 4, 5));
+    CHECK_STATUS(miopenStatusBadParm, miopenSet4dTensorDescriptorEx(desc, miopenFloat, 2, 3, 4, 5, 60, 20, 0, 1));
+    CHECK_STATUS(miopenStatusBadParm, miopenSet4dTensorDescriptor(desc, (miopenDataType_t)4, 2, 3, 4, 5));
+    CHECK_STATUS(miopenStatusBadParm, miopenSet4dTensorDescriptor(desc, (miopenDataType_t)77, 2, 3, 4, 5));
+    /* An element space beyond 64 bits. */
+    const int big = 2147483647;
+    CHECK_STATUS(miopenStatusBadParm,
+                 miopenSet4dTensorDescriptorEx(desc, miopenDouble, big, big, big, big, big, big, big, big));
+    CHECK_STATUS(miopenStatusSuccess, miopenGet4dTensorDescriptor(desc, &dtype, &n, &c, &h, &w, &ns, &cs, &hs, &ws));
+    CHECK(dtype == miopenFloat && n == 2 && c == 3 && ns == 60);
+
+    const int dims[] = {2, 3, 4, 5, 6, 7};
+    CHECK_STATUS(miopenStatusInvalidValue, miopenSetTensorDescriptor(desc, miopenFloat, 3, NULL, NULL));
+    CHECK_STATUS(miopenStatusInvalidValue, miopenSetTensorDescriptor(desc, miopenFloat, 0, dims, NULL));
+    CHECK_STATUS(miopenStatusBadParm, miopenSetTensorDescriptor(desc, miopenFloat, 6, dims, NULL));
+    CHECK_STATUS(miopenStatusSuccess, miopenSetTensorDescriptor(desc, miopenHalf, 5, dims, NULL));
+    int got_dims[5] = {0}, got_strides[5] = {0};
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTensorDescriptor(desc, &dtype, got_dims, got_strides));
+    CHECK(dtype == miopenHalf && got_dims[4] == 6 && got_strides[0] == 3 * 4 * 5 * 6 && got_strides[4] == 1);
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTensorDescriptor(desc, NULL, NULL, got_strides));
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTensorDescriptorSize(desc, &rank));
+    CHECK(rank == 5);
+    CHECK_STATUS(miopenStatusBadParm, miopenGet4dTensorDescriptor(desc, &dtype, &n, &c, &h, &w, &ns, &cs, &hs, &ws));
+
+    /* Layouts: NHWC strides are {HWC, 1, WC, C}; lens stay logical. */
+    const int lens4[] = {2, 3, 4, 5};
+    CHECK_STATUS(miopenStatusSuccess, miopenSetNdTensorDescriptorWithLayout(desc, miopenFloat, miopenTensorNHWC, lens4, 4));
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTensorDescriptor(desc, NULL, got_dims, got_strides));
+    CHECK(got_dims[1] == 3 && got_strides[0] == 60 && got_strides[1] == 1 && got_strides[2] == 15 && got_strides[3] == 3);
+    const int lens5[] = {2, 3, 4, 5, 6};
+    CHECK_STATUS(miopenStatusSuccess, miopenSetNdTensorDescriptorWithLayout(desc, miopenFloat, miopenTensorNDHWC, lens5, 5));
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTensorDescriptor(desc, NULL, got_dims, got_strides));
+    CHECK(got_strides[1] == 1 && got_strides[4] == 3 && got_strides[3] == 18 && got_strides[2] == 90 && got_strides[0] == 360);
+    CHECK_STATUS(miopenStatusBadParm, miopenSetNdTensorDescriptorWithLayout(desc, miopenFloat, miopenTensorNCHW, lens5, 5));
+    CHECK_STATUS(miopenStatusBadParm, miopenSetNdTensorDescriptorWithLayout(desc, miopenFloat, miopenTensorNCDHW, lens4, 4));
+    CHECK_STATUS(miopenStatusNotImplemented, miopenSetNdTensorDescriptorWithLayout(desc, miopenFloat, miopenTensorCHWN, lens4, 4));
+    CHECK_STATUS(miopenStatusInvalidValue, miopenSetNdTensorDescriptorWithLayout(desc, miopenFloat, miopenTensorNCHW, NULL, 4));
+    CHECK_STATUS(miopenStatusInvalidValue, miopenSetNdTensorDescriptorWithLayout(desc, miopenFloat, miopenTensorNCHW, lens4, 0));
+
+    /* A descriptor that was never set cannot be read. */
+    miopenTensorDescriptor_t unset = NULL;
+    CHECK_STATUS(miopenStatusSuccess, miopenCreateTensorDescriptor(&unset));
+    CHECK_STATUS(miopenStatusBadParm, miopenGetTensorNumBytes(unset, &bytes));
+    CHECK_STATUS(miopenStatusBadParm, miopenGetTensorNumBytes(NULL, &bytes));
+    CHECK_STATUS(miopenStatusSuccess, miopenDestroyTensorDescriptor(unset));
+    CHECK_STATUS(miopenStatusSuccess, miopenDestroyTensorDescriptor(desc));
+    CHECK_STATUS(miopenStatusSuccess, miopenDestroyTensorDescriptor(NULL));
+}
+
+static void test_derive(void) {
+    miopenTensorDescriptor_t x, derived;
+    miopenCreateTensorDescriptor(&x);
+    miopenCreateTensorDescriptor(&derived);
+    miopenSet4dTensorDescriptor(x, miopenHalf, N, C, H, W);
+    int dims[5], strides[5], rank = 0;
+    miopenDataType_t dtype = miopenHalf;
+    CHECK_STATUS(miopenStatusSuccess, miopenDeriveBNTensorDescriptor(derived, x, miopenBNSpatial));
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTensorDescriptor(derived, &dtype, dims, strides));
+    CHECK(dtype == miopenFloat && dims[0] == 1 && dims[1] == C && dims[2] == 1 && dims[3] == 1);
+    CHECK_STATUS(miopenStatusSuccess, miopenDeriveBNTensorDescriptor(derived, x, miopenBNPerActivation));
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTensorDescriptor(derived, NULL, dims, strides));
+    CHECK(dims[0] == 1 && dims[1] == C && dims[2] == H && dims[3] == W);
+    CHECK_STATUS(miopenStatusBadParm, miopenDeriveBNTensorDescriptor(NULL, x, miopenBNSpatial));
+    CHECK_STATUS(miopenStatusBadParm, miopenDeriveBNTensorDescriptor(derived, NULL, miopenBNSpatial));
+    CHECK_STATUS(miopenStatusBadParm, miopenDeriveBNTensorDescriptor(derived, x, (miopenBatchNormMode_t)2));
+    const int lens3[] = {2, 3, 4};
+    miopenSetTensorDescriptor(x, miopenFloat, 3, lens3, NULL);
+    CHECK_STATUS(miopenStatusBadParm, miopenDeriveBNTensorDescriptor(derived, x, miopenBNSpatial));
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTensorDescriptorSize(derived, &rank));
+    CHECK(rank == 4);
+    miopenDestroyTensorDescriptor(x);
+    miopenDestroyTensorDescriptor(derived);
+}
+
+/* Buffers and descriptors for one spatial NCHW float problem. */
+struct Problem {
+    miopenHandle_t handle;
+    miopenTensorDescriptor_t x_desc, param_desc;
+    float x[TOTAL], y[TOTAL], dy[TOTAL], dx[TOTAL];
+    float scale[C], bias[C], run_mean[C], run_var[C], save_mean[C], save_inv[C], dscale[C], dbias[C];
+};
+
+static void setup(struct Problem* p) {
+    miopenBNCreateWithBackend(&p->handle, miopenBNBackendCPU);
+    miopenCreateTensorDescriptor(&p->x_desc);
+    miopenCreateTensorDescriptor(&p->param_desc);
+    miopenSet4dTensorDescriptor(p->x_desc, miopenFloat, N, C, H, W);
+    miopenDeriveBNTensorDescriptor(p->param_desc, p->x_desc, miopenBNSpatial);
+    fill_random(p->x, TOTAL, 1u, 2.0f);
+    fill_random(p->dy, TOTAL, 2u, 0.0f);
+    fill_random(p->scale, C, 3u, 1.0f);
+    fill_random(p->bias, C, 4u, 0.0f);
+    fill_random(p->run_mean, C, 5u, 0.0f);
+    fill_random(p->run_var, C, 6u, 2.0f);
+}
+
+static void teardown(struct Problem* p) {
+    miopenDestroyTensorDescriptor(p->x_desc);
+    miopenDestroyTensorDescriptor(p->param_desc);
+    miopenDestroy(p->handle);
+}
+
+static void test_training_numerics(void) {
+    struct Problem p;
+    setup(&p);
+    const float alpha = 1.0f, beta = 0.0f;
+    const double eps = 1e-5, factor = 0.25;
+    float old_mean[C], old_var[C];
+    memcpy(old_mean, p.run_mean, sizeof old_mean);
+    memcpy(old_var, p.run_var, sizeof old_var);
+    fill_nan(p.y, TOTAL);
+    fill_nan(p.save_mean, C);
+    fill_nan(p.save_inv, C);
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBatchNormalizationForwardTraining(p.handle, miopenBNSpatial, (void*)&alpha, (void*)&beta,
+                                                         p.x_desc, p.x, p.x_desc, p.y, p.param_desc, p.scale,
+                                                         p.bias, factor, p.run_mean, p.run_var, eps,
+                                                         p.save_mean, p.save_inv));
+    int ok = 1;
+    for (int c = 0; c < C; ++c) {
+        double mean, var;
+        channel_stats(p.x, c, &mean, &var);
+        const double inv = 1.0 / sqrt(var + eps);
+        const double m = N * HW;
+        ok &= close_to(p.save_mean[c], mean, 1e-5);
+        ok &= close_to(p.save_inv[c], inv, 1e-5);
+        ok &= close_to(p.run_mean[c], (1 - factor) * old_mean[c] + factor * mean, 1e-5);
+        ok &= close_to(p.run_var[c], (1 - factor) * old_var[c] + factor * var * m / (m - 1), 1e-5);
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < HW; ++i) {
+                const int at = (n * C + c) * HW + i;
+                ok &= close_to(p.y[at], p.scale[c] * (p.x[at] - mean) * inv + p.bias[c], 1e-5);
+            }
+    }
+    CHECK(ok);
+
+    /* V2 with four descriptors gives the same saved statistics. */
+    float y2[TOTAL], mean2[C], inv2[C];
+    fill_nan(y2, TOTAL);
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBatchNormalizationForwardTraining_V2(p.handle, miopenBNSpatial, (void*)&alpha, (void*)&beta,
+                                                            p.x_desc, p.x, p.x_desc, y2, p.param_desc, p.param_desc,
+                                                            p.param_desc, p.param_desc, p.scale, p.bias, factor,
+                                                            NULL, NULL, eps, mean2, inv2));
+    CHECK(memcmp(y2, p.y, sizeof y2) == 0);
+    CHECK(memcmp(mean2, p.save_mean, sizeof mean2) == 0 && memcmp(inv2, p.save_inv, sizeof inv2) == 0);
+
+    /* Inference with the estimates, then the batch-statistics fallback. */
+    float yi[TOTAL];
+    fill_nan(yi, TOTAL);
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBatchNormalizationForwardInference(p.handle, miopenBNSpatial, (void*)&alpha, (void*)&beta,
+                                                          p.x_desc, p.x, p.x_desc, yi, p.param_desc, p.scale,
+                                                          p.bias, p.run_mean, p.run_var, eps));
+    ok = 1;
+    for (int at = 0; at < TOTAL; ++at) {
+        const int c = (at / HW) % C;
+        const double want = p.scale[c] * (p.x[at] - p.run_mean[c]) / sqrt((double)p.run_var[c] + eps) + p.bias[c];
+        ok &= close_to(yi[at], want, 1e-5);
+    }
+    CHECK(ok);
+    fill_nan(yi, TOTAL);
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBatchNormalizationForwardInference_V2(p.handle, miopenBNSpatial, (void*)&alpha, (void*)&beta,
+                                                             p.x_desc, p.x, p.x_desc, yi, p.param_desc, p.param_desc,
+                                                             NULL, NULL, p.scale, p.bias, NULL, NULL, eps));
+    ok = 1;
+    for (int at = 0; at < TOTAL; ++at) ok &= close_to(yi[at], p.y[at], 1e-5);
+    CHECK(ok);
+
+    /* Backward from saved statistics equals backward recomputing them. */
+    const float one = 1.0f, zero = 0.0f;
+    fill_nan(p.dx, TOTAL);
+    fill_nan(p.dscale, C);
+    fill_nan(p.dbias, C);
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBatchNormalizationBackward(p.handle, miopenBNSpatial, &one, &zero, &one, &zero, p.x_desc,
+                                                  p.x, p.x_desc, p.dy, p.x_desc, p.dx, p.param_desc, p.scale,
+                                                  p.dscale, p.dbias, eps, p.save_mean, p.save_inv));
+    ok = 1;
+    for (int c = 0; c < C; ++c) {
+        double mean, var, db = 0.0, ds = 0.0;
+        channel_stats(p.x, c, &mean, &var);
+        const double inv = 1.0 / sqrt(var + eps), m = N * HW;
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < HW; ++i) {
+                const int at = (n * C + c) * HW + i;
+                db += p.dy[at];
+                ds += p.dy[at] * (p.x[at] - mean) * inv;
+            }
+        ok &= close_to(p.dbias[c], db, 1e-4) && close_to(p.dscale[c], ds, 1e-4);
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < HW; ++i) {
+                const int at = (n * C + c) * HW + i;
+                const double xhat = (p.x[at] - mean) * inv;
+                ok &= close_to(p.dx[at], p.scale[c] * inv / m * (m * p.dy[at] - db - xhat * ds), 1e-4);
+            }
+    }
+    CHECK(ok);
+    float dx2[TOTAL], ds2[C], db2[C];
+    fill_nan(dx2, TOTAL);
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBatchNormalizationBackward_V2(p.handle, miopenBNSpatial, &one, &zero, &one, &zero, p.x_desc,
+                                                     p.x, p.x_desc, p.dy, p.x_desc, dx2, p.param_desc, p.param_desc,
+                                                     NULL, NULL, p.scale, ds2, db2, eps, NULL, NULL));
+    ok = 1;
+    for (int at = 0; at < TOTAL; ++at) ok &= close_to(dx2[at], p.dx[at], 1e-4);
+    for (int c = 0; c < C; ++c) ok &= close_to(ds2[c], p.dscale[c], 1e-4) && close_to(db2[c], p.dbias[c], 1e-4);
+    CHECK(ok);
+    teardown(&p);
+}
+
+/* Each bad call returns its status and leaves y and the statistics as they were. */
+#define CHECK_REJECTED(expected, call)                                       \
+    do {                                                                     \
+        fill_nan(p.y, TOTAL);                                                \
+        fill_nan(p.save_mean, C);                                            \
+        memcpy(run_mean_before, p.run_mean, sizeof run_mean_before);         \
+        CHECK_STATUS(expected, call);                                        \
+        CHECK(all_nan(p.y, TOTAL) && all_nan(p.save_mean, C));               \
+        CHECK(memcmp(run_mean_before, p.run_mean, sizeof run_mean_before) == 0); \
+    } while (0)
+
+static void test_bad_training_calls(void) {
+    struct Problem p;
+    setup(&p);
+    float run_mean_before[C];
+    float a = 1.0f, b = 0.0f;
+    void* alpha = &a;
+    void* beta = &b;
+    const miopenBatchNormMode_t S = miopenBNSpatial;
+    miopenTensorDescriptor_t xd = p.x_desc, pd = p.param_desc;
+
+#define TRAIN(handle, mode, alpha_, beta_, xdesc, x, ydesc, y, pdesc, scale, bias, rm, rv, eps, sm, si) \
+    miopenBatchNormalizationForwardTraining(handle, mode, alpha_, beta_, xdesc, x, ydesc, y, pdesc, scale, bias, \
+                                            0.1, rm, rv, eps, sm, si)
+
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(NULL, S, alpha, beta, xd, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, (miopenBatchNormMode_t)5, alpha, beta, xd, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, NULL, beta, xd, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, NULL, xd, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, NULL, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, NULL, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, xd, p.y, NULL, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, NULL, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, xd, NULL, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, xd, p.y, pd, NULL, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, xd, p.y, pd, p.scale, NULL, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, NULL, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, xd, p.y, pd, p.scale, p.bias, NULL, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, NULL));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, NULL, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, -1.0, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, NAN, p.save_mean, p.save_inv));
+    CHECK_REJECTED(miopenStatusBadParm,
+                   miopenBatchNormalizationForwardTraining(p.handle, S, alpha, beta, xd, p.x, xd, p.y, pd, p.scale, p.bias,
+                                                           INFINITY, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+
+    /* Parameters that do not fit x: per-activation mode with spatial parameters. */
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, miopenBNPerActivation, alpha, beta, xd, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+
+    miopenTensorDescriptor_t other;
+    miopenCreateTensorDescriptor(&other);
+    /* C mismatch between x and the parameters. */
+    miopenSet4dTensorDescriptor(other, miopenFloat, 1, C - 1, 1, 1);
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, xd, p.y, other, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    /* y of other lengths, or of another type. */
+    miopenSet4dTensorDescriptor(other, miopenFloat, N, C, H, W - 1);
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, other, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    miopenSet4dTensorDescriptor(other, miopenHalf, N, C, H, W);
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.x, other, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    /* Types batch norm does not compute on. */
+    miopenSet4dTensorDescriptor(other, miopenInt8, N, C, H, W);
+    CHECK_REJECTED(miopenStatusNotImplemented, TRAIN(p.handle, S, alpha, beta, other, p.x, other, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    miopenSet4dTensorDescriptor(other, miopenHalf, N, C, H, W);
+    miopenTensorDescriptor_t double_params;
+    miopenCreateTensorDescriptor(&double_params);
+    miopenSet4dTensorDescriptor(double_params, miopenDouble, 1, C, 1, 1);
+    CHECK_REJECTED(miopenStatusNotImplemented, TRAIN(p.handle, S, alpha, beta, other, p.x, other, p.y, double_params, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    /* Rank 1 and a descriptor never set. */
+    const int one_dim[] = {TOTAL};
+    miopenSetTensorDescriptor(other, miopenFloat, 1, one_dim, NULL);
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, other, p.x, other, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    miopenTensorDescriptor_t unset;
+    miopenCreateTensorDescriptor(&unset);
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, unset, p.x, xd, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    /* One value per channel (M = 1) cannot be trained on. */
+    miopenTensorDescriptor_t single, single_params;
+    miopenCreateTensorDescriptor(&single);
+    miopenCreateTensorDescriptor(&single_params);
+    miopenSet4dTensorDescriptor(single, miopenFloat, 1, C, 1, 1);
+    miopenDeriveBNTensorDescriptor(single_params, single, miopenBNSpatial);
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, single, p.x, single, p.y, single_params, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+    /* In place with different strides. */
+    miopenSetNdTensorDescriptorWithLayout(other, miopenFloat, miopenTensorNHWC, (const int[]){N, C, H, W}, 4);
+    CHECK_REJECTED(miopenStatusBadParm, TRAIN(p.handle, S, alpha, beta, xd, p.y, other, p.y, pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5, p.save_mean, p.save_inv));
+
+    /* Inference: exactly one estimate NULL. */
+    CHECK_REJECTED(miopenStatusBadParm,
+                   miopenBatchNormalizationForwardInference(p.handle, S, alpha, beta, xd, p.x, xd, p.y, pd, p.scale,
+                                                            p.bias, p.run_mean, NULL, 1e-5));
+    CHECK_REJECTED(miopenStatusBadParm,
+                   miopenBatchNormalizationForwardInference_V2(p.handle, S, alpha, beta, xd, p.x, xd, p.y, pd, pd, NULL,
+                                                               pd, p.scale, p.bias, p.run_mean, p.run_var, 1e-5));
+
+    miopenDestroyTensorDescriptor(other);
+    miopenDestroyTensorDescriptor(double_params);
+    miopenDestroyTensorDescriptor(unset);
+    miopenDestroyTensorDescriptor(single);
+    miopenDestroyTensorDescriptor(single_params);
+    teardown(&p);
+#undef TRAIN
+}
+
+static void test_bad_backward_calls(void) {
+    struct Problem p;
+    setup(&p);
+    const float one = 1.0f, zero = 0.0f;
+    miopenTensorDescriptor_t xd = p.x_desc, pd = p.param_desc;
+    const miopenBatchNormMode_t S = miopenBNSpatial;
+    fill_random(p.save_mean, C, 9u, 0.0f);
+    fill_random(p.save_inv, C, 10u, 2.0f);
+
+#define BACKWARD_REJECTED(expected, call)                                 \
+    do {                                                                  \
+        fill_nan(p.dx, TOTAL);                                            \
+        fill_nan(p.dscale, C);                                            \
+        fill_nan(p.dbias, C);                                             \
+        CHECK_STATUS(expected, call);                                     \
+        CHECK(all_nan(p.dx, TOTAL) && all_nan(p.dscale, C) && all_nan(p.dbias, C)); \
+    } while (0)
+#define BWD(handle, ad, x, dy, dx, scale, ds, db, sm, si) \
+    miopenBatchNormalizationBackward(handle, S, ad, &zero, &one, &zero, xd, x, xd, dy, xd, dx, pd, scale, ds, db, 1e-5, sm, si)
+
+    BACKWARD_REJECTED(miopenStatusBadParm, BWD(NULL, &one, p.x, p.dy, p.dx, p.scale, p.dscale, p.dbias, p.save_mean, p.save_inv));
+    BACKWARD_REJECTED(miopenStatusBadParm, BWD(p.handle, NULL, p.x, p.dy, p.dx, p.scale, p.dscale, p.dbias, p.save_mean, p.save_inv));
+    BACKWARD_REJECTED(miopenStatusBadParm, BWD(p.handle, &one, NULL, p.dy, p.dx, p.scale, p.dscale, p.dbias, p.save_mean, p.save_inv));
+    BACKWARD_REJECTED(miopenStatusBadParm, BWD(p.handle, &one, p.x, NULL, p.dx, p.scale, p.dscale, p.dbias, p.save_mean, p.save_inv));
+    BACKWARD_REJECTED(miopenStatusBadParm, BWD(p.handle, &one, p.x, p.dy, NULL, p.scale, p.dscale, p.dbias, p.save_mean, p.save_inv));
+    BACKWARD_REJECTED(miopenStatusBadParm, BWD(p.handle, &one, p.x, p.dy, p.dx, NULL, p.dscale, p.dbias, p.save_mean, p.save_inv));
+    BACKWARD_REJECTED(miopenStatusBadParm, BWD(p.handle, &one, p.x, p.dy, p.dx, p.scale, NULL, p.dbias, p.save_mean, p.save_inv));
+    BACKWARD_REJECTED(miopenStatusBadParm, BWD(p.handle, &one, p.x, p.dy, p.dx, p.scale, p.dscale, NULL, p.save_mean, p.save_inv));
+    BACKWARD_REJECTED(miopenStatusBadParm, BWD(p.handle, &one, p.x, p.dy, p.dx, p.scale, p.dscale, p.dbias, NULL, p.save_inv));
+    BACKWARD_REJECTED(miopenStatusBadParm, BWD(p.handle, &one, p.x, p.dy, p.dx, p.scale, p.dscale, p.dbias, p.save_mean, NULL));
+    BACKWARD_REJECTED(miopenStatusBadParm,
+                      miopenBatchNormalizationBackward(p.handle, S, &one, &zero, &one, &zero, xd, p.x, xd, p.dy, xd, p.dx,
+                                                       pd, p.scale, p.dscale, p.dbias, -1e-5, NULL, NULL));
+    /* dy and dx of different types. */
+    miopenTensorDescriptor_t half_desc;
+    miopenCreateTensorDescriptor(&half_desc);
+    miopenSet4dTensorDescriptor(half_desc, miopenHalf, N, C, H, W);
+    BACKWARD_REJECTED(miopenStatusBadParm,
+                      miopenBatchNormalizationBackward(p.handle, S, &one, &zero, &one, &zero, xd, p.x, half_desc, p.dy, xd,
+                                                       p.dx, pd, p.scale, p.dscale, p.dbias, 1e-5, NULL, NULL));
+    /* float x with half gradients is not a supported combination. */
+    BACKWARD_REJECTED(miopenStatusNotImplemented,
+                      miopenBatchNormalizationBackward(p.handle, S, &one, &zero, &one, &zero, xd, p.x, half_desc, p.dy,
+                                                       half_desc, p.dx, pd, p.scale, p.dscale, p.dbias, 1e-5, NULL, NULL));
+    miopenDestroyTensorDescriptor(half_desc);
+    teardown(&p);
+#undef BWD
+#undef BACKWARD_REJECTED
+}
+
+int main(void) {
+    test_error_strings();
+    test_handles();
+    test_descriptors();
+    test_derive();
+    test_training_numerics();
+    test_bad_training_calls();
+    test_bad_backward_calls();
+    return report();
+}
