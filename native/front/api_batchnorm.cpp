@@ -68,8 +68,8 @@ extern "C" {
 miopenStatus_t miopenDeriveBNTensorDescriptor(miopenTensorDescriptor_t derivedBnDesc,
                                               const miopenTensorDescriptor_t xDesc,
                                               miopenBatchNormMode_t bn_mode) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, derivedBnDesc, xDesc, bn_mode);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, derivedBnDesc, xDesc, bn_mode);
         mbn::require(derivedBnDesc != nullptr, miopenStatusBadParm, "derivedBnDesc is NULL");
         mbn::derive_bn_descriptor(*derivedBnDesc, mbn::require_descriptor(xDesc, "xDesc"), bn_mode);
     });
@@ -81,12 +81,12 @@ miopenStatus_t miopenBatchNormalizationForwardTraining(
     const miopenTensorDescriptor_t bnScaleBiasMeanVarDesc, void* bnScale, void* bnBias,
     double expAvgFactor, void* resultRunningMean, void* resultRunningVariance, double epsilon,
     void* resultSaveMean, void* resultSaveInvVariance) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc,
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc,
                      bnScale, bnBias, expAvgFactor, resultRunningMean, resultRunningVariance, epsilon,
                      resultSaveMean, resultSaveInvVariance);
         const auto d = bnScaleBiasMeanVarDesc;
-        mbn::forward_training(__func__, handle,
+        mbn::forward_training(fn, handle,
                               {bn_mode, alpha, beta, xDesc, x, yDesc, y, {d, d, d, d}, bnScale, bnBias,
                                expAvgFactor, resultRunningMean, resultRunningVariance, epsilon,
                                resultSaveMean, resultSaveInvVariance});
@@ -100,11 +100,11 @@ miopenStatus_t miopenBatchNormalizationForwardTraining_V2(
     const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
     void* bnScale, void* bnBias, double expAvgFactor, void* resultRunningMean,
     void* resultRunningVariance, double epsilon, void* resultSaveMean, void* resultSaveInvVariance) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasVarDesc,
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasVarDesc,
                      savedMeanDesc, savedVarDesc, bnScale, bnBias, expAvgFactor, resultRunningMean,
                      resultRunningVariance, epsilon, resultSaveMean, resultSaveInvVariance);
-        mbn::forward_training(__func__, handle,
+        mbn::forward_training(fn, handle,
                               {bn_mode, alpha, beta, xDesc, x, yDesc, y,
                                {scaleDesc, biasVarDesc, savedMeanDesc, savedVarDesc}, bnScale, bnBias,
                                expAvgFactor, resultRunningMean, resultRunningVariance, epsilon,
@@ -117,11 +117,11 @@ miopenStatus_t miopenBatchNormalizationForwardInference(
     const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
     const miopenTensorDescriptor_t bnScaleBiasMeanVarDesc, void* bnScale, void* bnBias,
     void* estimatedMean, void* estimatedVariance, double epsilon) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc,
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc,
                      bnScale, bnBias, estimatedMean, estimatedVariance, epsilon);
         const auto d = bnScaleBiasMeanVarDesc;
-        mbn::forward_inference(__func__, handle,
+        mbn::forward_inference(fn, handle,
                                {bn_mode, alpha, beta, xDesc, x, yDesc, y, {d, d, d, d}, bnScale, bnBias,
                                 estimatedMean, estimatedVariance, epsilon});
     });
@@ -133,11 +133,11 @@ miopenStatus_t miopenBatchNormalizationForwardInference_V2(
     const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
     const miopenTensorDescriptor_t estMeanDesc, const miopenTensorDescriptor_t estVarianceDesc,
     void* bnScale, void* bnBias, void* estimatedMean, void* estimatedVariance, double epsilon) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasDesc,
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasDesc,
                      estMeanDesc, estVarianceDesc, bnScale, bnBias, estimatedMean, estimatedVariance,
                      epsilon);
-        mbn::forward_inference(__func__, handle,
+        mbn::forward_inference(fn, handle,
                                {bn_mode, alpha, beta, xDesc, x, yDesc, y,
                                 {scaleDesc, biasDesc, estMeanDesc, estVarianceDesc}, bnScale, bnBias,
                                 estimatedMean, estimatedVariance, epsilon});
@@ -151,12 +151,12 @@ miopenStatus_t miopenBatchNormalizationBackward(
     const void* dy, const miopenTensorDescriptor_t dxDesc, void* dx,
     const miopenTensorDescriptor_t bnScaleBiasDiffDesc, const void* bnScale, void* resultBnScaleDiff,
     void* resultBnBiasDiff, double epsilon, const void* savedMean, const void* savedInvVariance) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle, bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff,
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff,
                      xDesc, x, dyDesc, dy, dxDesc, dx, bnScaleBiasDiffDesc, bnScale, resultBnScaleDiff,
                      resultBnBiasDiff, epsilon, savedMean, savedInvVariance);
         const auto d = bnScaleBiasDiffDesc;
-        mbn::backward(__func__, handle,
+        mbn::backward(fn, handle,
                       {bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, x, dyDesc,
                        dy, dxDesc, dx, {d, d, d, d}, bnScale, resultBnScaleDiff, resultBnBiasDiff, epsilon,
                        savedMean, savedInvVariance});
@@ -172,11 +172,11 @@ miopenStatus_t miopenBatchNormalizationBackward_V2(
     const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
     const void* bnScale, void* resultBnScaleDiff, void* resultBnBiasDiff, double epsilon,
     const void* savedMean, const void* savedInvVariance) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle, bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff,
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff,
                      xDesc, x, dyDesc, dy, dxDesc, dx, scaleDesc, biasDesc, savedMeanDesc, savedVarDesc,
                      bnScale, resultBnScaleDiff, resultBnBiasDiff, epsilon, savedMean, savedInvVariance);
-        mbn::backward(__func__, handle,
+        mbn::backward(fn, handle,
                       {bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, x, dyDesc,
                        dy, dxDesc, dx, {scaleDesc, biasDesc, savedMeanDesc, savedVarDesc}, bnScale,
                        resultBnScaleDiff, resultBnBiasDiff, epsilon, savedMean, savedInvVariance});

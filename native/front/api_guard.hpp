@@ -1,6 +1,8 @@
 // MIOpen's try_ pattern: every extern "C" entry point runs its body (log,
 // validate, dispatch) inside api_call, which turns any C++ exception into a
 // status, records the thread's last-error message and logs the failure.
+// The body receives the entry point's name (for its logs: inside a lambda,
+// __func__ would name the lambda).
 #pragma once
 
 #include "common/error.hpp"
@@ -19,7 +21,7 @@ void clear_last_error();
 template <typename Body>
 miopenStatus_t api_call(const char* function, Body&& body) noexcept {
     try {
-        body();
+        body(function);
         clear_last_error();
         return miopenStatusSuccess;
     } catch (const Error& e) {

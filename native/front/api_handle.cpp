@@ -69,7 +69,7 @@ void create(miopenHandle_t* handle, miopenBNBackend_t wanted, void* stream) {
 extern "C" {
 
 miopenStatus_t miopenGetVersion(size_t* major, size_t* minor, size_t* patch) {
-    return mbn::api_call(__func__, [&] {
+    return mbn::api_call(__func__, [&](const char* fn) {
         if (major) *major = 3;
         if (minor) *minor = 4;
         if (patch) *patch = 0;
@@ -77,7 +77,7 @@ miopenStatus_t miopenGetVersion(size_t* major, size_t* minor, size_t* patch) {
 }
 
 miopenStatus_t miopenBNGetLibraryVersion(size_t* major, size_t* minor, size_t* patch) {
-    return mbn::api_call(__func__, [&] {
+    return mbn::api_call(__func__, [&](const char* fn) {
         if (major) *major = MIOPEN_BN_VERSION_MAJOR;
         if (minor) *minor = MIOPEN_BN_VERSION_MINOR;
         if (patch) *patch = MIOPEN_BN_VERSION_PATCH;
@@ -93,22 +93,22 @@ int miopenBNHasGpuSupport(void) {
 }
 
 miopenStatus_t miopenCreate(miopenHandle_t* handle) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle);
         mbn::create(handle, miopenBNBackendAuto, nullptr);
     });
 }
 
 miopenStatus_t miopenCreateWithStream(miopenHandle_t* handle, miopenAcceleratorQueue_t stream) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle, stream);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, stream);
         mbn::create(handle, miopenBNBackendAuto, stream);
     });
 }
 
 miopenStatus_t miopenBNCreateWithBackend(miopenHandle_t* handle, miopenBNBackend_t backend) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle, backend);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, backend);
         mbn::require(backend == miopenBNBackendAuto || backend == miopenBNBackendCPU ||
                          backend == miopenBNBackendGPU,
                      miopenStatusBadParm, "unknown backend ", static_cast<int>(backend));
@@ -117,7 +117,7 @@ miopenStatus_t miopenBNCreateWithBackend(miopenHandle_t* handle, miopenBNBackend
 }
 
 miopenStatus_t miopenBNGetBackend(miopenHandle_t handle, miopenBNBackend_t* backend) {
-    return mbn::api_call(__func__, [&] {
+    return mbn::api_call(__func__, [&](const char* fn) {
         auto& h = mbn::require_handle(handle);
         mbn::require(backend != nullptr, miopenStatusBadParm, "backend is NULL");
         *backend = h.backend->kind() == mbn::BackendKind::gpu ? miopenBNBackendGPU : miopenBNBackendCPU;
@@ -125,22 +125,22 @@ miopenStatus_t miopenBNGetBackend(miopenHandle_t handle, miopenBNBackend_t* back
 }
 
 miopenStatus_t miopenDestroy(miopenHandle_t handle) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle);
         delete handle;
     });
 }
 
 miopenStatus_t miopenSetStream(miopenHandle_t handle, miopenAcceleratorQueue_t streamID) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle, streamID);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, streamID);
         auto& h = mbn::require_handle(handle);
         mbn::dispatch(h, [&](mbn::Backend& b) { b.set_stream(streamID); });
     });
 }
 
 miopenStatus_t miopenGetStream(miopenHandle_t handle, miopenAcceleratorQueue_t* streamID) {
-    return mbn::api_call(__func__, [&] {
+    return mbn::api_call(__func__, [&](const char* fn) {
         auto& h = mbn::require_handle(handle);
         mbn::require(streamID != nullptr, miopenStatusBadParm, "streamID is NULL");
         *streamID = static_cast<miopenAcceleratorQueue_t>(h.backend->stream());
@@ -148,15 +148,15 @@ miopenStatus_t miopenGetStream(miopenHandle_t handle, miopenAcceleratorQueue_t* 
 }
 
 miopenStatus_t miopenEnableProfiling(miopenHandle_t handle, bool enable) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, handle, enable);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, enable);
         auto& h = mbn::require_handle(handle);
         mbn::dispatch(h, [&](mbn::Backend& b) { b.set_profiling(enable); });
     });
 }
 
 miopenStatus_t miopenGetKernelTime(miopenHandle_t handle, float* time) {
-    return mbn::api_call(__func__, [&] {
+    return mbn::api_call(__func__, [&](const char* fn) {
         auto& h = mbn::require_handle(handle);
         mbn::require(time != nullptr, miopenStatusBadParm, "time is NULL");
         mbn::dispatch(h, [&](mbn::Backend& b) { *time = b.kernel_time_ms(); });

@@ -41,24 +41,24 @@ std::vector<std::int64_t> channels_last_strides(const std::vector<std::int64_t>&
 extern "C" {
 
 miopenStatus_t miopenCreateTensorDescriptor(miopenTensorDescriptor_t* tensorDesc) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, tensorDesc);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc);
         require(tensorDesc != nullptr, miopenStatusBadParm, "tensorDesc is NULL");
         *tensorDesc = new miopenTensorDescriptor();
     });
 }
 
 miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescriptor_t tensorDesc) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, tensorDesc);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc);
         delete tensorDesc;
     });
 }
 
 miopenStatus_t miopenSet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                            miopenDataType_t dataType, int n, int c, int h, int w) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, tensorDesc, dataType, n, c, h, w);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc, dataType, n, c, h, w);
         const std::int64_t lens[] = {n, c, h, w};
         mbn::set_descriptor(settable(tensorDesc), dataType, 4, lens, nullptr);
     });
@@ -67,8 +67,8 @@ miopenStatus_t miopenSet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
 miopenStatus_t miopenSet4dTensorDescriptorEx(miopenTensorDescriptor_t tensorDesc,
                                              miopenDataType_t dataType, int n, int c, int h, int w,
                                              int nStride, int cStride, int hStride, int wStride) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, tensorDesc, dataType, n, c, h, w, nStride, cStride, hStride, wStride);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc, dataType, n, c, h, w, nStride, cStride, hStride, wStride);
         const std::int64_t lens[] = {n, c, h, w};
         const std::int64_t strides[] = {nStride, cStride, hStride, wStride};
         mbn::set_descriptor(settable(tensorDesc), dataType, 4, lens, strides);
@@ -78,8 +78,8 @@ miopenStatus_t miopenSet4dTensorDescriptorEx(miopenTensorDescriptor_t tensorDesc
 miopenStatus_t miopenSetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                          miopenDataType_t dataType, int nbDims, const int* dimsA,
                                          const int* stridesA) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, tensorDesc, dataType, nbDims, dimsA, stridesA);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc, dataType, nbDims, dimsA, stridesA);
         auto& desc = settable(tensorDesc);
         const auto lens = widen(dimsA, nbDims);
         const auto strides = widen(stridesA, nbDims);
@@ -92,8 +92,8 @@ miopenStatus_t miopenSetNdTensorDescriptorWithLayout(miopenTensorDescriptor_t te
                                                      miopenDataType_t dataType,
                                                      miopenTensorLayout_t tensorLayout,
                                                      const int* lens, int num_lens) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, tensorDesc, dataType, tensorLayout, lens, num_lens);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc, dataType, tensorLayout, lens, num_lens);
         auto& desc = settable(tensorDesc);
         require(lens != nullptr, miopenStatusInvalidValue, "lens is NULL");
         require(num_lens > 0, miopenStatusInvalidValue, "num_lens is ", num_lens);
@@ -132,8 +132,8 @@ miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                            miopenDataType_t* dataType, int* n, int* c, int* h,
                                            int* w, int* nStride, int* cStride, int* hStride,
                                            int* wStride) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, tensorDesc);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc);
         const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
         require(desc.rank == 4, miopenStatusBadParm, "tensorDesc has rank ", desc.rank, ", not 4");
         int* outputs[] = {n, c, h, w, nStride, cStride, hStride, wStride};
@@ -149,8 +149,8 @@ miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
 
 miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                          miopenDataType_t* dataType, int* dimsA, int* stridesA) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, tensorDesc, dataType, dimsA, stridesA);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc, dataType, dimsA, stridesA);
         const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
         if (dataType) *dataType = desc.dtype;
         for (int i = 0; i < desc.rank; ++i) {
@@ -161,8 +161,8 @@ miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
 }
 
 miopenStatus_t miopenGetTensorDescriptorSize(miopenTensorDescriptor_t tensorDesc, int* size) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, tensorDesc, size);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc, size);
         require(tensorDesc != nullptr, miopenStatusBadParm, "tensorDesc is NULL");
         require(size != nullptr, miopenStatusBadParm, "size is NULL");
         *size = tensorDesc->rank;
@@ -170,8 +170,8 @@ miopenStatus_t miopenGetTensorDescriptorSize(miopenTensorDescriptor_t tensorDesc
 }
 
 miopenStatus_t miopenGetTensorNumBytes(miopenTensorDescriptor_t tensorDesc, size_t* numBytes) {
-    return mbn::api_call(__func__, [&] {
-        MBN_LOG_CALL(__func__, tensorDesc, numBytes);
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc, numBytes);
         const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
         require(numBytes != nullptr, miopenStatusBadParm, "numBytes is NULL");
         *numBytes = static_cast<size_t>(desc.element_space_bytes());

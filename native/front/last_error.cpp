@@ -9,8 +9,9 @@ thread_local std::string last_error_message;
 
 void set_last_error(const char* function, miopenStatus_t status, const std::string& message) {
     try {
-        last_error_message = concat(function, ": ", miopenGetErrorString(status), ": ", message);
-        log_error(function, last_error_message);
+        const std::string reason = concat(miopenGetErrorString(status), ": ", message);
+        last_error_message = concat(function, ": ", reason);
+        log_error(function, reason);
     } catch (...) {
         // Out of memory while describing a failure: the status still gets out.
     }
