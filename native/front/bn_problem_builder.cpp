@@ -1,5 +1,7 @@
 #include "bn_problem_builder.hpp"
 
+#include "validation.hpp"
+
 #include <cmath>
 
 namespace mbn {
@@ -14,40 +16,6 @@ BnMode checked_mode(miopenBatchNormMode_t mode) {
          " is neither miopenBNPerActivation (0) nor miopenBNSpatial (1)");
 }
 
-// alpha/beta are read as float for every data type, as MIOpen does.
-float read_scaling(const void* value, const char* what) {
-    require(value != nullptr, miopenStatusBadParm, what, " is NULL");
-    return *static_cast<const float*>(value);
-}
-
-Blend read_blend(const void* alpha, const void* beta, const char* alpha_name, const char* beta_name) {
-    return Blend{read_scaling(alpha, alpha_name), read_scaling(beta, beta_name)};
-}
-
-void check_epsilon(double epsilon) {
-    require(!std::isnan(epsilon) && epsilon >= 0.0, miopenStatusBadParm, "epsilon is ", epsilon,
-            " (must be >= 0 and not NaN)");
-}
-
-void require_pointer(const void* data, const char* what) {
-    require(data != nullptr, miopenStatusBadParm, what, " is NULL");
-}
-
-// Both or neither: exactly one NULL is an error (MIOpen ignores the pair).
-bool pair_present(const void* a, const void* b, const char* a_name, const char* b_name) {
-    require((a == nullptr) == (b == nullptr), miopenStatusBadParm, "exactly one of ", a_name, " and ",
-            b_name, " is NULL (give both or neither)");
-    return a != nullptr;
-}
-
-DType checked_io_dtype(const miopenTensorDescriptor& desc, const char* what) {
-    const auto dtype = compute_dtype(desc.dtype);
-    require(dtype.has_value(), miopenStatusNotImplemented, "batch norm does not support ", what,
-            " of type ", miopen_dtype_name(desc.dtype),
-            " (miopenFloat, miopenHalf, miopenBFloat16 and miopenDouble are supported)");
-    return *dtype;
-}
-
 // x's descriptor fixes the geometry every other tensor is checked against.
 BnGeometry checked_geometry(const miopenTensorDescriptor& x, miopenBatchNormMode_t mode) {
     require(x.rank >= 2 && x.rank <= 5, miopenStatusBadParm, "xDesc has rank ", x.rank,
@@ -56,14 +24,6 @@ BnGeometry checked_geometry(const miopenTensorDescriptor& x, miopenBatchNormMode
     geom.mode = checked_mode(mode);
     geom.len = normalize(x, nullptr, DType::f32).len;
     return geom;
-}
-
-void require_same_lengths(const miopenTensorDescriptor& a, const miopenTensorDescriptor& b,
-                          const char* a_name, const char* b_name) {
-    bool same = a.rank == b.rank;
-    for (int i = 0; same && i < a.rank; ++i) same = a.lens[i] == b.lens[i];
-    require(same, miopenStatusBadParm, b_name, " (", b.describe(), ") and ", a_name, " (",
-            a.describe(), ") must have the same lengths");
 }
 
 Lengths expected_param_lengths(const BnGeometry& geom) {
@@ -91,10 +51,17 @@ public:
     // A tensor with x's lengths (y, dy, dx) whose type is given.
     TensorArg data_tensor(const miopenTensorDescriptor& desc, const void* data, const char* what,
                           DType dtype) const {
-        require_same_lengths(x_desc_, desc, "xDesc", what);
-        require_pointer(data, what);
-        backend_.check_accessible(data, what);
-        return normalize(desc, data, dtype);
+        return mbn::data_tensor(backend_, x_desc_, desc, data, what, dtype);
+    }
+
+    // y: x's lengths and type; in place only with x's strides.
+    TensorArg output_like_x(const miopenTensorDescriptor* y_desc, void* y) const {
+        const auto& desc = require_descriptor(y_desc, "yDesc");
+        require(desc.dtype == x_desc_.dtype, miopenStatusBadParm, "x (", miopen_dtype_name(x_desc_.dtype),
+                ") and y (", miopen_dtype_name(desc.dtype), ") have different types");
+        TensorArg out = data_tensor(desc, y, "y", x_dtype_);
+        check_in_place(x_, out, "x", "y");
+        return out;
     }
 
     // The parameter type comes from the scale descriptor: float, or x's type.
@@ -142,12 +109,6 @@ private:
     TensorArg x_;
 };
 
-// In place is supported only with identical addressing.
-void check_in_place(const TensorArg& in, const TensorArg& out, const char* in_name, const char* out_name) {
-    require(in.data != out.data || in.stride == out.stride, miopenStatusBadParm, out_name,
-            " aliases ", in_name, " with different strides (in-place needs identical layouts)");
-}
-
 }  // namespace
 
 BnForwardTraining build_forward_training(const Backend& backend, const BnTrainingCall& call) {
@@ -156,10 +117,7 @@ BnForwardTraining build_forward_training(const Backend& backend, const BnTrainin
     p.geom = check.geometry();
     p.out = read_blend(call.alpha, call.beta, "alpha", "beta");
     p.x = check.x();
-    p.y = check.data_tensor(require_descriptor(call.y_desc, "yDesc"), call.y, "y", check.x_dtype());
-    require(static_cast<int>(call.y_desc->dtype) == static_cast<int>(call.x_desc->dtype),
-            miopenStatusBadParm, "x and y have different types");
-    check_in_place(p.x, p.y, "x", "y");
+    p.y = check.output_like_x(call.y_desc, call.y);
     check.set_param_dtype(call.params.scale);
     p.scale = check.param_tensor(call.params.scale, call.scale, "bnScale");
     p.bias = check.param_tensor(call.params.bias, call.bias, "bnBias");
@@ -191,9 +149,7 @@ BnChecker check_inference_common(const Backend& backend, const BnInferenceCall& 
     p.geom = check.geometry();
     p.out = read_blend(call.alpha, call.beta, "alpha", "beta");
     p.x = check.x();
-    p.y = check.data_tensor(require_descriptor(call.y_desc, "yDesc"), call.y, "y", check.x_dtype());
-    require(call.y_desc->dtype == call.x_desc->dtype, miopenStatusBadParm, "x and y have different types");
-    check_in_place(p.x, p.y, "x", "y");
+    p.y = check.output_like_x(call.y_desc, call.y);
     check.set_param_dtype(call.params.scale);
     p.scale = check.param_tensor(call.params.scale, call.scale, "bnScale");
     p.bias = check.param_tensor(call.params.bias, call.bias, "bnBias");

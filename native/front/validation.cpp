@@ -1,0 +1,56 @@
+#include "validation.hpp"
+
+#include <cmath>
+
+namespace mbn {
+
+void require_pointer(const void* data, const char* what) {
+    require(data != nullptr, miopenStatusBadParm, what, " is NULL");
+}
+
+bool pair_present(const void* a, const void* b, const char* a_name, const char* b_name) {
+    require((a == nullptr) == (b == nullptr), miopenStatusBadParm, "exactly one of ", a_name, " and ",
+            b_name, " is NULL (give both or neither)");
+    return a != nullptr;
+}
+
+void check_epsilon(double epsilon) {
+    require(!std::isnan(epsilon) && epsilon >= 0.0, miopenStatusBadParm, "epsilon is ", epsilon,
+            " (must be >= 0 and not NaN)");
+}
+
+Blend read_blend(const void* alpha, const void* beta, const char* alpha_name, const char* beta_name) {
+    require_pointer(alpha, alpha_name);
+    require_pointer(beta, beta_name);
+    return Blend{*static_cast<const float*>(alpha), *static_cast<const float*>(beta)};
+}
+
+DType checked_io_dtype(const miopenTensorDescriptor& desc, const char* what) {
+    const auto dtype = compute_dtype(desc.dtype);
+    require(dtype.has_value(), miopenStatusNotImplemented, what, " has type ", miopen_dtype_name(desc.dtype),
+            " (miopenFloat, miopenHalf, miopenBFloat16 and miopenDouble are supported)");
+    return *dtype;
+}
+
+void require_same_lengths(const miopenTensorDescriptor& a, const miopenTensorDescriptor& b,
+                          const char* a_name, const char* b_name) {
+    bool same = a.rank == b.rank;
+    for (int i = 0; same && i < a.rank; ++i) same = a.lens[i] == b.lens[i];
+    require(same, miopenStatusBadParm, b_name, " (", b.describe(), ") and ", a_name, " (", a.describe(),
+            ") must have the same lengths");
+}
+
+void check_in_place(const TensorArg& in, const TensorArg& out, const char* in_name, const char* out_name) {
+    require(in.data != out.data || in.stride == out.stride, miopenStatusBadParm, out_name, " aliases ",
+            in_name, " with different strides (in-place needs identical layouts)");
+}
+
+TensorArg data_tensor(const Backend& backend, const miopenTensorDescriptor& like,
+                      const miopenTensorDescriptor& desc, const void* data, const char* what, DType dtype) {
+    require_same_lengths(like, desc, "xDesc", concat("the descriptor of ", what).c_str());
+    require_pointer(data, what);
+    backend.check_accessible(data, what);
+    return normalize(desc, data, dtype);
+}
+
+}  // namespace mbn

@@ -1,0 +1,36 @@
+// Argument checks shared by every op's problem builder (batch norm, group
+// norm): each throws mbn::Error with the status SPEC.md assigns and a message
+// naming the argument.
+#pragma once
+
+#include "common/backend.hpp"
+#include "tensor_descriptor.hpp"
+
+namespace mbn {
+
+void require_pointer(const void* data, const char* what);
+
+// Both or neither: exactly one NULL is BadParm.  Returns whether both are set.
+bool pair_present(const void* a, const void* b, const char* a_name, const char* b_name);
+
+// epsilon >= 0 and not NaN.
+void check_epsilon(double epsilon);
+
+// alpha/beta are read as float for every data type, as MIOpen does.
+Blend read_blend(const void* alpha, const void* beta, const char* alpha_name, const char* beta_name);
+
+// The compute type of a data tensor (f16, bf16, f32, f64), else NotImplemented.
+DType checked_io_dtype(const miopenTensorDescriptor& desc, const char* what);
+
+void require_same_lengths(const miopenTensorDescriptor& a, const miopenTensorDescriptor& b,
+                          const char* a_name, const char* b_name);
+
+// In place is supported only with identical addressing.
+void check_in_place(const TensorArg& in, const TensorArg& out, const char* in_name, const char* out_name);
+
+// A data tensor with `like`'s lengths: present, accessible to the backend,
+// normalized.
+TensorArg data_tensor(const Backend& backend, const miopenTensorDescriptor& like,
+                      const miopenTensorDescriptor& desc, const void* data, const char* what, DType dtype);
+
+}  // namespace mbn
