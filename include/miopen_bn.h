@@ -129,6 +129,12 @@ typedef enum {
     MIOPEN_WEIGHT_BIAS_T5               = 5
 } miopenNormMode_t;
 
+/* Extension: an activation fused into group norm's output. */
+typedef enum {
+    miopenBNActivationNone  = 0,
+    miopenBNActivationSwish = 1  /* y / (1 + exp(-beta * y)); beta = 1 is SiLU */
+} miopenBNActivation_t;
+
 /* Extension: which backend a handle runs on. */
 typedef enum {
     miopenBNBackendAuto = 0, /* GPU when built with one and a device is present, else CPU */
@@ -396,6 +402,71 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationBackward_V2(
     const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
     const void* bnScale, void* resultBnScaleDiff, void* resultBnBiasDiff, double epsilon,
     const void* savedMean, const void* savedInvVariance);
+
+/* ------------------------------------------------------------------------ */
+/* Group normalization                                                       */
+/* ------------------------------------------------------------------------ */
+/* x, y, dx, dy: rank 2 to 5 ((N,C), (N,C,W), (N,C,H,W), (N,C,D,H,W)), any
+ * positive strides (NCHW, NHWC, ...), equal lengths, one type: miopenFloat,
+ * miopenHalf, miopenBFloat16 or miopenDouble.  G = num_groups divides C; each
+ * (n, g) normalizes its C/G channels over all spatial positions with the
+ * biased variance: y = (x - mean) * rstd * weight[c] + bias[c],
+ * rstd = 1 / sqrt(var + epsilon).
+ * weight, bias (and their gradients): lengths (C) or (1, C, 1, ...), type
+ *   miopenFloat or x's type.
+ * mean, rstd: lengths (N, G), type miopenFloat (miopenDouble for miopenDouble
+ *   x, which also takes miopenFloat).
+ * mode: MIOPEN_ELEMENTWISE_AFFINE (0) ignores weight and bias (weight 1, bias
+ *   0); any other miopenNormMode_t applies them (MIOpen's rule).
+ * Bad input (BadParm): C % G != 0, G < 1, groups of one element, mismatched
+ * lengths, NULL handle/descriptor/x/y, NULL weight or bias in an affine mode,
+ * negative or NaN epsilon.  Other type combinations: NotImplemented. */
+
+/* MIOpen's group-norm forward.  mean and rstd are written only when
+ * non-NULL (their descriptors may then be NULL).
+ * Returns: Success; BadParm; NotImplemented; InternalError. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenGroupNormForward(
+    miopenHandle_t handle, miopenNormMode_t mode, const miopenTensorDescriptor_t xDesc, const void* x,
+    const miopenTensorDescriptor_t weightDesc, const void* weight,
+    const miopenTensorDescriptor_t biasDesc, const void* bias, const uint64_t num_groups,
+    const float epsilon, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t meanDesc, void* mean, const miopenTensorDescriptor_t rstdDesc,
+    void* rstd);
+
+/* Extension: miopenGroupNormForward with an activation applied to its result
+ * in float32: with miopenBNActivationSwish, y = z / (1 + exp(-activationBeta
+ * * z)) where z is the group-normalized value.  miopenBNActivationNone is
+ * miopenGroupNormForward.
+ * Returns: as miopenGroupNormForward; BadParm for an unknown activation or a
+ * non-finite activationBeta. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBNGroupNormForwardActivation(
+    miopenHandle_t handle, miopenNormMode_t mode, const miopenTensorDescriptor_t xDesc, const void* x,
+    const miopenTensorDescriptor_t weightDesc, const void* weight,
+    const miopenTensorDescriptor_t biasDesc, const void* bias, const uint64_t num_groups,
+    const float epsilon, miopenBNActivation_t activation, const float activationBeta,
+    const miopenTensorDescriptor_t yDesc, void* y, const miopenTensorDescriptor_t meanDesc, void* mean,
+    const miopenTensorDescriptor_t rstdDesc, void* rstd);
+
+/* Extension: group-norm backward from the forward's saved mean and rstd.
+ * With xhat = (x - mean) * rstd and g = dy (times the activation's
+ * derivative at z = xhat * weight + bias when the forward fused one; this
+ * needs bias in affine modes):
+ *   dbias[c] = sum g, dweight[c] = sum g * xhat (over n and positions),
+ *   dx = rstd * (g*w - mean_group(g*w) - xhat * mean_group(g*w * xhat)).
+ * dweight/dbias are written in affine modes (their pointers and descriptors
+ * may be NULL in MIOPEN_ELEMENTWISE_AFFINE mode).  dx: x's lengths and type.
+ * Returns: Success; BadParm (as forward; NULL dy, dx, mean or rstd; NULL
+ * weight, dweight or dbias in an affine mode; NULL bias with an activation in
+ * an affine mode); NotImplemented; InternalError. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBNGroupNormBackward(
+    miopenHandle_t handle, miopenNormMode_t mode, const miopenTensorDescriptor_t xDesc, const void* x,
+    const miopenTensorDescriptor_t dyDesc, const void* dy, const miopenTensorDescriptor_t weightDesc,
+    const void* weight, const miopenTensorDescriptor_t biasDesc, const void* bias,
+    const miopenTensorDescriptor_t meanDesc, const void* mean, const miopenTensorDescriptor_t rstdDesc,
+    const void* rstd, const uint64_t num_groups, miopenBNActivation_t activation,
+    const float activationBeta, const miopenTensorDescriptor_t dxDesc, void* dx,
+    const miopenTensorDescriptor_t dweightDesc, void* dweight, const miopenTensorDescriptor_t dbiasDesc,
+    void* dbias);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "error.hpp"
+#include "group_norm_problem.hpp"
 #include "problem.hpp"
 
 #include <memory>
@@ -47,7 +48,15 @@ public:
     virtual void bn_forward_inference(const BnForwardInference& p) = 0;
     virtual void bn_backward(const BnBackward& p) = 0;
 
+    // Group norm: a backend without it says so, and the call fails cleanly.
+    virtual void gn_forward(const GnForward& p) { unsupported("group-norm forward"); }
+    virtual void gn_backward(const GnBackward& p) { unsupported("group-norm backward"); }
+
 protected:
+    [[noreturn]] void unsupported(const char* op) const {
+        fail(miopenStatusNotImplemented, "the ", name(), " backend has no ", op, " yet");
+    }
+
     void* stream_ = nullptr;
     bool profiling_ = false;
     float last_time_ms_ = 0.0f;

@@ -2,6 +2,7 @@
 // MIOPEN_ENABLE_LOGGING_CMD (our miopen-bn-driver accepts MIOpenDriver's flags).
 #pragma once
 
+#include "common/group_norm_problem.hpp"
 #include "common/problem.hpp"
 
 #include <string>
@@ -23,5 +24,18 @@ struct BnCommandInfo {
 };
 
 std::string bn_driver_command(const BnCommandInfo& info);
+
+struct GnCommandInfo {
+    bool backward;
+    const GnShape* shape;
+    int rank;
+    DType x_dtype;
+    int mode;  // miopenNormMode_t
+    MemoryOrder x_order;
+    Activation activation;
+    float swish_beta;
+};
+
+std::string gn_driver_command(const GnCommandInfo& info);
 
 }  // namespace mbn

@@ -1,0 +1,64 @@
+// A small persistent pool of worker threads shared by every CPU handle.
+//
+// parallel_for splits [0, tasks) into one contiguous range per thread
+// (static: thread t always gets the same range for the same call), and the
+// calling thread works too.  Kernels make their results independent of the
+// thread count by giving every task its own output slot and merging slots in
+// task order afterwards.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace mbn::cpu {
+
+class ThreadPool {
+public:
+    // Runs body(begin, end, thread_index) for ranges covering [0, tasks).
+    template <typename Body>
+    void parallel_for(std::int64_t tasks, Body&& body) {
+        run(tasks, &invoke<Body>, &body);
+    }
+
+    // How many threads (callers included) share a call's work.
+    int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+    // The process-wide pool, sized by MIOPEN_BN_NUM_THREADS or the number of
+    // hardware threads.
+    static ThreadPool& instance();
+
+    explicit ThreadPool(int threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+private:
+    using Entry = void (*)(void* body, std::int64_t begin, std::int64_t end, int thread);
+
+    template <typename Body>
+    static void invoke(void* body, std::int64_t begin, std::int64_t end, int thread) {
+        (*static_cast<Body*>(body))(begin, end, thread);
+    }
+
+    void run(std::int64_t tasks, Entry entry, void* body);
+    void work_share(int thread);
+    void worker_loop(int thread);
+
+    std::vector<std::thread> workers_;
+    std::mutex call_mutex_;  // one parallel_for at a time (calls from several handles)
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::condition_variable done_;
+    std::uint64_t generation_ = 0;
+    int pending_ = 0;
+    bool stopping_ = false;
+    Entry entry_ = nullptr;
+    void* body_ = nullptr;
+    std::int64_t tasks_ = 0;
+    int active_threads_ = 1;
+};
+
+}  // namespace mbn::cpu

@@ -1,0 +1,73 @@
+// How the GPU kernels walk a batch-norm problem: every element is named by a
+// feature index f (0..F-1) and a reduction index r (0..M-1), and each of the
+// two is a mixed-radix number over a small "loop nest" of merged logical
+// dimensions.  A tensor's element offset is then
+//     sum_i feature_digit_i * stride[t][i] + sum_j reduce_digit_j * stride[t][j],
+// with per-tensor strides, so one set of kernels serves every layout: packed
+// NCHW / NHWC collapse to one or two dimensions per nest, strided views keep
+// up to four.
+//
+// Plain data only: shared by host code (built by g++) and the kernels (built
+// by hipcc / nvcc), and passed to kernels by value.
+#pragma once
+
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+
+constexpr int kNestRank = 4;     // a nest never has more dimensions (N,D,H,W or C,D,H,W)
+constexpr int kBlockThreads = 256;
+constexpr int kMaxSplits = 1024;  // blocks sharing one feature's reduction
+
+// Tensor slots: the data tensors first, then the per-feature parameters.
+enum Slot : int {
+    kSlotX = 0,
+    kSlotY = 1,   // y forward, dy backward
+    kSlotDx = 2,  // backward only
+    kSlotParam0 = 3,
+    kMaxSlots = 9,
+};
+// Forward parameter slots.
+enum ForwardParam : int {
+    kFwdScale = kSlotParam0,
+    kFwdBias,
+    kFwdMean,  // running mean (training) or estimated mean (inference)
+    kFwdVar,   // running variance (training) or estimated variance (inference)
+    kFwdSavedMean,
+    kFwdSavedInvStd,
+};
+// Backward parameter slots.
+enum BackwardParam : int {
+    kBwdScale = kSlotParam0,
+    kBwdDscale,
+    kBwdDbias,
+    kBwdSavedMean,
+    kBwdSavedInvStd,
+};
+
+// A mixed-radix index space.  Dimensions are right-aligned: the innermost is
+// at kNestRank - 1, unused outer ones have len 1 and stride 0.
+struct LoopNest {
+    std::int64_t len[kNestRank];
+    std::int64_t stride[kMaxSlots][kNestRank];
+    std::int64_t size;  // product of len
+    int rank;           // dimensions in use
+};
+
+struct BnLayout {
+    LoopNest feature;  // F = feature.size
+    LoopNest reduce;   // M = reduce.size
+    // Launch shape: blockDim = (tile_features, rows), gridDim = (tiles, splits).
+    // Thread (tx, ty) of block (bx, by) owns feature bx * tile_features + tx
+    // and the reduction indices [by * chunk, min(M, (by + 1) * chunk)) that
+    // are congruent to ty modulo rows.
+    int tile_features;
+    int rows;
+    std::int64_t tiles;
+    int splits;
+    std::int64_t chunk;
+};
+
+}  // namespace gpu
+}  // namespace mbn

@@ -1,0 +1,27 @@
+// Builds the BnLayout (bn_layout.hpp) of a validated problem: which logical
+// dimensions form the feature and reduction nests, in what order, merged
+// where every tensor allows, and the launch shape.
+#pragma once
+
+#include "common/problem.hpp"
+#include "gpu/bn_layout.hpp"
+
+namespace mbn {
+namespace gpu {
+
+// The tensors of one call, by slot (Slot / ForwardParam / BackwardParam);
+// nullptr or an absent TensorArg leaves a slot unused.
+struct SlotTensors {
+    const TensorArg* slot[kMaxSlots] = {};
+};
+
+// The device facts the launch shape depends on.
+struct DeviceShape {
+    int multiprocessors = 1;
+    int wave_size = 32;
+};
+
+BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device);
+
+}  // namespace gpu
+}  // namespace mbn
