@@ -1,6 +1,6 @@
 // Per-feature batch-norm arithmetic, in double, apart from the loops that
-// feed it: merging partial statistics, and turning statistics and
-// parameters into the coefficients the span/row kernels apply.
+// feed it: statistics from shifted sums, the running-average update, result
+// blending, and the coefficients the span/row kernels apply.
 #pragma once
 
 #include "cpu/span_kernels.hpp"
@@ -10,31 +10,20 @@
 
 namespace mbn::cpu {
 
-// Count, mean and sum of squared deviations of a set of values.
-struct Moments {
-    double count = 0.0;
-    double mean = 0.0;
-    double m2 = 0.0;
-
-    // Chan et al.'s pairwise combination: stable for any sizes and means,
-    // and exact when both means are equal (a constant feature stays constant).
-    void merge(double n, double mean_b, double m2_b) {
-        if (n == 0.0) return;
-        const double total = count + n;
-        const double delta = mean_b - mean;
-        mean += delta * (n / total);
-        m2 += m2_b + delta * delta * (count * n / total);
-        count = total;
-    }
-    void merge_first(double n, double mean_b, double m2_b) {
-        count = n;
-        mean = mean_b;
-        m2 = m2_b;
-    }
-    double biased_variance() const { return m2 / count; }
+// Mean and biased variance of `count` values from their sums shifted by
+// `center`: s1 = Σ(x - center), s2 = Σ(x - center)².  With the center a value
+// of the feature (or its mean) the cancellation in s2/n - (s1/n)² is mild, and
+// the sums are in double over float-or-narrower data; a constant feature
+// gives its value as the mean exactly and a variance of exactly 0.
+struct Statistics {
+    double mean, variance;
 };
 
-inline double inverse_std(double variance, double epsilon) { return 1.0 / std::sqrt(variance + epsilon); }
+inline Statistics shifted_statistics(double center, double s1, double s2, double count) {
+    const double offset = s1 / count;
+    const double variance = s2 / count - offset * offset;
+    return {center + offset, variance < 0.0 ? 0.0 : variance};  // rounding below 0; NaN stays NaN
+}
 
 // The running-variance update uses the unbiased variance; with a single value
 // per feature there is none, so the biased one (0) stands in.
@@ -51,31 +40,25 @@ inline double blend(double result, float alpha, float beta, double prior) {
     return beta != 0.0f ? alpha * result + beta * prior : alpha * result;
 }
 
-// y = alpha * (scale * (x - mean) * invstd + bias) (+ beta * prior, added by the kernel).
+// y = alpha * (scale * (x - mean) * invstd + bias) (+ beta * prior, added by
+// the kernel), as (x - mean_c) * k + b where mean_c is the mean rounded to C
+// and b absorbs the rounding: b = alpha * bias - (mean - mean_c) * k.
 template <typename C>
 NormalizeCoefficients<C> normalize_coefficients(double mean, double invstd, double scale, double bias,
                                                 float alpha) {
-    NormalizeCoefficients<C> k;
-    k.mean_hi = static_cast<C>(mean);
-    k.mean_lo = static_cast<C>(mean - static_cast<double>(k.mean_hi));
-    k.k = static_cast<C>(alpha * scale * invstd);
-    k.b = static_cast<C>(alpha * bias);
-    return k;
+    const double k = alpha * scale * invstd;
+    const C mean_c = static_cast<C>(mean);
+    const double rest = mean - static_cast<double>(mean_c);
+    // rest == 0 (the usual float case) must not turn an infinite k into NaN.
+    return {mean_c, static_cast<C>(k), static_cast<C>(rest == 0.0 ? alpha * bias : alpha * bias - rest * k)};
 }
 
 // dx = alpha * scale * invstd / M * (M * dy - dbias - xhat * dscale), with
 // xhat = (x - mean) * invstd, expanded into dy * k_dy + (x - mean) * k_x + k_0.
-template <typename C>
-BackpropCoefficients<C> backprop_coefficients(double mean, double invstd, double scale, double dbias,
-                                              double dscale, double count, float alpha) {
+inline BackpropCoefficients backprop_coefficients(double mean, double invstd, double scale, double dbias,
+                                                  double dscale, double count, float alpha) {
     const double g = alpha * scale * invstd;
-    BackpropCoefficients<C> k;
-    k.mean_hi = static_cast<C>(mean);
-    k.mean_lo = static_cast<C>(mean - static_cast<double>(k.mean_hi));
-    k.k_dy = static_cast<C>(g);
-    k.k_x = static_cast<C>(-g * invstd * dscale / count);
-    k.k_0 = static_cast<C>(-g * dbias / count);
-    return k;
+    return {mean, g, -g * invstd * dscale / count, -g * dbias / count};
 }
 
 }  // namespace mbn::cpu

@@ -2,7 +2,6 @@
 // float for float32/float16/bfloat16 data, double for float64 data.
 #pragma once
 
-#include "common/dtype.hpp"
 #include "cpu/half_convert.hpp"
 
 namespace mbn::cpu {
@@ -13,7 +12,6 @@ struct Element;
 template <>
 struct Element<float> {
     using Compute = float;
-    static constexpr DType dtype = DType::f32;
     static float load(float v) { return v; }
     static float store(float v) { return v; }
 };
@@ -21,7 +19,6 @@ struct Element<float> {
 template <>
 struct Element<double> {
     using Compute = double;
-    static constexpr DType dtype = DType::f64;
     static double load(double v) { return v; }
     static double store(double v) { return v; }
 };
@@ -29,7 +26,6 @@ struct Element<double> {
 template <>
 struct Element<Half> {
     using Compute = float;
-    static constexpr DType dtype = DType::f16;
     static float load(Half v) { return to_float(v); }
     static Half store(float v) { return to_half(v); }
 };
@@ -37,7 +33,6 @@ struct Element<Half> {
 template <>
 struct Element<BFloat16> {
     using Compute = float;
-    static constexpr DType dtype = DType::bf16;
     static float load(BFloat16 v) { return to_float(v); }
     static BFloat16 store(float v) { return to_bfloat16(v); }
 };

@@ -1,8 +1,10 @@
 // Vector loops written with GCC/Clang vector extensions: the lane-wise
-// arithmetic and the order of every reduction are fixed by the source, so the
-// AVX2 and baseline clones give bitwise-identical results.
+// arithmetic and the order of every reduction are fixed by the source, so a
+// result never depends on how the work was split between threads.
 #include "cpu/span_kernels.hpp"
+#include "cpu/vector_clones.hpp"
 
+#include <cmath>
 #include <cstring>
 
 // The helpers below pass vector types by value but are always inlined, so the
@@ -11,38 +13,32 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MIOPEN_BN_SANITIZE)
-#define MBN_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define MBN_VECTOR_CLONES
-#endif
 #define MBN_INLINE inline __attribute__((always_inline))
 
 namespace mbn::cpu {
 namespace {
 
-// One 32-byte register of C, and the double vector its lanes widen to.
+// Every vector is 32 bytes (one AVX register): double math runs on four
+// lanes, float math (normalize) on eight.  Wider types would be split by
+// the compiler through the stack.
+typedef double D4 __attribute__((vector_size(32)));
+typedef float F4 __attribute__((vector_size(16)));
+typedef float F8 __attribute__((vector_size(32)));
+
 template <typename C>
 struct Lanes;
 template <>
 struct Lanes<float> {
-    typedef float Vec __attribute__((vector_size(32)));
-    typedef double Wide __attribute__((vector_size(64)));
-    static constexpr int count = 8;
+    using Vec = F8;
 };
 template <>
 struct Lanes<double> {
-    typedef double Vec __attribute__((vector_size(32)));
-    typedef double Wide __attribute__((vector_size(32)));
-    static constexpr int count = 4;
+    using Vec = D4;
 };
-
 template <typename C>
 using Vec = typename Lanes<C>::Vec;
 template <typename C>
-using Wide = typename Lanes<C>::Wide;
-template <typename C>
-constexpr std::int64_t kLanes = Lanes<C>::count;
+constexpr std::int64_t kLanes = sizeof(Vec<C>) / sizeof(C);
 
 template <typename V>
 MBN_INLINE V load(const void* p) {
@@ -51,7 +47,7 @@ MBN_INLINE V load(const void* p) {
     return v;
 }
 template <typename V>
-MBN_INLINE void store(void* p, V v) {
+MBN_INLINE void store(void* p, const V& v) {
     std::memcpy(p, &v, sizeof v);
 }
 template <typename V, typename S>
@@ -59,275 +55,454 @@ MBN_INLINE V splat(S s) {
     V v = {};
     return v + static_cast<decltype(v[0] + 0)>(s);
 }
-template <typename C>
-MBN_INLINE Wide<C> widen(Vec<C> v) {
-    return __builtin_convertvector(v, Wide<C>);
+
+// Four consecutive values as doubles, and back.
+// Element by element: GCC 12 turns this into one vcvtps2pd, but splits
+// __builtin_convertvector(F4 -> D4) into halves.
+MBN_INLINE D4 load4(const float* p) {
+    return D4{static_cast<double>(p[0]), static_cast<double>(p[1]), static_cast<double>(p[2]),
+              static_cast<double>(p[3])};
 }
-template <typename W>
-MBN_INLINE double lane_sum(W v) {
-    double s = 0.0;
-    for (unsigned i = 0; i < sizeof v / sizeof v[0]; ++i) s += v[i];
-    return s;
+MBN_INLINE D4 load4(const double* p) { return load<D4>(p); }
+MBN_INLINE void store4(float* p, const D4& v) { store(p, __builtin_convertvector(v, F4)); }
+MBN_INLINE void store4(double* p, const D4& v) { store(p, v); }
+// Four doubles in the type of *like.
+MBN_INLINE F4 narrow4(const float*, const D4& v) { return __builtin_convertvector(v, F4); }
+MBN_INLINE D4 narrow4(const double*, const D4& v) { return v; }
+
+MBN_INLINE double lane_sum(const D4& v) { return (v[0] + v[1]) + (v[2] + v[3]); }
+
+// Stores that bypass the cache; p must be 16-byte aligned.  SSE forms, so
+// the baseline clone has them too; plain stores elsewhere than x86.
+typedef double D2 __attribute__((vector_size(16)));
+#if defined(__x86_64__)
+MBN_INLINE void stream_store(float* p, const F4& v) { __builtin_ia32_movntps(p, v); }
+MBN_INLINE void stream_store(float* p, const F8& v) {
+    __builtin_ia32_movntps(p, __builtin_shufflevector(v, v, 0, 1, 2, 3));
+    __builtin_ia32_movntps(p + 4, __builtin_shufflevector(v, v, 4, 5, 6, 7));
+}
+MBN_INLINE void stream_store(double* p, const D4& v) {
+    __builtin_ia32_movntpd(p, __builtin_shufflevector(v, v, 0, 1));
+    __builtin_ia32_movntpd(p + 2, __builtin_shufflevector(v, v, 2, 3));
+}
+#else
+template <typename C, typename V>
+MBN_INLINE void stream_store(C* p, const V& v) {
+    store(p, v);
+}
+#endif
+
+template <typename V, typename C>
+MBN_INLINE void put(C* p, const V& v, bool stream) {
+    if (stream) stream_store(p, v);
+    else store(p, v);
 }
 
+// Values before p + head are written one by one so that, when streaming,
+// vector stores start 16-byte aligned.
 template <typename C>
-MBN_INLINE double sum_body(const C* x, std::int64_t n) {
-    constexpr std::int64_t L = kLanes<C>;
-    Wide<C> a0 = {}, a1 = {};
-    std::int64_t i = 0;
-    for (; i + 2 * L <= n; i += 2 * L) {
-        a0 += widen<C>(load<Vec<C>>(x + i));
-        a1 += widen<C>(load<Vec<C>>(x + i + L));
-    }
-    double s = lane_sum(a0 + a1);
-    for (; i < n; ++i) s += static_cast<double>(x[i]);
-    return s;
+MBN_INLINE std::int64_t aligned_head(const C* p, std::int64_t n, bool stream) {
+    if (!stream) return 0;
+    const auto misalign = reinterpret_cast<std::uintptr_t>(p) % 16;
+    if (misalign % sizeof(C) != 0) return n;  // never aligns: plain scalar stores
+    const std::int64_t head = misalign == 0 ? 0 : static_cast<std::int64_t>((16 - misalign) / sizeof(C));
+    return head < n ? head : n;
 }
 
+// Makes streamed stores visible before the caller signals completion.
+MBN_INLINE void stream_fence(bool stream) {
+#if defined(__x86_64__)
+    if (stream) __builtin_ia32_sfence();
+#else
+    (void)stream;
+#endif
+}
+
+// ---- one feature -----------------------------------------------------------
+
 template <typename C>
-MBN_INLINE double squared_deviation_body(const C* x, std::int64_t n, double center) {
-    constexpr std::int64_t L = kLanes<C>;
-    const Wide<C> c = splat<Wide<C>>(center);
-    Wide<C> a0 = {}, a1 = {};
+MBN_INLINE void moments_body(const C* x, std::int64_t n, double center, MomentSums out) {
+    const D4 c = splat<D4>(center);
+    D4 a0 = {}, a1 = {}, q0 = {}, q1 = {};
     std::int64_t i = 0;
-    for (; i + 2 * L <= n; i += 2 * L) {
-        const Wide<C> d0 = widen<C>(load<Vec<C>>(x + i)) - c;
-        const Wide<C> d1 = widen<C>(load<Vec<C>>(x + i + L)) - c;
-        a0 += d0 * d0;
-        a1 += d1 * d1;
+    for (; i + 8 <= n; i += 8) {
+        const D4 d0 = load4(x + i) - c, d1 = load4(x + i + 4) - c;
+        a0 += d0;
+        a1 += d1;
+        q0 += d0 * d0;
+        q1 += d1 * d1;
     }
-    double s = lane_sum(a0 + a1);
+    for (; i + 4 <= n; i += 4) {
+        const D4 d = load4(x + i) - c;
+        a0 += d;
+        q0 += d * d;
+    }
+    double s = lane_sum(a0 + a1), q = lane_sum(q0 + q1);
     for (; i < n; ++i) {
         const double d = static_cast<double>(x[i]) - center;
-        s += d * d;
-    }
-    return s;
-}
-
-template <typename C>
-MBN_INLINE void squared_and_dot_body(const C* x, const C* dy, std::int64_t n, double center, double* sq,
-                                     double* dot) {
-    constexpr std::int64_t L = kLanes<C>;
-    const Wide<C> c = splat<Wide<C>>(center);
-    Wide<C> q = {}, p = {};
-    std::int64_t i = 0;
-    for (; i + L <= n; i += L) {
-        const Wide<C> d = widen<C>(load<Vec<C>>(x + i)) - c;
+        s += d;
         q += d * d;
-        p += d * widen<C>(load<Vec<C>>(dy + i));
     }
-    double s = lane_sum(q), t = lane_sum(p);
+    *out.s1 += s;
+    *out.s2 += q;
+}
+
+template <typename C>
+MBN_INLINE void gradient_body(const C* x, const C* dy, std::int64_t n, double center, GradientSums out) {
+    const D4 c = splat<D4>(center);
+    D4 g0 = {}, g1 = {}, p0 = {}, p1 = {};
+    std::int64_t i = 0;
+    if (out.s1) {
+        D4 a = {}, q = {};
+        for (; i + 4 <= n; i += 4) {
+            const D4 d = load4(x + i) - c, g = load4(dy + i);
+            a += d;
+            q += d * d;
+            g0 += g;
+            p0 += d * g;
+        }
+        *out.s1 += lane_sum(a);
+        *out.s2 += lane_sum(q);
+    } else {
+        for (; i + 8 <= n; i += 8) {
+            const D4 h0 = load4(dy + i), h1 = load4(dy + i + 4);
+            g0 += h0;
+            g1 += h1;
+            p0 += (load4(x + i) - c) * h0;
+            p1 += (load4(x + i + 4) - c) * h1;
+        }
+    }
+    double s = lane_sum(g0 + g1), t = lane_sum(p0 + p1);
     for (; i < n; ++i) {
-        const double d = static_cast<double>(x[i]) - center;
-        s += d * d;
-        t += d * static_cast<double>(dy[i]);
+        const double d = static_cast<double>(x[i]) - center, g = static_cast<double>(dy[i]);
+        s += g;
+        t += d * g;
+        if (out.s1) {
+            *out.s1 += d;
+            *out.s2 += d * d;
+        }
     }
-    *sq += s;
-    *dot += t;
+    *out.sdy += s;
+    *out.dot += t;
 }
 
 template <typename C>
 MBN_INLINE void normalize_body(const C* x, C* out, std::int64_t n, NormalizeCoefficients<C> k,
-                               const C* prior, C beta) {
+                               OutputMode<C> mode) {
     constexpr std::int64_t L = kLanes<C>;
-    const Vec<C> mh = splat<Vec<C>>(k.mean_hi), ml = splat<Vec<C>>(k.mean_lo);
-    const Vec<C> kk = splat<Vec<C>>(k.k), kb = splat<Vec<C>>(k.b), vb = splat<Vec<C>>(beta);
+    const Vec<C> km = splat<Vec<C>>(k.mean), kk = splat<Vec<C>>(k.k), kb = splat<Vec<C>>(k.b);
+    const Vec<C> vb = splat<Vec<C>>(mode.beta);
+    const auto one = [&](std::int64_t i) {
+        C r = (x[i] - k.mean) * k.k + k.b;
+        if (mode.blend) r += mode.beta * out[i];
+        out[i] = r;
+    };
     std::int64_t i = 0;
-    if (prior) {
+    for (const std::int64_t head = aligned_head(out, n, mode.stream); i < head; ++i) one(i);
+    if (mode.blend) {
         for (; i + L <= n; i += L) {
-            const Vec<C> r = ((load<Vec<C>>(x + i) - mh) - ml) * kk + kb;
-            store(out + i, r + vb * load<Vec<C>>(prior + i));
+            const Vec<C> r = (load<Vec<C>>(x + i) - km) * kk + kb;
+            put(out + i, r + vb * load<Vec<C>>(out + i), mode.stream);
         }
-        for (; i < n; ++i) out[i] = ((x[i] - k.mean_hi) - k.mean_lo) * k.k + k.b + beta * prior[i];
     } else {
-        for (; i + L <= n; i += L) store(out + i, ((load<Vec<C>>(x + i) - mh) - ml) * kk + kb);
-        for (; i < n; ++i) out[i] = ((x[i] - k.mean_hi) - k.mean_lo) * k.k + k.b;
+        for (; i + L <= n; i += L) put(out + i, (load<Vec<C>>(x + i) - km) * kk + kb, mode.stream);
     }
+    for (; i < n; ++i) one(i);
 }
 
 template <typename C>
-MBN_INLINE void backprop_body(const C* x, const C* dy, C* dx, std::int64_t n, BackpropCoefficients<C> k,
-                              const C* prior, C beta) {
-    constexpr std::int64_t L = kLanes<C>;
-    const Vec<C> mh = splat<Vec<C>>(k.mean_hi), ml = splat<Vec<C>>(k.mean_lo);
-    const Vec<C> kdy = splat<Vec<C>>(k.k_dy), kx = splat<Vec<C>>(k.k_x), k0 = splat<Vec<C>>(k.k_0);
-    const Vec<C> vb = splat<Vec<C>>(beta);
+MBN_INLINE void backprop_body(const C* x, const C* dy, C* dx, std::int64_t n, BackpropCoefficients k,
+                              OutputMode<C> mode) {
+    const D4 mean = splat<D4>(k.mean), kdy = splat<D4>(k.k_dy), kx = splat<D4>(k.k_x), k0 = splat<D4>(k.k_0);
+    const D4 vb = splat<D4>(static_cast<double>(mode.beta));
+    const auto one = [&](std::int64_t i) {
+        double r = (static_cast<double>(dy[i]) * k.k_dy + k.k_0) + (static_cast<double>(x[i]) - k.mean) * k.k_x;
+        if (mode.blend) r += static_cast<double>(mode.beta) * static_cast<double>(dx[i]);
+        dx[i] = static_cast<C>(r);
+    };
     std::int64_t i = 0;
-    for (; i + L <= n; i += L) {
-        const Vec<C> d = (load<Vec<C>>(x + i) - mh) - ml;
-        Vec<C> r = (load<Vec<C>>(dy + i) * kdy + k0) + d * kx;
-        if (prior) r += vb * load<Vec<C>>(prior + i);
-        store(dx + i, r);
+    for (const std::int64_t head = aligned_head(dx, n, mode.stream); i < head; ++i) one(i);
+    for (; i + 4 <= n; i += 4) {
+        D4 r = (load4(dy + i) * kdy + k0) + (load4(x + i) - mean) * kx;
+        if (mode.blend) r += vb * load4(dx + i);
+        if (mode.stream) stream_store(dx + i, narrow4(dx, r));
+        else store4(dx + i, r);
     }
-    for (; i < n; ++i) {
-        const C d = (x[i] - k.mean_hi) - k.mean_lo;
-        C r = (dy[i] * k.k_dy + k.k_0) + d * k.k_x;
-        if (prior) r += beta * prior[i];
-        dx[i] = r;
+    for (; i < n; ++i) one(i);
+}
+
+// ---- rows of features --------------------------------------------------------
+// Rows go by in groups of up to kRowGroup, each feature vector visiting every
+// row of the group in order: per feature, the additions happen row after row
+// exactly as if the rows were taken one at a time.
+
+constexpr std::int64_t kRowGroup = 4;
+
+template <typename C>
+MBN_INLINE void row_moments_body(RowSpan<const C> x, std::int64_t rows, const double* center, std::int64_t n,
+                                 MomentSums out) {
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
+        const std::int64_t g = rows - r0 < kRowGroup ? rows - r0 : kRowGroup;
+        const C* base = x.data + r0 * x.stride;
+        std::int64_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            const D4 c = load<D4>(center + j);
+            D4 a = load<D4>(out.s1 + j), q = load<D4>(out.s2 + j);
+            for (std::int64_t r = 0; r < g; ++r) {
+                const D4 d = load4(base + r * x.stride + j) - c;
+                a += d;
+                q += d * d;
+            }
+            store(out.s1 + j, a);
+            store(out.s2 + j, q);
+        }
+        for (; j < n; ++j) {
+            for (std::int64_t r = 0; r < g; ++r) {
+                const double d = static_cast<double>(base[r * x.stride + j]) - center[j];
+                out.s1[j] += d;
+                out.s2[j] += d * d;
+            }
+        }
     }
 }
 
 template <typename C>
-MBN_INLINE void row_accumulate_body(const C* x, double* acc, std::int64_t n) {
-    constexpr std::int64_t L = kLanes<C>;
-    std::int64_t j = 0;
-    for (; j + L <= n; j += L) store(acc + j, load<Wide<C>>(acc + j) + widen<C>(load<Vec<C>>(x + j)));
-    for (; j < n; ++j) acc[j] += static_cast<double>(x[j]);
-}
-
-template <typename C>
-MBN_INLINE void row_squared_deviation_body(const C* x, const double* center, double* sq, std::int64_t n) {
-    constexpr std::int64_t L = kLanes<C>;
-    std::int64_t j = 0;
-    for (; j + L <= n; j += L) {
-        const Wide<C> d = widen<C>(load<Vec<C>>(x + j)) - load<Wide<C>>(center + j);
-        store(sq + j, load<Wide<C>>(sq + j) + d * d);
-    }
-    for (; j < n; ++j) {
-        const double d = static_cast<double>(x[j]) - center[j];
-        sq[j] += d * d;
-    }
-}
-
-template <typename C>
-MBN_INLINE void row_squared_and_dot_body(const C* x, const C* dy, const double* center, double* sq,
-                                         double* dot, std::int64_t n) {
-    constexpr std::int64_t L = kLanes<C>;
-    std::int64_t j = 0;
-    for (; j + L <= n; j += L) {
-        const Wide<C> d = widen<C>(load<Vec<C>>(x + j)) - load<Wide<C>>(center + j);
-        store(sq + j, load<Wide<C>>(sq + j) + d * d);
-        store(dot + j, load<Wide<C>>(dot + j) + d * widen<C>(load<Vec<C>>(dy + j)));
-    }
-    for (; j < n; ++j) {
-        const double d = static_cast<double>(x[j]) - center[j];
-        sq[j] += d * d;
-        dot[j] += d * static_cast<double>(dy[j]);
-    }
-}
-
-template <typename C>
-MBN_INLINE void row_normalize_body(const C* x, C* out, std::int64_t n, NormalizeRowCoefficients<C> k,
-                                   const C* prior, C beta) {
-    constexpr std::int64_t L = kLanes<C>;
-    const Vec<C> vb = splat<Vec<C>>(beta);
-    std::int64_t j = 0;
-    for (; j + L <= n; j += L) {
-        const Vec<C> d = (load<Vec<C>>(x + j) - load<Vec<C>>(k.mean_hi + j)) - load<Vec<C>>(k.mean_lo + j);
-        Vec<C> r = d * load<Vec<C>>(k.k + j) + load<Vec<C>>(k.b + j);
-        if (prior) r += vb * load<Vec<C>>(prior + j);
-        store(out + j, r);
-    }
-    for (; j < n; ++j) {
-        C r = ((x[j] - k.mean_hi[j]) - k.mean_lo[j]) * k.k[j] + k.b[j];
-        if (prior) r += beta * prior[j];
-        out[j] = r;
+MBN_INLINE void row_gradient_body(RowSpan<const C> x, RowSpan<const C> dy, std::int64_t rows, const double* center,
+                                  std::int64_t n, GradientSums out) {
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
+        const std::int64_t g = rows - r0 < kRowGroup ? rows - r0 : kRowGroup;
+        const C* xb = x.data + r0 * x.stride;
+        const C* gb = dy.data + r0 * dy.stride;
+        std::int64_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            const D4 c = load<D4>(center + j);
+            D4 sg = load<D4>(out.sdy + j), sp = load<D4>(out.dot + j);
+            if (out.s1) {
+                D4 a = load<D4>(out.s1 + j), q = load<D4>(out.s2 + j);
+                for (std::int64_t r = 0; r < g; ++r) {
+                    const D4 d = load4(xb + r * x.stride + j) - c, h = load4(gb + r * dy.stride + j);
+                    sg += h;
+                    sp += d * h;
+                    a += d;
+                    q += d * d;
+                }
+                store(out.s1 + j, a);
+                store(out.s2 + j, q);
+            } else {
+                for (std::int64_t r = 0; r < g; ++r) {
+                    const D4 d = load4(xb + r * x.stride + j) - c, h = load4(gb + r * dy.stride + j);
+                    sg += h;
+                    sp += d * h;
+                }
+            }
+            store(out.sdy + j, sg);
+            store(out.dot + j, sp);
+        }
+        for (; j < n; ++j) {
+            for (std::int64_t r = 0; r < g; ++r) {
+                const double d = static_cast<double>(xb[r * x.stride + j]) - center[j];
+                const double h = static_cast<double>(gb[r * dy.stride + j]);
+                out.sdy[j] += h;
+                out.dot[j] += d * h;
+                if (out.s1) {
+                    out.s1[j] += d;
+                    out.s2[j] += d * d;
+                }
+            }
+        }
     }
 }
 
 template <typename C>
-MBN_INLINE void row_backprop_body(const C* x, const C* dy, C* dx, std::int64_t n,
-                                  BackpropRowCoefficients<C> k, const C* prior, C beta) {
+MBN_INLINE void row_normalize_body(RowSpan<const C> x, RowSpan<C> out, std::int64_t rows, std::int64_t n,
+                                   NormalizeRowCoefficients<C> k, OutputMode<C> mode) {
     constexpr std::int64_t L = kLanes<C>;
-    const Vec<C> vb = splat<Vec<C>>(beta);
-    std::int64_t j = 0;
-    for (; j + L <= n; j += L) {
-        const Vec<C> d = (load<Vec<C>>(x + j) - load<Vec<C>>(k.mean_hi + j)) - load<Vec<C>>(k.mean_lo + j);
-        Vec<C> r = (load<Vec<C>>(dy + j) * load<Vec<C>>(k.k_dy + j) + load<Vec<C>>(k.k_0 + j)) +
-                   d * load<Vec<C>>(k.k_x + j);
-        if (prior) r += vb * load<Vec<C>>(prior + j);
-        store(dx + j, r);
+    // Streaming needs every row to start equally aligned.
+    const bool stream = mode.stream && (out.stride * static_cast<std::int64_t>(sizeof(C))) % 16 == 0;
+    const Vec<C> vb = splat<Vec<C>>(mode.beta);
+    const std::int64_t head = aligned_head(out.data, n, stream);
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
+        const std::int64_t g = rows - r0 < kRowGroup ? rows - r0 : kRowGroup;
+        const C* xb = x.data + r0 * x.stride;
+        C* ob = out.data + r0 * out.stride;
+        const auto one = [&](std::int64_t j) {
+            for (std::int64_t r = 0; r < g; ++r) {
+                C& o = ob[r * out.stride + j];
+                C v = (xb[r * x.stride + j] - k.mean[j]) * k.k[j] + k.b[j];
+                if (mode.blend) v += mode.beta * o;
+                o = v;
+            }
+        };
+        std::int64_t j = 0;
+        for (; j < head; ++j) one(j);
+        for (; j + L <= n; j += L) {
+            const Vec<C> m = load<Vec<C>>(k.mean + j), kk = load<Vec<C>>(k.k + j), kb = load<Vec<C>>(k.b + j);
+            for (std::int64_t r = 0; r < g; ++r) {
+                C* o = ob + r * out.stride + j;
+                Vec<C> v = (load<Vec<C>>(xb + r * x.stride + j) - m) * kk + kb;
+                if (mode.blend) v += vb * load<Vec<C>>(o);
+                put(o, v, stream);
+            }
+        }
+        for (; j < n; ++j) one(j);
     }
-    for (; j < n; ++j) {
-        const C d = (x[j] - k.mean_hi[j]) - k.mean_lo[j];
-        C r = (dy[j] * k.k_dy[j] + k.k_0[j]) + d * k.k_x[j];
-        if (prior) r += beta * prior[j];
-        dx[j] = r;
+    stream_fence(stream);
+}
+
+template <typename C>
+MBN_INLINE void row_backprop_body(RowSpan<const C> x, RowSpan<const C> dy, RowSpan<C> dx, std::int64_t rows,
+                                  std::int64_t n, BackpropRowCoefficients k, OutputMode<C> mode) {
+    const bool stream = mode.stream && (dx.stride * static_cast<std::int64_t>(sizeof(C))) % 16 == 0;
+    const D4 vb = splat<D4>(static_cast<double>(mode.beta));
+    const std::int64_t head = aligned_head(dx.data, n, stream);
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
+        const std::int64_t g = rows - r0 < kRowGroup ? rows - r0 : kRowGroup;
+        const C* xb = x.data + r0 * x.stride;
+        const C* gb = dy.data + r0 * dy.stride;
+        C* ob = dx.data + r0 * dx.stride;
+        const auto one = [&](std::int64_t j) {
+            for (std::int64_t r = 0; r < g; ++r) {
+                C& o = ob[r * dx.stride + j];
+                double v = (static_cast<double>(gb[r * dy.stride + j]) * k.k_dy[j] + k.k_0[j]) +
+                           (static_cast<double>(xb[r * x.stride + j]) - k.mean[j]) * k.k_x[j];
+                if (mode.blend) v += static_cast<double>(mode.beta) * static_cast<double>(o);
+                o = static_cast<C>(v);
+            }
+        };
+        std::int64_t j = 0;
+        for (; j < head; ++j) one(j);
+        for (; j + 4 <= n; j += 4) {
+            const D4 m = load<D4>(k.mean + j), kdy = load<D4>(k.k_dy + j);
+            const D4 kx = load<D4>(k.k_x + j), k0 = load<D4>(k.k_0 + j);
+            for (std::int64_t r = 0; r < g; ++r) {
+                C* o = ob + r * dx.stride + j;
+                D4 v = (load4(gb + r * dy.stride + j) * kdy + k0) + (load4(xb + r * x.stride + j) - m) * kx;
+                if (mode.blend) v += vb * load4(o);
+                if (stream) stream_store(o, narrow4(o, v));
+                else store4(o, v);
+            }
+        }
+        for (; j < n; ++j) one(j);
     }
+    stream_fence(stream);
+}
+
+// ---- back-to-back runs of consecutive features -----------------------------
+
+template <typename C>
+MBN_INLINE void segments_moments_body(const C* x, std::int64_t len, std::int64_t count, const double* center,
+                                      MomentSums out, std::int64_t stride) {
+    for (std::int64_t i = 0; i < count; ++i, x += len) {
+        double s1 = 0.0, s2 = 0.0;
+        moments_body(x, len, center[i], {&s1, &s2});
+        out.s1[i * stride] = s1;
+        out.s2[i * stride] = s2;
+    }
+}
+
+template <typename C>
+MBN_INLINE void segments_gradient_body(const C* x, const C* dy, std::int64_t len, std::int64_t count,
+                                       const double* center, GradientSums out, std::int64_t stride) {
+    for (std::int64_t i = 0; i < count; ++i, x += len, dy += len) {
+        double sdy = 0.0, dot = 0.0, s1 = 0.0, s2 = 0.0;
+        gradient_body(x, dy, len, center[i], {&sdy, &dot, out.s1 ? &s1 : nullptr, &s2});
+        out.sdy[i * stride] = sdy;
+        out.dot[i * stride] = dot;
+        if (out.s1) {
+            out.s1[i * stride] = s1;
+            out.s2[i * stride] = s2;
+        }
+    }
+}
+
+template <typename C>
+MBN_INLINE void segments_normalize_body(const C* x, C* out, std::int64_t len, std::int64_t count,
+                                        NormalizeRowCoefficients<C> k, OutputMode<C> mode) {
+    for (std::int64_t i = 0; i < count; ++i, x += len, out += len)
+        normalize_body(x, out, len, NormalizeCoefficients<C>{k.mean[i], k.k[i], k.b[i]}, mode);
+}
+
+template <typename C>
+MBN_INLINE void segments_backprop_body(const C* x, const C* dy, C* dx, std::int64_t len, std::int64_t count,
+                                       BackpropRowCoefficients k, OutputMode<C> mode) {
+    for (std::int64_t i = 0; i < count; ++i, x += len, dy += len, dx += len)
+        backprop_body(x, dy, dx, len, BackpropCoefficients{k.mean[i], k.k_dy[i], k.k_x[i], k.k_0[i]}, mode);
 }
 
 }  // namespace
 
-// Each public kernel: one line forwarding to its body, cloned per ISA.
+// The exported kernels: for each compute type, one line per kernel forwarding
+// to its body, cloned per instruction set.
+#define MBN_DEFINE_SPAN_KERNELS(C)                                                                        \
+    MBN_VECTOR_CLONES void span_moments(const C* x, std::int64_t n, double center, MomentSums out) {       \
+        moments_body(x, n, center, out);                                                                  \
+    }                                                                                                     \
+    MBN_VECTOR_CLONES void span_gradient(const C* x, const C* dy, std::int64_t n, double center,          \
+                                         GradientSums out) {                                              \
+        gradient_body(x, dy, n, center, out);                                                             \
+    }                                                                                                     \
+    MBN_VECTOR_CLONES void span_normalize(const C* x, C* out, std::int64_t n, NormalizeCoefficients<C> k, \
+                                          OutputMode<C> mode) {                                           \
+        normalize_body(x, out, n, k, mode);                                                               \
+        stream_fence(mode.stream);                                                                        \
+    }                                                                                                     \
+    MBN_VECTOR_CLONES void span_backprop(const C* x, const C* dy, C* dx, std::int64_t n,                  \
+                                         BackpropCoefficients k, OutputMode<C> mode) {                    \
+        backprop_body(x, dy, dx, n, k, mode);                                                             \
+        stream_fence(mode.stream);                                                                        \
+    }                                                                                                     \
+    MBN_VECTOR_CLONES void row_moments(RowSpan<const C> x, std::int64_t rows, const double* center,       \
+                                       std::int64_t n, MomentSums out) {                                  \
+        row_moments_body(x, rows, center, n, out);                                                        \
+    }                                                                                                     \
+    MBN_VECTOR_CLONES void row_gradient(RowSpan<const C> x, RowSpan<const C> dy, std::int64_t rows,       \
+                                        const double* center, std::int64_t n, GradientSums out) {         \
+        row_gradient_body(x, dy, rows, center, n, out);                                                   \
+    }                                                                                                     \
+    MBN_VECTOR_CLONES void row_normalize(RowSpan<const C> x, RowSpan<C> out, std::int64_t rows,           \
+                                         std::int64_t n, NormalizeRowCoefficients<C> k,                   \
+                                         OutputMode<C> mode) {                                            \
+        row_normalize_body(x, out, rows, n, k, mode);                                                     \
+    }                                                                                                     \
+    MBN_VECTOR_CLONES void row_backprop(RowSpan<const C> x, RowSpan<const C> dy, RowSpan<C> dx,           \
+                                        std::int64_t rows, std::int64_t n, BackpropRowCoefficients k,     \
+                                        OutputMode<C> mode) {                                             \
+        row_backprop_body(x, dy, dx, rows, n, k, mode);                                                   \
+    }                                                                                                     \
+    MBN_VECTOR_CLONES void segments_moments(const C* x, std::int64_t len, std::int64_t count,             \
+                                            const double* center, MomentSums out, std::int64_t stride) {  \
+        segments_moments_body(x, len, count, center, out, stride);                                        \
+    }                                                                                                     \
+    MBN_VECTOR_CLONES void segments_gradient(const C* x, const C* dy, std::int64_t len,                   \
+                                             std::int64_t count, const double* center, GradientSums out,  \
+                                             std::int64_t stride) {                                       \
+        segments_gradient_body(x, dy, len, count, center, out, stride);                                   \
+    }                                                                                                     \
+    MBN_VECTOR_CLONES void segments_normalize(const C* x, C* out, std::int64_t len, std::int64_t count,   \
+                                              NormalizeRowCoefficients<C> k, OutputMode<C> mode) {        \
+        segments_normalize_body(x, out, len, count, k, mode);                                             \
+        stream_fence(mode.stream);                                                                        \
+    }                                                                                                     \
+    MBN_VECTOR_CLONES void segments_backprop(const C* x, const C* dy, C* dx, std::int64_t len,            \
+                                             std::int64_t count, BackpropRowCoefficients k,               \
+                                             OutputMode<C> mode) {                                        \
+        segments_backprop_body(x, dy, dx, len, count, k, mode);                                           \
+        stream_fence(mode.stream);                                                                        \
+    }
 
-MBN_VECTOR_CLONES double span_sum(const float* x, std::int64_t n) { return sum_body(x, n); }
-MBN_VECTOR_CLONES double span_sum(const double* x, std::int64_t n) { return sum_body(x, n); }
-
-MBN_VECTOR_CLONES double span_squared_deviation(const float* x, std::int64_t n, double center) {
-    return squared_deviation_body(x, n, center);
-}
-MBN_VECTOR_CLONES double span_squared_deviation(const double* x, std::int64_t n, double center) {
-    return squared_deviation_body(x, n, center);
-}
-
-MBN_VECTOR_CLONES void span_squared_and_dot(const float* x, const float* dy, std::int64_t n, double center,
-                                            double* sq, double* dot) {
-    squared_and_dot_body(x, dy, n, center, sq, dot);
-}
-MBN_VECTOR_CLONES void span_squared_and_dot(const double* x, const double* dy, std::int64_t n,
-                                            double center, double* sq, double* dot) {
-    squared_and_dot_body(x, dy, n, center, sq, dot);
-}
-
-MBN_VECTOR_CLONES void span_normalize(const float* x, float* out, std::int64_t n,
-                                      NormalizeCoefficients<float> c, const float* prior, float beta) {
-    normalize_body(x, out, n, c, prior, beta);
-}
-MBN_VECTOR_CLONES void span_normalize(const double* x, double* out, std::int64_t n,
-                                      NormalizeCoefficients<double> c, const double* prior, double beta) {
-    normalize_body(x, out, n, c, prior, beta);
-}
-
-MBN_VECTOR_CLONES void span_backprop(const float* x, const float* dy, float* dx, std::int64_t n,
-                                     BackpropCoefficients<float> c, const float* prior, float beta) {
-    backprop_body(x, dy, dx, n, c, prior, beta);
-}
-MBN_VECTOR_CLONES void span_backprop(const double* x, const double* dy, double* dx, std::int64_t n,
-                                     BackpropCoefficients<double> c, const double* prior, double beta) {
-    backprop_body(x, dy, dx, n, c, prior, beta);
-}
-
-MBN_VECTOR_CLONES void row_accumulate(const float* x, double* acc, std::int64_t n) {
-    row_accumulate_body(x, acc, n);
-}
-MBN_VECTOR_CLONES void row_accumulate(const double* x, double* acc, std::int64_t n) {
-    row_accumulate_body(x, acc, n);
-}
-
-MBN_VECTOR_CLONES void row_squared_deviation(const float* x, const double* center, double* sq,
-                                             std::int64_t n) {
-    row_squared_deviation_body(x, center, sq, n);
-}
-MBN_VECTOR_CLONES void row_squared_deviation(const double* x, const double* center, double* sq,
-                                             std::int64_t n) {
-    row_squared_deviation_body(x, center, sq, n);
-}
-
-MBN_VECTOR_CLONES void row_squared_and_dot(const float* x, const float* dy, const double* center, double* sq,
-                                           double* dot, std::int64_t n) {
-    row_squared_and_dot_body(x, dy, center, sq, dot, n);
-}
-MBN_VECTOR_CLONES void row_squared_and_dot(const double* x, const double* dy, const double* center,
-                                           double* sq, double* dot, std::int64_t n) {
-    row_squared_and_dot_body(x, dy, center, sq, dot, n);
-}
-
-MBN_VECTOR_CLONES void row_normalize(const float* x, float* out, std::int64_t n,
-                                     NormalizeRowCoefficients<float> c, const float* prior, float beta) {
-    row_normalize_body(x, out, n, c, prior, beta);
-}
-MBN_VECTOR_CLONES void row_normalize(const double* x, double* out, std::int64_t n,
-                                     NormalizeRowCoefficients<double> c, const double* prior, double beta) {
-    row_normalize_body(x, out, n, c, prior, beta);
+// SSE2's sqrtpd is in every clone and, unlike std::sqrt, has no errno path
+// that would keep the loop scalar.
+MBN_VECTOR_CLONES void inverse_std_span(const double* variance, double epsilon, double* out, std::int64_t n) {
+    std::int64_t i = 0;
+#if defined(__x86_64__)
+    const D2 eps = {epsilon, epsilon};
+    const D2 one = {1.0, 1.0};
+    for (; i + 2 <= n; i += 2) store(out + i, one / __builtin_ia32_sqrtpd(load<D2>(variance + i) + eps));
+#endif
+    for (; i < n; ++i) out[i] = 1.0 / std::sqrt(variance[i] + epsilon);
 }
 
-MBN_VECTOR_CLONES void row_backprop(const float* x, const float* dy, float* dx, std::int64_t n,
-                                    BackpropRowCoefficients<float> c, const float* prior, float beta) {
-    row_backprop_body(x, dy, dx, n, c, prior, beta);
-}
-MBN_VECTOR_CLONES void row_backprop(const double* x, const double* dy, double* dx, std::int64_t n,
-                                    BackpropRowCoefficients<double> c, const double* prior, double beta) {
-    row_backprop_body(x, dy, dx, n, c, prior, beta);
-}
+MBN_DEFINE_SPAN_KERNELS(float)
+MBN_DEFINE_SPAN_KERNELS(double)
 
 }  // namespace mbn::cpu

@@ -1,92 +1,113 @@
-// The innermost loops of the CPU batch norm, over contiguous spans of the
-// compute type (float or double).  Each exists in an AVX2 and a baseline
-// build, picked at load time, so the library runs on any x86-64.
+// The innermost loops of the CPU batch norm, over contiguous values of the
+// compute type C (float for float32/float16/bfloat16 data, double for
+// float64).  Each is built for x86-64-v3 and for baseline x86-64, picked at
+// load time (vector_clones.hpp).
 //
-// "Column" kernels see one feature: their coefficients are scalars.
-// "Row" kernels see a row of consecutive features: their coefficients and
-// accumulators are arrays indexed like the row.
+// Three shapes of the same loops:
+//   span_*      one feature's run: scalar coefficients;
+//   row_*       rows of consecutive features: per-feature arrays indexed
+//               like a row (accumulators included);
+//   segments_*  `count` features whose runs of `len` values lie back to
+//               back (packed NCHW with small D*H*W): one call for all.
 //
-// Statistics accumulate in double.  Outputs are computed as
-// ((x - mean_hi) - mean_lo) * k + b so that x - mean is accurate even when
-// the mean is far larger than the spread (mean_lo carries the bits of the
-// double mean that mean_hi cannot), and exactly 0 for a constant feature.
+// Statistics are sums in double of values shifted by a per-feature center c
+// (a value of the feature, or its known mean): s1 = Σ(x - c),
+// s2 = Σ(x - c)², sdy = Σdy, dot = Σdy·(x - c).  Shifting keeps the sums
+// small and exact for a constant feature (s1 = s2 = 0).
+// span_* and row_* add onto their accumulators; segments_* store feature i's
+// sums at [i * stride].
+//
+// y is computed as (x - mean) * k + b with `mean` the feature's mean rounded
+// to C and b carrying the rest of the exact mean (bn_math.hpp): x - mean is
+// exact for x near the mean (so accurate even when the mean dwarfs the
+// spread) and exactly 0 for a constant feature, whose y is then b exactly.
+// dx is computed in double whatever C: with few values per feature its
+// three terms nearly cancel (with M = 2 the exact dx is 0).
 // In-place use (out == x, dx == dy or dx == x) is allowed: every element is
-// read before it is written.  `prior`, when not null, is blended in as
-// out = result + beta * prior (alpha is folded into the coefficients).
+// read before it is written.  Output options (OutputMode): with `blend`,
+// out = result + beta * out's prior content (alpha is folded into the
+// coefficients); with `stream`, stores bypass the cache (for outputs larger
+// than the last-level cache, where reading the lines first only costs
+// bandwidth).
 #pragma once
 
 #include <cstdint>
 
 namespace mbn::cpu {
 
-// --- column kernels --------------------------------------------------------
-double span_sum(const float* x, std::int64_t n);
-double span_sum(const double* x, std::int64_t n);
-
-// Σ (x - center)²
-double span_squared_deviation(const float* x, std::int64_t n, double center);
-double span_squared_deviation(const double* x, std::int64_t n, double center);
-
-// Σ (x - center)² and Σ dy·(x - center), accumulated onto *sq and *dot.
-void span_squared_and_dot(const float* x, const float* dy, std::int64_t n, double center, double* sq,
-                          double* dot);
-void span_squared_and_dot(const double* x, const double* dy, std::int64_t n, double center, double* sq,
-                          double* dot);
-
 template <typename C>
 struct NormalizeCoefficients {
-    C mean_hi, mean_lo, k, b;  // out = ((x - mean_hi) - mean_lo) * k + b
+    C mean, k, b;
 };
-
-void span_normalize(const float* x, float* out, std::int64_t n, NormalizeCoefficients<float> c,
-                    const float* prior, float beta);
-void span_normalize(const double* x, double* out, std::int64_t n, NormalizeCoefficients<double> c,
-                    const double* prior, double beta);
-
-template <typename C>
-struct BackpropCoefficients {
-    C mean_hi, mean_lo, k_dy, k_x, k_0;  // dx = dy*k_dy + (x - mean)*k_x + k_0
-};
-
-void span_backprop(const float* x, const float* dy, float* dx, std::int64_t n,
-                   BackpropCoefficients<float> c, const float* prior, float beta);
-void span_backprop(const double* x, const double* dy, double* dx, std::int64_t n,
-                   BackpropCoefficients<double> c, const double* prior, double beta);
-
-// --- row kernels -----------------------------------------------------------
-// acc[j] += x[j]
-void row_accumulate(const float* x, double* acc, std::int64_t n);
-void row_accumulate(const double* x, double* acc, std::int64_t n);
-
-// sq[j] += (x[j] - center[j])²
-void row_squared_deviation(const float* x, const double* center, double* sq, std::int64_t n);
-void row_squared_deviation(const double* x, const double* center, double* sq, std::int64_t n);
-
-// sq[j] += (x[j] - center[j])², dot[j] += dy[j]·(x[j] - center[j])
-void row_squared_and_dot(const float* x, const float* dy, const double* center, double* sq, double* dot,
-                         std::int64_t n);
-void row_squared_and_dot(const double* x, const double* dy, const double* center, double* sq,
-                         double* dot, std::int64_t n);
-
-// Arrays of per-feature coefficients, indexed like the row.
 template <typename C>
 struct NormalizeRowCoefficients {
-    const C *mean_hi, *mean_lo, *k, *b;
+    const C *mean, *k, *b;
 };
 
-void row_normalize(const float* x, float* out, std::int64_t n, NormalizeRowCoefficients<float> c,
-                   const float* prior, float beta);
-void row_normalize(const double* x, double* out, std::int64_t n, NormalizeRowCoefficients<double> c,
-                   const double* prior, double beta);
+// dx = dy*k_dy + (x - mean)*k_x + k_0
+struct BackpropCoefficients {
+    double mean, k_dy, k_x, k_0;
+};
+struct BackpropRowCoefficients {
+    const double *mean, *k_dy, *k_x, *k_0;
+};
 
 template <typename C>
-struct BackpropRowCoefficients {
-    const C *mean_hi, *mean_lo, *k_dy, *k_x, *k_0;
+struct OutputMode {
+    bool blend;
+    bool stream;
+    C beta;
 };
 
-void row_backprop(const float* x, const float* dy, float* dx, std::int64_t n,
-                  BackpropRowCoefficients<float> c, const float* prior, float beta);
-void row_backprop(const double* x, const double* dy, double* dx, std::int64_t n,
-                  BackpropRowCoefficients<double> c, const double* prior, double beta);
+// `rows` rows of a tensor for row_* kernels: row r starts at data + r * stride.
+// The kernels take rows a few at a time per vector of features, so that
+// coefficients and accumulators are loaded once for several rows.
+template <typename C>
+struct RowSpan {
+    C* data;
+    std::int64_t stride;
+};
+
+// Statistics accumulators of one feature, or arrays of them.
+struct MomentSums {
+    double *s1, *s2;
+};
+// sdy/dot always; s1/s2 when the statistics are recomputed (else null).
+struct GradientSums {
+    double *sdy, *dot, *s1, *s2;
+};
+
+#define MBN_DECLARE_SPAN_KERNELS(C)                                                                       \
+    void span_moments(const C* x, std::int64_t n, double center, MomentSums out);                         \
+    void span_gradient(const C* x, const C* dy, std::int64_t n, double center, GradientSums out);         \
+    void span_normalize(const C* x, C* out, std::int64_t n, NormalizeCoefficients<C> k,                   \
+                        OutputMode<C> mode);                                                              \
+    void span_backprop(const C* x, const C* dy, C* dx, std::int64_t n, BackpropCoefficients k,            \
+                       OutputMode<C> mode);                                                               \
+    void row_moments(RowSpan<const C> x, std::int64_t rows, const double* center, std::int64_t n,        \
+                     MomentSums out);                                                                     \
+    void row_gradient(RowSpan<const C> x, RowSpan<const C> dy, std::int64_t rows, const double* center,   \
+                      std::int64_t n, GradientSums out);                                                  \
+    void row_normalize(RowSpan<const C> x, RowSpan<C> out, std::int64_t rows, std::int64_t n,             \
+                       NormalizeRowCoefficients<C> k, OutputMode<C> mode);                                \
+    void row_backprop(RowSpan<const C> x, RowSpan<const C> dy, RowSpan<C> dx, std::int64_t rows,          \
+                      std::int64_t n, BackpropRowCoefficients k, OutputMode<C> mode);                     \
+    void segments_moments(const C* x, std::int64_t len, std::int64_t count, const double* center,         \
+                          MomentSums out, std::int64_t stride);                                           \
+    void segments_gradient(const C* x, const C* dy, std::int64_t len, std::int64_t count,                 \
+                           const double* center, GradientSums out, std::int64_t stride);                  \
+    void segments_normalize(const C* x, C* out, std::int64_t len, std::int64_t count,                     \
+                            NormalizeRowCoefficients<C> k, OutputMode<C> mode);                           \
+    void segments_backprop(const C* x, const C* dy, C* dx, std::int64_t len, std::int64_t count,          \
+                           BackpropRowCoefficients k, OutputMode<C> mode);
+
+// out[i] = 1 / sqrt(variance[i] + epsilon): NaN where variance + epsilon < 0
+// (no fabs, as the SPEC asks), in vector form since per activation there is
+// one per value of a sample.
+void inverse_std_span(const double* variance, double epsilon, double* out, std::int64_t n);
+
+MBN_DECLARE_SPAN_KERNELS(float)
+MBN_DECLARE_SPAN_KERNELS(double)
+#undef MBN_DECLARE_SPAN_KERNELS
 
 }  // namespace mbn::cpu

@@ -1,10 +1,14 @@
 #include "cpu/thread_pool.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 
 namespace mbn::cpu {
 namespace {
+
+// How long a thread spins waiting before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(50);
 
 int configured_thread_count() {
     if (const char* text = std::getenv("MIOPEN_BN_NUM_THREADS")) {
@@ -14,6 +18,25 @@ int configured_thread_count() {
     }
     const unsigned hardware = std::thread::hardware_concurrency();
     return hardware == 0 ? 1 : static_cast<int>(hardware);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+}
+
+// Spins until done() or kSpin has passed; returns done().
+template <typename Done>
+bool spin_until(Done&& done) {
+    const auto deadline = std::chrono::steady_clock::now() + kSpin;
+    for (unsigned i = 1;; ++i) {
+        if (done()) return true;
+        cpu_relax();
+        if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return done();
+    }
 }
 
 }  // namespace
@@ -33,6 +56,7 @@ ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stopping_ = true;
+        generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     for (auto& w : workers_) w.join();
@@ -60,24 +84,31 @@ void ThreadPool::run(std::int64_t tasks, Entry entry, void* body) {
         body_ = body;
         tasks_ = tasks;
         active_threads_ = threads;
-        pending_ = threads - 1;
-        ++generation_;
+        pending_.store(threads - 1, std::memory_order_relaxed);
+        generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     work_share(0);
+    const auto finished = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+    if (spin_until(finished)) return;
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return pending_ == 0; });
+    done_.wait(lock, finished);
 }
 
 void ThreadPool::worker_loop(int thread) {
     std::uint64_t seen = 0;
     for (;;) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-        if (stopping_) return;
-        seen = generation_;
+        const auto published = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+        if (!spin_until(published)) {
+            std::unique_lock<std::mutex> lock(mutex_);
+            wake_.wait(lock, published);
+        }
+        seen = generation_.load(std::memory_order_acquire);
+        {
+            std::lock_guard<std::mutex> lock(mutex_);  // orders the read of the job with its publication
+            if (stopping_) return;
+        }
         if (thread >= active_threads_) continue;
-        lock.unlock();
         // Task bodies never throw (scratch is allocated before the call);
         // terminate rather than deadlock the caller if one ever does.
         try {
@@ -85,8 +116,10 @@ void ThreadPool::worker_loop(int thread) {
         } catch (...) {
             std::terminate();
         }
-        lock.lock();
-        if (--pending_ == 0) done_.notify_one();
+        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            done_.notify_one();
+        }
     }
 }
 

@@ -1,0 +1,83 @@
+// Training forward: batch statistics, y, and the optional saved and running
+// statistics.  Also serves inference without estimates (neither pair given).
+#include "cpu/bn_math.hpp"
+#include "cpu/bn_ops.hpp"
+#include "cpu/dtype_dispatch.hpp"
+#include "cpu/param_io.hpp"
+#include "cpu/walk_passes.hpp"
+
+namespace mbn::cpu {
+namespace {
+
+template <typename Tx, typename Tp>
+void run(const BnForwardTraining& pb) {
+    using C = typename Element<Tx>::Compute;
+    const WalkPlan plan = plan_walk(pb.geom, {&pb.x, &pb.y, nullptr}, 2);
+    const std::int64_t F = plan.features;
+    const bool running = pb.running_mean.present();
+
+    // Everything is allocated and every input parameter read before y is touched.
+    Workspace ws;
+    double* scale = ws.take<double>(F);
+    double* bias = ws.take<double>(F);
+    read_param<Tp>(plan, pb.scale, scale);
+    read_param<Tp>(plan, pb.bias, bias);
+    double* run_mean = running ? ws.take<double>(F) : nullptr;
+    double* run_var = running ? ws.take<double>(F) : nullptr;
+    if (running) {
+        read_param<Tp>(plan, pb.running_mean, run_mean);
+        read_param<Tp>(plan, pb.running_var, run_var);
+    }
+    double* center = ws.take<double>(F);
+    double* part_s1 = ws.take<double>(F * plan.blocks);
+    double* part_s2 = ws.take<double>(F * plan.blocks);
+    double* mean = ws.take<double>(F);
+    double* var = ws.take<double>(F);
+    double* invstd = ws.take<double>(F);
+    const NormalizeArrays<C> coef(ws, F);
+    const Scratch<C> scratch(plan, ws);
+
+    const Tx* x = static_cast<const Tx*>(pb.x.data);
+    first_values(plan, x, center);
+    statistics_pass<Tx, C>(plan, x, center, scratch, part_s1, part_s2);
+
+    // Σ(x - c) and Σ(x - c)² per feature, held in mean and var until replaced.
+    sum_blocks<2>(plan, {part_s1, part_s2}, {mean, var});
+    const double M = static_cast<double>(plan.reduction);
+    run_features(plan, 1, [&](std::int64_t p) {
+        const Statistics st = shifted_statistics(center[p], mean[p], var[p], M);
+        mean[p] = st.mean;
+        var[p] = st.variance;
+    });
+    inverse_std_span(var, pb.epsilon, invstd, F);
+    run_features(plan, 1, [&](std::int64_t p) {
+        coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], pb.out.alpha));
+    });
+
+    normalize_pass<Tx, C>(plan, x, static_cast<Tx*>(pb.y.data), coef, pb.out.beta, scratch);
+
+    if (pb.saved_mean.present()) {
+        write_param<Tp>(plan, pb.saved_mean, mean);
+        write_param<Tp>(plan, pb.saved_inv_std, invstd);
+    }
+    if (running) {
+        const double f = pb.exp_avg_factor;
+        for (std::int64_t p = 0; p < F; ++p) {
+            run_mean[p] = running_update(run_mean[p], mean[p], f);
+            run_var[p] = running_update(run_var[p], unbiased_variance(var[p], M), f);
+        }
+        write_param<Tp>(plan, pb.running_mean, run_mean);
+        write_param<Tp>(plan, pb.running_var, run_var);
+    }
+}
+
+}  // namespace
+
+void forward_training(const BnForwardTraining& p) {
+    with_data_type(p.x.dtype, [&](auto io) {
+        using Tx = typename decltype(io)::type;
+        with_own_or_float<Tx>(p.scale.dtype, [&](auto param) { run<Tx, typename decltype(param)::type>(p); });
+    });
+}
+
+}  // namespace mbn::cpu

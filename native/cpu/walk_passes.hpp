@@ -1,0 +1,484 @@
+// The passes of the CPU batch norm over a WalkPlan, generic in the storage
+// types (Tx for x/y, Tg for dy/dx) and the compute type C:
+//   statistics_pass  per (feature, block): Σ(x - c), Σ(x - c)²
+//   gradient_pass    per (feature, block): Σdy, Σdy·(x - c) [, Σ(x - c), Σ(x - c)²]
+//   normalize_pass   y  = (x - mean) * k + b (+ beta * y)
+//   backprop_pass    dx = dy*k_dy + (x - mean)*k_x + k_0 (+ beta * dx)
+// where c is a per-feature center (see span_kernels.hpp).  A block's sums go
+// to partial_index(p, k) and are added up in block order afterwards, so the
+// result does not depend on which thread computed what.  Values that are not
+// C in memory, or not unit-stride, are staged through per-thread scratch.
+#pragma once
+
+#include "cpu/element.hpp"
+#include "cpu/span_convert.hpp"
+#include "cpu/span_kernels.hpp"
+#include "cpu/thread_pool.hpp"
+#include "cpu/walk_plan.hpp"
+#include "cpu/workspace.hpp"
+
+#include <algorithm>
+#include <array>
+#include <type_traits>
+
+namespace mbn::cpu {
+
+// Problems with fewer values than this run on the calling thread alone.
+constexpr std::int64_t kSerialValues = 32768;
+
+// Per-feature coefficient arrays, indexed by the plan's feature position.
+template <typename C>
+struct NormalizeArrays {
+    C *mean, *k, *b;
+    NormalizeArrays(Workspace& ws, std::int64_t n) : mean(ws.take<C>(n)), k(ws.take<C>(n)), b(ws.take<C>(n)) {}
+    void set(std::int64_t p, const NormalizeCoefficients<C>& c) const { mean[p] = c.mean, k[p] = c.k, b[p] = c.b; }
+    NormalizeCoefficients<C> at(std::int64_t p) const { return {mean[p], k[p], b[p]}; }
+    NormalizeRowCoefficients<C> from(std::int64_t p) const { return {mean + p, k + p, b + p}; }
+};
+
+struct BackpropArrays {
+    double *mean, *k_dy, *k_x, *k_0;
+    BackpropArrays(Workspace& ws, std::int64_t n)
+        : mean(ws.take<double>(n)), k_dy(ws.take<double>(n)), k_x(ws.take<double>(n)), k_0(ws.take<double>(n)) {}
+    void set(std::int64_t p, const BackpropCoefficients& c) const {
+        mean[p] = c.mean, k_dy[p] = c.k_dy, k_x[p] = c.k_x, k_0[p] = c.k_0;
+    }
+    BackpropCoefficients at(std::int64_t p) const { return {mean[p], k_dy[p], k_x[p], k_0[p]}; }
+    BackpropRowCoefficients from(std::int64_t p) const { return {mean + p, k_dy + p, k_x + p, k_0 + p}; }
+};
+
+// Staging buffers, one per (thread, slot), taken before any task runs so
+// that tasks never allocate.
+template <typename C>
+class Scratch {
+public:
+    Scratch(const WalkPlan& plan, Workspace& ws)
+        : per_slot_(plan.walk == Walk::columns ? plan.chunk : plan.feature_block),
+          data_(ws.take<C>(ThreadPool::instance().size() * kMaxSlots * per_slot_)) {}
+    C* buffer(int thread, int slot) const { return data_ + (thread * kMaxSlots + slot) * per_slot_; }
+
+private:
+    std::int64_t per_slot_;
+    C* data_;
+};
+
+// Runs body(task, thread) for every task of the plan, in parallel when the
+// problem is big enough to pay for waking the workers.
+template <typename Body>
+void run_tasks(const WalkPlan& plan, Body&& body) {
+    auto range = [&](std::int64_t begin, std::int64_t end, int thread) {
+        for (std::int64_t t = begin; t < end; ++t) body(t, thread);
+    };
+    if (plan.features * plan.reduction < kSerialValues) {
+        range(0, plan.tasks(), 0);
+        return;
+    }
+    ThreadPool::instance().parallel_for(plan.tasks(), range);
+}
+
+// Runs body(begin, end) over ranges covering the features, in parallel when
+// the features times the work of each (in units of a few flops) is worth
+// waking the workers.
+template <typename Body>
+void run_feature_ranges(const WalkPlan& plan, std::int64_t work_per_feature, Body&& body) {
+    if (plan.features * work_per_feature < 2 * kSerialValues) {
+        body(std::int64_t{0}, plan.features);
+        return;
+    }
+    ThreadPool::instance().parallel_for(plan.features,
+                                        [&](std::int64_t begin, std::int64_t end, int) { body(begin, end); });
+}
+
+// Runs body(p) for every feature, as run_feature_ranges.
+template <typename Body>
+void run_features(const WalkPlan& plan, std::int64_t work_per_feature, Body&& body) {
+    run_feature_ranges(plan, work_per_feature, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t p = begin; p < end; ++p) body(p);
+    });
+}
+
+// total[p] = Σ over blocks k, in increasing k, of part[partial_index(p, k)]
+// for each array pair; the loop order follows the partials' layout.
+template <int Arrays>
+void sum_blocks(const WalkPlan& plan, const std::array<const double*, Arrays>& part,
+                const std::array<double*, Arrays>& total) {
+    run_feature_ranges(plan, plan.blocks, [&](std::int64_t begin, std::int64_t end) {
+        for (int a = 0; a < Arrays; ++a) {
+            if (plan.walk == Walk::columns) {
+                for (std::int64_t p = begin; p < end; ++p) {
+                    double sum = 0.0;
+                    for (std::int64_t k = 0; k < plan.blocks; ++k) sum += part[a][plan.partial_index(p, k)];
+                    total[a][p] = sum;
+                }
+            } else {
+                std::fill(total[a] + begin, total[a] + end, 0.0);
+                for (std::int64_t k = 0; k < plan.blocks; ++k) {
+                    const double* row = part[a] + plan.partial_index(0, k);
+                    for (std::int64_t p = begin; p < end; ++p) total[a][p] += row[p];
+                }
+            }
+        }
+    });
+}
+
+// ---- columns -------------------------------------------------------------
+
+// One block of one feature: a single run, with its start in every slot.
+struct ColumnRun {
+    std::int64_t block, len;
+    std::array<std::int64_t, kMaxSlots> offset;
+};
+
+// Column task `task`: features [first, first + count), and the run of the
+// first one.
+struct ColumnTask {
+    std::int64_t first, count;
+    ColumnRun run;
+};
+
+inline ColumnTask column_task(const WalkPlan& plan, std::int64_t task) {
+    const std::int64_t piece = task % plan.pieces;
+    const std::int64_t group = (task / plan.pieces) % plan.groups;
+    const std::int64_t run = task / (plan.pieces * plan.groups);
+    const DimCursor outer(plan.outer, plan.slots, run);
+    const std::int64_t start = piece * plan.chunk;
+    ColumnTask t{group * plan.group, 0, {run * plan.pieces + piece, std::min(plan.chunk, plan.inner_len - start), {}}};
+    t.count = std::min(plan.features, t.first + plan.group) - t.first;
+    for (int s = 0; s < plan.slots; ++s)
+        t.run.offset[s] = plan.feature_offset(s, t.first) + outer.offset(s) + start * plan.inner_stride[s];
+    return t;
+}
+
+// Calls fn(p, run) for each feature of column task `task`.
+template <typename Fn>
+void for_each_column(const WalkPlan& plan, std::int64_t task, Fn&& fn) {
+    ColumnTask t = column_task(plan, task);
+    std::array<std::int64_t, kMaxSlots> base{};  // the run's offset less the feature's
+    for (int s = 0; s < plan.slots; ++s) base[s] = t.run.offset[s] - plan.feature_offset(s, t.first);
+    walk_features<kMaxSlots>(plan, {&plan.strides[0], &plan.strides[1], &plan.strides[2]}, t.first,
+                             t.first + t.count, [&](std::int64_t p, const std::array<std::int64_t, kMaxSlots>& at) {
+                                 for (int s = 0; s < plan.slots; ++s) t.run.offset[s] = base[s] + at[s];
+                                 fn(p, t.run);
+                             });
+}
+
+template <typename T, typename C>
+constexpr bool kSameType = std::is_same_v<std::remove_const_t<T>, C>;
+
+// A run of slot `slot` as contiguous C: in place, or gathered into staging.
+template <typename T, typename C>
+const C* column_input(const WalkPlan& plan, int slot, const T* data, const ColumnRun& r, C* staging) {
+    const std::int64_t step = plan.inner_stride[slot];
+    if constexpr (kSameType<T, C>) {
+        if (step == 1 || r.len == 1) return data + r.offset[slot];
+    }
+    const T* src = data + r.offset[slot];
+    if constexpr (!kSameType<T, C>) {
+        if (step == 1) {
+            convert_span(src, staging, r.len);
+            return staging;
+        }
+    }
+    for (std::int64_t i = 0; i < r.len; ++i) staging[i] = load_as<C>(src[i * step]);
+    return staging;
+}
+
+// Where a run's output is computed: in place, or in staging (holding the
+// prior when `read_prior`) to be stored with column_output_store.
+template <typename T, typename C>
+C* column_output(const WalkPlan& plan, int slot, T* data, const ColumnRun& r, C* staging, bool read_prior) {
+    if constexpr (kSameType<T, C>) {
+        if (plan.inner_stride[slot] == 1 || r.len == 1) return data + r.offset[slot];
+    }
+    if (read_prior) column_input(plan, slot, data, r, staging);
+    return staging;
+}
+
+template <typename T, typename C>
+void column_output_store(const WalkPlan& plan, int slot, T* data, const ColumnRun& r, const C* result) {
+    T* dst = data + r.offset[slot];
+    if constexpr (kSameType<T, C>) {
+        if (result == dst) return;
+    }
+    const std::int64_t step = plan.inner_stride[slot];
+    if constexpr (!kSameType<T, C>) {
+        if (step == 1) {
+            convert_span(result, dst, r.len);
+            return;
+        }
+    }
+    for (std::int64_t i = 0; i < r.len; ++i) dst[i * step] = store_from<T>(result[i]);
+}
+
+// ---- rows ----------------------------------------------------------------
+
+// Calls fn(cursor) for each row of row block k; cursor.offset(s) is where
+// the row starts in slot s.
+template <typename Fn>
+void for_each_row(const WalkPlan& plan, std::int64_t k, Fn&& fn) {
+    const std::int64_t count = plan.block_count(k);
+    DimCursor rows(plan.row_dims, plan.slots, k * plan.row_block);
+    for (std::int64_t r = 0; r < count; ++r, rows.next()) fn(rows);
+}
+
+template <typename T, typename C>
+const C* row_input(const T* data, std::int64_t n, C* staging) {
+    if constexpr (std::is_same_v<T, C>) {
+        return data;
+    } else {
+        convert_span(data, staging, n);
+        return staging;
+    }
+}
+
+// Where a row's output is computed: in place, or in staging (holding the
+// prior when `read_prior`) to be stored with row_output_store.
+template <typename T, typename C>
+C* row_output(T* data, std::int64_t n, C* staging, bool read_prior) {
+    if constexpr (std::is_same_v<T, C>) {
+        return data;
+    } else {
+        if (read_prior) row_input(data, n, staging);
+        return staging;
+    }
+}
+
+template <typename T, typename C>
+void row_output_store(T* data, std::int64_t n, const C* staging) {
+    if constexpr (!std::is_same_v<T, C>) convert_span(staging, data, n);
+}
+
+struct RowTile {
+    std::int64_t block, first, count;  // row block, first feature, features
+};
+
+// Whether a tile's rows are evenly spaced in every slot (one reduction dim
+// after merging), so a kernel can take them all in one call.
+inline bool rows_evenly_spaced(const WalkPlan& plan) { return plan.row_dims.count <= 1; }
+
+// The tile's rows of slot `slot`, as compute-type memory (even spacing assumed).
+template <typename C, typename T>
+RowSpan<T> tile_rows(const WalkPlan& plan, const RowTile& tile, int slot, T* data) {
+    const DimCursor first(plan.row_dims, plan.slots, tile.block * plan.row_block);
+    return {data + first.offset(slot) + tile.first, plan.row_dims.count == 1 ? plan.row_dims.stride[slot][0] : 0};
+}
+
+inline RowTile row_tile(const WalkPlan& plan, std::int64_t task) {
+    const std::int64_t fb = task % plan.feature_blocks;
+    const std::int64_t first = fb * plan.feature_block;
+    return {task / plan.feature_blocks, first, std::min(plan.feature_block, plan.features - first)};
+}
+
+// ---- the passes ------------------------------------------------------------
+
+// center[p] = feature p's first value (sample 0, position 0): the shift of
+// its sums when its mean is not known.
+template <typename Tx>
+void first_values(const WalkPlan& plan, const Tx* x, double* center) {
+    run_feature_ranges(plan, 1, [&](std::int64_t begin, std::int64_t end) {
+        for_each_feature(plan, plan.strides[0], begin, end,
+                         [&](std::int64_t p, std::int64_t at) { center[p] = load_as<double>(x[at]); });
+    });
+}
+
+// Slot 0 is x.  Per (feature, block): s1 = Σ(x - center), s2 = Σ(x - center)².
+template <typename Tx, typename C>
+void statistics_pass(const WalkPlan& plan, const Tx* x, const double* center, const Scratch<C>& scratch,
+                     double* s1, double* s2) {
+    if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C>) {
+        run_tasks(plan, [&](std::int64_t task, int) {
+            const ColumnTask t = column_task(plan, task);
+            const std::int64_t at = plan.partial_index(t.first, t.run.block);
+            segments_moments(reinterpret_cast<const C*>(x) + t.run.offset[0], t.run.len, t.count, center + t.first,
+                             {s1 + at, s2 + at}, plan.blocks);
+        });
+    } else if (plan.walk == Walk::columns) {
+        run_tasks(plan, [&](std::int64_t task, int thread) {
+            C* staging = scratch.buffer(thread, 0);
+            for_each_column(plan, task, [&](std::int64_t p, const ColumnRun& r) {
+                const std::int64_t at = plan.partial_index(p, r.block);
+                s1[at] = s2[at] = 0.0;
+                span_moments(column_input(plan, 0, x, r, staging), r.len, center[p], {s1 + at, s2 + at});
+            });
+        });
+    } else {
+        run_tasks(plan, [&](std::int64_t task, int thread) {
+            const RowTile tile = row_tile(plan, task);
+            const std::int64_t at = plan.partial_index(tile.first, tile.block);
+            std::fill(s1 + at, s1 + at + tile.count, 0.0);
+            std::fill(s2 + at, s2 + at + tile.count, 0.0);
+            const MomentSums out{s1 + at, s2 + at};
+            if constexpr (kSameType<Tx, C>) {
+                if (rows_evenly_spaced(plan)) {
+                    row_moments(tile_rows<C>(plan, tile, 0, x), plan.block_count(tile.block), center + tile.first,
+                                tile.count, out);
+                    return;
+                }
+            }
+            C* staging = scratch.buffer(thread, 0);
+            for_each_row(plan, tile.block, [&](const DimCursor& row) {
+                row_moments({row_input(x + row.offset(0) + tile.first, tile.count, staging), 0}, 1,
+                            center + tile.first, tile.count, out);
+            });
+        });
+    }
+}
+
+// Slots 0 and 1 are x and dy.  Per (feature, block): sdy = Σdy,
+// dot = Σdy·(x - center), and when s1 is not null s1/s2 as statistics_pass.
+template <typename Tx, typename Tg, typename C>
+void gradient_pass(const WalkPlan& plan, const Tx* x, const Tg* dy, const double* center,
+                   const Scratch<C>& scratch, GradientSums sums) {
+    const auto at_block = [&](std::int64_t at) {
+        return GradientSums{sums.sdy + at, sums.dot + at, sums.s1 ? sums.s1 + at : nullptr,
+                            sums.s1 ? sums.s2 + at : nullptr};
+    };
+    if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C> && kSameType<Tg, C>) {
+        run_tasks(plan, [&](std::int64_t task, int) {
+            const ColumnTask t = column_task(plan, task);
+            segments_gradient(reinterpret_cast<const C*>(x) + t.run.offset[0],
+                              reinterpret_cast<const C*>(dy) + t.run.offset[1], t.run.len, t.count,
+                              center + t.first, at_block(plan.partial_index(t.first, t.run.block)), plan.blocks);
+        });
+    } else if (plan.walk == Walk::columns) {
+        run_tasks(plan, [&](std::int64_t task, int thread) {
+            C* stage_x = scratch.buffer(thread, 0);
+            C* stage_dy = scratch.buffer(thread, 1);
+            for_each_column(plan, task, [&](std::int64_t p, const ColumnRun& r) {
+                const GradientSums out = at_block(plan.partial_index(p, r.block));
+                *out.sdy = *out.dot = 0.0;
+                if (out.s1) *out.s1 = *out.s2 = 0.0;
+                span_gradient(column_input(plan, 0, x, r, stage_x), column_input(plan, 1, dy, r, stage_dy), r.len,
+                              center[p], out);
+            });
+        });
+    } else {
+        run_tasks(plan, [&](std::int64_t task, int thread) {
+            const RowTile tile = row_tile(plan, task);
+            const GradientSums out = at_block(plan.partial_index(tile.first, tile.block));
+            for (double* a : {out.sdy, out.dot, out.s1, out.s2})
+                if (a) std::fill(a, a + tile.count, 0.0);
+            if constexpr (kSameType<Tx, C> && kSameType<Tg, C>) {
+                if (rows_evenly_spaced(plan)) {
+                    row_gradient(tile_rows<C>(plan, tile, 0, x), tile_rows<C>(plan, tile, 1, dy),
+                                 plan.block_count(tile.block), center + tile.first, tile.count, out);
+                    return;
+                }
+            }
+            C* stage_x = scratch.buffer(thread, 0);
+            C* stage_dy = scratch.buffer(thread, 1);
+            for_each_row(plan, tile.block, [&](const DimCursor& row) {
+                row_gradient({row_input(x + row.offset(0) + tile.first, tile.count, stage_x), 0},
+                             {row_input(dy + row.offset(1) + tile.first, tile.count, stage_dy), 0}, 1,
+                             center + tile.first, tile.count, out);
+            });
+        });
+    }
+}
+
+// Slots 0 and 1 are x and y.
+template <typename Tx, typename C>
+void normalize_pass(const WalkPlan& plan, const Tx* x, Tx* y, const NormalizeArrays<C>& coef, float beta,
+                    const Scratch<C>& scratch) {
+    const bool stream = stream_output(plan.features * plan.reduction * static_cast<std::int64_t>(sizeof(Tx)));
+    const OutputMode<C> mode{beta != 0.0f, false, static_cast<C>(beta)};
+    const OutputMode<C> direct{mode.blend, stream, mode.beta};  // for results written straight to y
+    const bool blend = mode.blend;  // staged outputs need the prior read in
+    if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C>) {
+        run_tasks(plan, [&](std::int64_t task, int) {
+            const ColumnTask t = column_task(plan, task);
+            segments_normalize(reinterpret_cast<const C*>(x) + t.run.offset[0],
+                               reinterpret_cast<C*>(y) + t.run.offset[1], t.run.len, t.count, coef.from(t.first),
+                               direct);
+        });
+    } else if (plan.walk == Walk::columns) {
+        run_tasks(plan, [&](std::int64_t task, int thread) {
+            C* stage_x = scratch.buffer(thread, 0);
+            C* stage_y = scratch.buffer(thread, 1);
+            for_each_column(plan, task, [&](std::int64_t p, const ColumnRun& r) {
+                const C* in = column_input(plan, 0, x, r, stage_x);
+                C* result = column_output(plan, 1, y, r, stage_y, blend);
+                span_normalize(in, result, r.len, coef.at(p), result != stage_y ? direct : mode);
+                column_output_store(plan, 1, y, r, result);
+            });
+        });
+    } else {
+        run_tasks(plan, [&](std::int64_t task, int thread) {
+            const RowTile tile = row_tile(plan, task);
+            const NormalizeRowCoefficients<C> c = coef.from(tile.first);
+            if constexpr (kSameType<Tx, C>) {
+                if (rows_evenly_spaced(plan)) {
+                    row_normalize(tile_rows<C>(plan, tile, 0, x), tile_rows<C>(plan, tile, 1, y),
+                                  plan.block_count(tile.block), tile.count, c, direct);
+                    return;
+                }
+            }
+            C* stage_x = scratch.buffer(thread, 0);
+            C* stage_y = scratch.buffer(thread, 1);
+            for_each_row(plan, tile.block, [&](const DimCursor& row) {
+                Tx* out = y + row.offset(1) + tile.first;
+                const C* in = row_input(x + row.offset(0) + tile.first, tile.count, stage_x);
+                C* result = row_output(out, tile.count, stage_y, blend);
+                row_normalize({in, 0}, {result, 0}, 1, tile.count, c, result != stage_y ? direct : mode);
+                row_output_store(out, tile.count, result);
+            });
+        });
+    }
+}
+
+// Slots 0, 1 and 2 are x, dy and dx.
+template <typename Tx, typename Tg, typename C>
+void backprop_pass(const WalkPlan& plan, const Tx* x, const Tg* dy, Tg* dx, const BackpropArrays& coef,
+                   float beta, const Scratch<C>& scratch) {
+    const bool stream = stream_output(plan.features * plan.reduction * static_cast<std::int64_t>(sizeof(Tg)));
+    const OutputMode<C> mode{beta != 0.0f, false, static_cast<C>(beta)};
+    const OutputMode<C> direct{mode.blend, stream, mode.beta};  // for results written straight to dx
+    const bool blend = mode.blend;  // staged outputs need the prior read in
+    if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C> && kSameType<Tg, C>) {
+        run_tasks(plan, [&](std::int64_t task, int) {
+            const ColumnTask t = column_task(plan, task);
+            segments_backprop(reinterpret_cast<const C*>(x) + t.run.offset[0],
+                              reinterpret_cast<const C*>(dy) + t.run.offset[1],
+                              reinterpret_cast<C*>(dx) + t.run.offset[2], t.run.len, t.count, coef.from(t.first),
+                              direct);
+        });
+    } else if (plan.walk == Walk::columns) {
+        run_tasks(plan, [&](std::int64_t task, int thread) {
+            C* stage_x = scratch.buffer(thread, 0);
+            C* stage_dy = scratch.buffer(thread, 1);
+            C* stage_dx = scratch.buffer(thread, 2);
+            for_each_column(plan, task, [&](std::int64_t p, const ColumnRun& r) {
+                const C* in_x = column_input(plan, 0, x, r, stage_x);
+                const C* in_dy = column_input(plan, 1, dy, r, stage_dy);
+                C* result = column_output(plan, 2, dx, r, stage_dx, blend);
+                span_backprop(in_x, in_dy, result, r.len, coef.at(p), result != stage_dx ? direct : mode);
+                column_output_store(plan, 2, dx, r, result);
+            });
+        });
+    } else {
+        run_tasks(plan, [&](std::int64_t task, int thread) {
+            const RowTile tile = row_tile(plan, task);
+            const BackpropRowCoefficients c = coef.from(tile.first);
+            if constexpr (kSameType<Tx, C> && kSameType<Tg, C>) {
+                if (rows_evenly_spaced(plan)) {
+                    row_backprop(tile_rows<C>(plan, tile, 0, x), tile_rows<C>(plan, tile, 1, dy),
+                                 tile_rows<C>(plan, tile, 2, dx), plan.block_count(tile.block), tile.count, c, direct);
+                    return;
+                }
+            }
+            C* stage_x = scratch.buffer(thread, 0);
+            C* stage_dy = scratch.buffer(thread, 1);
+            C* stage_dx = scratch.buffer(thread, 2);
+            for_each_row(plan, tile.block, [&](const DimCursor& row) {
+                Tg* out = dx + row.offset(2) + tile.first;
+                const C* in_x = row_input(x + row.offset(0) + tile.first, tile.count, stage_x);
+                const C* in_dy = row_input(dy + row.offset(1) + tile.first, tile.count, stage_dy);
+                C* result = row_output(out, tile.count, stage_dx, blend);
+                row_backprop({in_x, 0}, {in_dy, 0}, {result, 0}, 1, tile.count, c, result != stage_dx ? direct : mode);
+                row_output_store(out, tile.count, result);
+            });
+        });
+    }
+}
+
+}  // namespace mbn::cpu

@@ -1,0 +1,176 @@
+#include "cpu/walk_plan.hpp"
+
+#include <algorithm>
+
+#include <unistd.h>
+
+namespace mbn::cpu {
+namespace {
+
+// Target values per task: a column piece stays within L1/L2 when staged.
+constexpr std::int64_t kTaskValues = 16384;
+// Row tiles: up to 2048 features, so that a tile's per-feature coefficients
+// and accumulators stay in L1/L2 while its rows stream by; as many rows as
+// make 64K values, so that per activation (few rows) a tile usually covers
+// every row and no partial sums need merging.
+constexpr std::int64_t kRowTileValues = 65536;
+constexpr std::int64_t kMaxFeatureBlock = 2048;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// The dims in `which` (outermost first) with length > 1, merging a dim into
+// the next inner one when that is contiguous with it in every slot.
+ReductionDims collapse(const WalkPlan& plan, std::initializer_list<int> which) {
+    ReductionDims out;
+    for (int dim : which) {
+        if (plan.len[dim] == 1) continue;
+        bool merge = out.count > 0;
+        // The previous (outer) entry absorbs `dim` when it steps exactly
+        // over all of `dim`; the merged dim keeps the inner stride.
+        for (int s = 0; merge && s < plan.slots; ++s)
+            merge = out.stride[s][out.count - 1] == plan.strides[s][dim] * plan.len[dim];
+        if (merge) {
+            const int last = out.count - 1;
+            out.len[last] *= plan.len[dim];
+            for (int s = 0; s < plan.slots; ++s) out.stride[s][last] = plan.strides[s][dim];
+        } else {
+            out.len[out.count] = plan.len[dim];
+            for (int s = 0; s < plan.slots; ++s) out.stride[s][out.count] = plan.strides[s][dim];
+            ++out.count;
+        }
+    }
+    return out;
+}
+
+bool channels_unit_stride(const WalkPlan& plan) {
+    for (int s = 0; s < plan.slots; ++s)
+        if (plan.strides[s][kC] != 1) return false;
+    return true;
+}
+
+void plan_columns(WalkPlan& plan) {
+    plan.walk = Walk::columns;
+    const ReductionDims dims = plan.mode == BnMode::spatial ? collapse(plan, {kN, kD, kH, kW})
+                                                             : collapse(plan, {kN});
+    plan.outer = dims;
+    if (dims.count == 0) {  // a single value per feature
+        plan.inner_len = 1;
+        plan.inner_stride.fill(0);
+    } else {
+        plan.outer.count = dims.count - 1;
+        plan.inner_len = dims.len[dims.count - 1];
+        for (int s = 0; s < plan.slots; ++s) plan.inner_stride[s] = dims.stride[s][dims.count - 1];
+    }
+    const std::int64_t L = plan.inner_len;
+    plan.runs = plan.reduction / L;
+    plan.chunk = ceil_div(L, ceil_div(L, kTaskValues));
+    plan.pieces = ceil_div(L, plan.chunk);  // no empty last piece, whatever L
+    plan.blocks = plan.runs * plan.pieces;
+    plan.group = plan.pieces == 1 ? std::max<std::int64_t>(1, kTaskValues / L) : 1;
+    plan.group = std::min(plan.group, plan.features);
+    plan.groups = ceil_div(plan.features, plan.group);
+    plan.segmented = plan.mode == BnMode::spatial;
+    for (int s = 0; s < plan.slots; ++s)
+        plan.segmented = plan.segmented && (plan.inner_stride[s] == 1 || L == 1) &&
+                         (plan.strides[s][kC] == L || plan.len[kC] == 1);
+}
+
+void plan_rows(WalkPlan& plan) {
+    plan.walk = Walk::rows;
+    plan.row_dims = plan.mode == BnMode::spatial ? collapse(plan, {kN, kD, kH, kW}) : collapse(plan, {kN});
+    plan.feature_block = std::min(plan.features, kMaxFeatureBlock);
+    plan.feature_blocks = ceil_div(plan.features, plan.feature_block);
+    plan.row_block = std::clamp<std::int64_t>(kRowTileValues / plan.feature_block, 1, plan.reduction);
+    plan.blocks = ceil_div(plan.reduction, plan.row_block);
+}
+
+}  // namespace
+
+bool stream_output(std::int64_t bytes) {
+    static const std::int64_t threshold = [] {
+        long llc = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+        llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+        return llc > 0 ? static_cast<std::int64_t>(llc) : std::int64_t{32} << 20;
+    }();
+    return bytes >= threshold;
+}
+
+WalkPlan plan_walk(const BnGeometry& geom, std::array<const TensorArg*, kMaxSlots> tensors, int count) {
+    WalkPlan plan;
+    plan.mode = geom.mode;
+    plan.len = geom.len;
+    plan.slots = count;
+    for (int s = 0; s < count; ++s) plan.strides[s] = tensors[s]->stride;
+    plan.features = geom.feature_count();
+    plan.reduction = geom.reduction_size();
+
+    if (geom.mode == BnMode::spatial) {
+        // Rows when channels are unit-stride everywhere (NHWC, or no spatial extent).
+        if (plan.len[kC] >= 2 && channels_unit_stride(plan)) plan_rows(plan);
+        else plan_columns(plan);
+        return plan;
+    }
+    // Per activation: rows when every tensor is packed the same way, so each
+    // sample is one contiguous run of all features.
+    const MemoryOrder order = tensors[0]->order;
+    bool same_packed = order != MemoryOrder::strided && plan.features >= 2;
+    for (int s = 1; s < count; ++s) same_packed = same_packed && tensors[s]->order == order;
+    if (same_packed) {
+        plan.rows_in_dhwc = order == MemoryOrder::packed_nhwc;
+        plan_rows(plan);
+    } else {
+        plan_columns(plan);
+    }
+    return plan;
+}
+
+std::int64_t WalkPlan::block_count(std::int64_t k) const {
+    if (walk == Walk::columns) return std::min(chunk, inner_len - (k % pieces) * chunk);
+    return std::min(row_block, reduction - k * row_block);
+}
+
+std::array<std::int64_t, 4> WalkPlan::feature_coords(std::int64_t p) const {
+    if (mode == BnMode::spatial) return {p, 0, 0, 0};
+    const std::int64_t D = len[kD], H = len[kH], W = len[kW], C = len[kC];
+    std::int64_t c, dhw;
+    if (walk == Walk::rows && rows_in_dhwc) {
+        c = p % C;
+        dhw = p / C;
+    } else {
+        c = p / (D * H * W);
+        dhw = p % (D * H * W);
+    }
+    return {c, dhw / (H * W), (dhw / W) % H, dhw % W};
+}
+
+std::int64_t WalkPlan::feature_offset(int slot, std::int64_t p) const {
+    const auto q = feature_coords(p);
+    const Strides& st = strides[slot];
+    return q[0] * st[kC] + q[1] * st[kD] + q[2] * st[kH] + q[3] * st[kW];
+}
+
+DimCursor::DimCursor(const ReductionDims& dims, int slots, std::int64_t start) : dims_(dims), slots_(slots) {
+    for (int d = dims.count - 1; d >= 0; --d) {
+        index_[d] = start % dims.len[d];
+        start /= dims.len[d];
+    }
+    for (int s = 0; s < slots; ++s) {
+        offset_[s] = 0;
+        for (int d = 0; d < dims.count; ++d) offset_[s] += index_[d] * dims.stride[s][d];
+    }
+}
+
+void DimCursor::next() {
+    for (int d = dims_.count - 1; d >= 0; --d) {
+        if (++index_[d] < dims_.len[d]) {
+            for (int s = 0; s < slots_; ++s) offset_[s] += dims_.stride[s][d];
+            return;
+        }
+        index_[d] = 0;
+        for (int s = 0; s < slots_; ++s) offset_[s] -= (dims_.len[d] - 1) * dims_.stride[s][d];
+    }
+}
+
+}  // namespace mbn::cpu
