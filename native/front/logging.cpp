@@ -88,6 +88,8 @@ void format_descriptor(std::ostream& out, const miopenTensorDescriptor* desc) {
         out << "NULL";
         return;
     }
+    // An unset descriptor has no contents to tell it apart: show its address.
+    if (!desc->is_set()) out << static_cast<const void*>(desc) << ' ';
     out << desc->describe();
 }
 

@@ -76,9 +76,10 @@ std::optional<DType> compute_dtype(miopenDataType_t dtype) {
 void set_descriptor(miopenTensorDescriptor& desc, miopenDataType_t dtype, int rank,
                     const std::int64_t* lens, const std::int64_t* strides) {
     require(known_dtype(dtype), miopenStatusBadParm, "unknown data type ", static_cast<int>(dtype));
-    require(lens != nullptr, miopenStatusInvalidValue, "the lengths array is NULL");
+    // The count first: with none, an empty lengths array is no separate fault.
     require(rank > 0, miopenStatusInvalidValue, "the number of dimensions is ", rank,
             " (must be 1 to ", miopenTensorDescriptor::kMaxRank, ")");
+    require(lens != nullptr, miopenStatusInvalidValue, "the lengths array is NULL");
     require(rank <= miopenTensorDescriptor::kMaxRank, miopenStatusBadParm, "rank ", rank,
             " is above the supported maximum of ", miopenTensorDescriptor::kMaxRank);
 
