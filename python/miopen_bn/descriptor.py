@@ -1,0 +1,160 @@
+"""``TensorDescriptor``: data type, lengths and strides of one tensor."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Optional, Sequence
+
+from . import dtypes
+from .library import load
+
+LAYOUT_CODES = {"NCHW": 0, "NHWC": 1, "NCDHW": 7, "NDHWC": 8}  # miopenTensorLayout_t
+MODE_CODES = {"per_activation": 0, "spatial": 1}  # miopenBatchNormMode_t
+
+
+def mode_code(mode: str) -> int:
+    if mode not in MODE_CODES:
+        raise ValueError(f"mode must be 'spatial' or 'per_activation', got {mode!r}")
+    return MODE_CODES[mode]
+
+
+def _c_ints(ffi, values: Sequence[int], what: str):
+    try:
+        return ffi.new("int[]", [int(v) for v in values])
+    except OverflowError:
+        raise ValueError(f"{what} {tuple(values)} do not fit in C int") from None
+
+
+class TensorDescriptor:
+    """A ``miopenTensorDescriptor_t``.
+
+    ``TensorDescriptor(dtype, shape, strides=None)`` sets it at once (strides
+    in elements, None for packed row-major); ``layout="NHWC"`` etc. instead
+    derives packed strides for that layout from lengths given as N, C, (D,) H, W.
+    Context manager with an idempotent ``close()``; a finalizer is the backstop.
+    """
+
+    def __init__(
+        self,
+        dtype=None,
+        shape: Optional[Sequence[int]] = None,
+        strides: Optional[Sequence[int]] = None,
+        *,
+        layout: Optional[str] = None,
+    ):
+        library = load()
+        created = library.ffi.new("miopenTensorDescriptor_t*")
+        library.check(library.lib.miopenCreateTensorDescriptor(created))
+        self._library = library
+        self._ptr = created[0]
+        self._finalizer = weakref.finalize(self, library.lib.miopenDestroyTensorDescriptor, self._ptr)
+        if shape is not None or dtype is not None:
+            if shape is None or dtype is None:
+                self.close()
+                raise TypeError("TensorDescriptor needs both dtype and shape, or neither")
+            try:
+                if layout is None:
+                    self.set(dtype, shape, strides)
+                else:
+                    if strides is not None:
+                        raise TypeError("give strides or a layout, not both")
+                    self.set_layout(dtype, layout, shape)
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def ptr(self):
+        """The ``miopenTensorDescriptor_t`` (a cffi pointer)."""
+        if not self._finalizer.alive:
+            raise ValueError("the tensor descriptor is closed")
+        return self._ptr
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> "TensorDescriptor":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def set(self, dtype, shape: Sequence[int], strides: Optional[Sequence[int]] = None) -> None:
+        """miopenSetTensorDescriptor: lengths in logical order, element strides."""
+        ffi = self._library.ffi
+        code = dtypes.MIOPEN_CODE[dtypes.name_of(dtype)]
+        dims = _c_ints(ffi, shape, "lengths")
+        if strides is not None and len(strides) != len(shape):
+            raise ValueError(f"{len(shape)} lengths but {len(strides)} strides")
+        c_strides = ffi.NULL if strides is None else _c_ints(ffi, strides, "strides")
+        self._library.check(
+            self._library.lib.miopenSetTensorDescriptor(self.ptr, code, len(shape), dims, c_strides)
+        )
+
+    def set_layout(self, dtype, layout: str, lengths: Sequence[int]) -> None:
+        """miopenSetNdTensorDescriptorWithLayout: NCHW, NHWC, NCDHW or NDHWC."""
+        if layout not in LAYOUT_CODES:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUT_CODES)}, got {layout!r}")
+        code = dtypes.MIOPEN_CODE[dtypes.name_of(dtype)]
+        lens = _c_ints(self._library.ffi, lengths, "lengths")
+        self._library.check(
+            self._library.lib.miopenSetNdTensorDescriptorWithLayout(
+                self.ptr, code, LAYOUT_CODES[layout], lens, len(lengths)
+            )
+        )
+
+    @classmethod
+    def derive_bn(cls, x_desc: "TensorDescriptor", mode: str = "spatial") -> "TensorDescriptor":
+        """miopenDeriveBNTensorDescriptor: the parameter descriptor for x."""
+        derived = cls()
+        try:
+            derived._library.check(
+                derived._library.lib.miopenDeriveBNTensorDescriptor(derived.ptr, x_desc.ptr, mode_code(mode))
+            )
+        except BaseException:
+            derived.close()
+            raise
+        return derived
+
+    @property
+    def rank(self) -> int:
+        size = self._library.ffi.new("int*")
+        self._library.check(self._library.lib.miopenGetTensorDescriptorSize(self.ptr, size))
+        return int(size[0])
+
+    def _read(self):
+        ffi = self._library.ffi
+        rank = self.rank
+        dtype = ffi.new("miopenDataType_t*")
+        dims, strides = ffi.new("int[]", max(rank, 1)), ffi.new("int[]", max(rank, 1))
+        self._library.check(self._library.lib.miopenGetTensorDescriptor(self.ptr, dtype, dims, strides))
+        return int(dtype[0]), tuple(dims[0:rank]), tuple(strides[0:rank])
+
+    @property
+    def dtype(self) -> str:
+        return dtypes.name_of(self._read()[0])
+
+    @property
+    def shape(self) -> tuple:
+        return self._read()[1]
+
+    @property
+    def strides(self) -> tuple:
+        return self._read()[2]
+
+    @property
+    def num_bytes(self) -> int:
+        value = self._library.ffi.new("size_t*")
+        self._library.check(self._library.lib.miopenGetTensorNumBytes(self.ptr, value))
+        return int(value[0])
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<miopen_bn.TensorDescriptor closed>"
+        code, shape, strides = self._read()
+        name = dtypes.NAME_FOR_MIOPEN_CODE.get(code, f"miopenDataType_t {code}")
+        return f"<miopen_bn.TensorDescriptor {name} shape={shape} strides={strides}>"

@@ -1,0 +1,125 @@
+"""``Handle``: a library context on one backend, plus per-thread defaults."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from .library import load
+
+BACKEND_CODES = {"auto": 0, "cpu": 1, "gpu": 2}  # miopenBNBackend_t
+BACKEND_NAMES = {1: "cpu", 2: "gpu"}
+
+
+def stream_address(stream) -> int:
+    """The address of a stream given as None, an int, or a stream object
+    (CuPy ``.ptr``, PyTorch ``.cuda_stream``, or anything ``int()`` accepts)."""
+    if stream is None:
+        return 0
+    for attribute in ("ptr", "cuda_stream"):
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int):
+            return value
+    try:
+        if isinstance(stream, (str, bytes, float)):
+            raise TypeError
+        return int(stream)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"stream must be None, an int or a stream object, got {type(stream).__name__}"
+        ) from None
+
+
+class Handle:
+    """A library handle on ``backend`` ("auto", "cpu" or "gpu").
+
+    ``stream`` (GPU only; a CPU handle keeps and ignores it) is the queue work
+    goes to.  Use as a context manager, or call ``close()`` (idempotent); a
+    finalizer destroys forgotten handles.
+    """
+
+    def __init__(self, backend: str = "auto", stream=None):
+        if backend not in BACKEND_CODES:
+            raise ValueError(f"backend must be one of {', '.join(BACKEND_CODES)}, got {backend!r}")
+        library = load()
+        ffi, lib = library.ffi, library.lib
+        created = ffi.new("miopenHandle_t*")
+        library.check(lib.miopenBNCreateWithBackend(created, BACKEND_CODES[backend]))
+        self._library = library
+        self._ptr = created[0]
+        self._finalizer = weakref.finalize(self, lib.miopenDestroy, self._ptr)
+        if stream is not None:
+            try:
+                self.stream = stream
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def ptr(self):
+        """The ``miopenHandle_t`` (a cffi pointer)."""
+        if not self._finalizer.alive:
+            raise ValueError("the handle is closed")
+        return self._ptr
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> "Handle":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @property
+    def backend(self) -> str:
+        """ "cpu" or "gpu": where this handle's work runs."""
+        ffi, lib = self._library.ffi, self._library.lib
+        value = ffi.new("miopenBNBackend_t*")
+        self._library.check(lib.miopenBNGetBackend(self.ptr, value))
+        return BACKEND_NAMES[int(value[0])]
+
+    @property
+    def stream(self) -> int:
+        ffi, lib = self._library.ffi, self._library.lib
+        value = ffi.new("miopenAcceleratorQueue_t*")
+        self._library.check(lib.miopenGetStream(self.ptr, value))
+        return int(ffi.cast("uintptr_t", value[0]))
+
+    @stream.setter
+    def stream(self, stream) -> None:
+        ffi, lib = self._library.ffi, self._library.lib
+        queue = ffi.cast("miopenAcceleratorQueue_t", stream_address(stream))
+        self._library.check(lib.miopenSetStream(self.ptr, queue))
+
+    def enable_profiling(self, enable: bool = True) -> None:
+        self._library.check(self._library.lib.miopenEnableProfiling(self.ptr, bool(enable)))
+
+    def kernel_time_ms(self) -> float:
+        """Time of the last call made with profiling on, in milliseconds."""
+        value = self._library.ffi.new("float*")
+        self._library.check(self._library.lib.miopenGetKernelTime(self.ptr, value))
+        return float(value[0])
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<miopen_bn.Handle closed>"
+        return f"<miopen_bn.Handle backend={self.backend} stream=0x{self.stream:x}>"
+
+
+_per_thread = threading.local()
+
+
+def default_handle(backend: str) -> Handle:
+    """This thread's handle for ``backend``, created on first use."""
+    handles = getattr(_per_thread, "handles", None)
+    if handles is None:
+        handles = _per_thread.handles = {}
+    handle = handles.get(backend)
+    if handle is None or handle.closed:
+        handle = handles[backend] = Handle(backend)
+    return handle

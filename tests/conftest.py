@@ -1,0 +1,59 @@
+"""Shared test configuration: the hypothesis profile, GPU skipping, fixtures."""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+import miopen_bn
+
+# "ci" keeps the whole suite to a few minutes on 2 cores; "thorough" is for
+# hunting (MIOPEN_BN_HYPOTHESIS_PROFILE=thorough).
+settings.register_profile("ci", deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "thorough", deadline=None, max_examples=400, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("MIOPEN_BN_HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu_items and not miopen_bn.gpu_available():
+        reason = (
+            "no GPU: the library has no GPU backend"
+            if not miopen_bn.lib.miopenBNHasGpuSupport()
+            else "no GPU: no usable device"
+        )
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def library():
+    return miopen_bn.load()
+
+
+@pytest.fixture(scope="session")
+def ffi(library):
+    return library.ffi
+
+
+@pytest.fixture(scope="session")
+def lib(library):
+    return library.lib
+
+
+@pytest.fixture
+def cpu_handle():
+    with miopen_bn.Handle("cpu") as handle:
+        yield handle
+
+
+@pytest.fixture
+def rng(request):
+    """A generator seeded from the test's name: fresh data per test, reproducible."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))

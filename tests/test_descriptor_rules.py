@@ -1,0 +1,237 @@
+"""SPEC 1's descriptor rules, through the raw C calls.
+
+Each failing call must return the status the SPEC gives, leave a
+thread-local message that names the problem, and leave the descriptor as it
+was before the call."""
+
+from __future__ import annotations
+
+import pytest
+
+BAD_PARM, INVALID_VALUE, NOT_IMPLEMENTED = 3, 2, 6
+INT_MAX = 2**31 - 1
+
+
+@pytest.fixture
+def desc(lib, ffi):
+    """A raw descriptor already set to float32 (2, 3, 4, 5), destroyed afterwards."""
+    created = ffi.new("miopenTensorDescriptor_t*")
+    assert lib.miopenCreateTensorDescriptor(created) == 0
+    assert lib.miopenSet4dTensorDescriptor(created[0], lib.miopenFloat, 2, 3, 4, 5) == 0
+    yield created[0]
+    assert lib.miopenDestroyTensorDescriptor(created[0]) == 0
+
+
+def state(lib, ffi, desc):
+    dtype, dims, strides = ffi.new("miopenDataType_t*"), ffi.new("int[5]"), ffi.new("int[5]")
+    rank = ffi.new("int*")
+    assert lib.miopenGetTensorDescriptorSize(desc, rank) == 0
+    assert lib.miopenGetTensorDescriptor(desc, dtype, dims, strides) == 0
+    return int(dtype[0]), tuple(dims[0 : rank[0]]), tuple(strides[0 : rank[0]])
+
+
+def expect(lib, ffi, desc, status, expected, *keywords):
+    """The call returned `expected`, said why, and did not touch the descriptor."""
+    assert status == expected
+    message = ffi.string(lib.miopenBNGetLastErrorMessage()).decode()
+    assert message, "no thread-local message after a failing call"
+    for keyword in keywords:
+        assert keyword.lower() in message.lower(), f"{keyword!r} not in {message!r}"
+    assert state(lib, ffi, desc) == (lib.miopenFloat, (2, 3, 4, 5), (60, 20, 5, 1))
+
+
+def ints(ffi, values):
+    return ffi.new("int[]", list(values))
+
+
+# --- lengths and strides must be > 0 -> BadParm -------------------------------
+
+
+@pytest.mark.parametrize("lens", [(0, 3, 4, 5), (2, -1, 4, 5), (2, 3, 4, 0)])
+def test_set4d_nonpositive_length(lib, ffi, desc, lens):
+    expect(lib, ffi, desc, lib.miopenSet4dTensorDescriptor(desc, lib.miopenFloat, *lens), BAD_PARM, "length")
+
+
+@pytest.mark.parametrize(
+    "lens, strides, word",
+    [
+        ((2, 0, 4, 5), (60, 20, 5, 1), "length"),
+        ((2, 3, 4, 5), (60, 20, 0, 1), "stride"),
+        ((2, 3, 4, 5), (60, -20, 5, 1), "stride"),
+    ],
+)
+def test_set4d_ex_nonpositive(lib, ffi, desc, lens, strides, word):
+    status = lib.miopenSet4dTensorDescriptorEx(desc, lib.miopenFloat, *lens, *strides)
+    expect(lib, ffi, desc, status, BAD_PARM, word)
+
+
+@pytest.mark.parametrize(
+    "dims, strides, word",
+    [
+        ((2, 0, 4), None, "length"),
+        ((-2, 3), None, "length"),
+        ((2, 3, 4), (12, 0, 1), "stride"),
+        ((2, 3), (-3, 1), "stride"),
+    ],
+)
+def test_set_tensor_nonpositive(lib, ffi, desc, dims, strides, word):
+    c_strides = ffi.NULL if strides is None else ints(ffi, strides)
+    status = lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, len(dims), ints(ffi, dims), c_strides)
+    expect(lib, ffi, desc, status, BAD_PARM, word)
+
+
+def test_set_with_layout_nonpositive_length(lib, ffi, desc):
+    status = lib.miopenSetNdTensorDescriptorWithLayout(
+        desc, lib.miopenFloat, lib.miopenTensorNHWC, ints(ffi, (2, 3, 0, 5)), 4
+    )
+    expect(lib, ffi, desc, status, BAD_PARM, "length")
+
+
+# --- NULL lengths or count <= 0 -> InvalidValue --------------------------------
+
+
+@pytest.mark.parametrize("count", [4, 0, -1])
+def test_set_tensor_null_dims(lib, ffi, desc, count):
+    status = lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, count, ffi.NULL, ffi.NULL)
+    expect(lib, ffi, desc, status, INVALID_VALUE)
+
+
+@pytest.mark.parametrize("count", [0, -3])
+def test_set_tensor_nonpositive_count(lib, ffi, desc, count):
+    status = lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, count, ints(ffi, (2, 3)), ffi.NULL)
+    expect(lib, ffi, desc, status, INVALID_VALUE, "dimensions")
+
+
+def test_set_with_layout_null_lens(lib, ffi, desc):
+    status = lib.miopenSetNdTensorDescriptorWithLayout(
+        desc, lib.miopenFloat, lib.miopenTensorNCHW, ffi.NULL, 4
+    )
+    expect(lib, ffi, desc, status, INVALID_VALUE, "lens", "NULL")
+
+
+@pytest.mark.parametrize("count", [0, -1])
+def test_set_with_layout_nonpositive_count(lib, ffi, desc, count):
+    status = lib.miopenSetNdTensorDescriptorWithLayout(
+        desc, lib.miopenFloat, lib.miopenTensorNCHW, ints(ffi, (2, 3, 4, 5)), count
+    )
+    expect(lib, ffi, desc, status, INVALID_VALUE, "num_lens")
+
+
+# --- layout / rank mismatch -> BadParm; unsupported layouts -> NotImplemented ---
+
+
+@pytest.mark.parametrize(
+    "layout, lens",
+    [
+        ("miopenTensorNCHW", (2, 3, 4, 5, 6)),
+        ("miopenTensorNHWC", (2, 3, 4)),
+        ("miopenTensorNCDHW", (2, 3, 4, 5)),
+        ("miopenTensorNDHWC", (2, 3, 4, 5)),
+    ],
+)
+def test_layout_rank_mismatch(lib, ffi, desc, layout, lens):
+    status = lib.miopenSetNdTensorDescriptorWithLayout(
+        desc, lib.miopenFloat, getattr(lib, layout), ints(ffi, lens), len(lens)
+    )
+    expect(lib, ffi, desc, status, BAD_PARM, "layout", "lengths")
+
+
+@pytest.mark.parametrize("layout", ["miopenTensorCHWN", "miopenTensorNCHWc4", "miopenTensorCHWNc8"])
+def test_unsupported_layouts(lib, ffi, desc, layout):
+    status = lib.miopenSetNdTensorDescriptorWithLayout(
+        desc, lib.miopenFloat, getattr(lib, layout), ints(ffi, (2, 3, 4, 5)), 4
+    )
+    expect(lib, ffi, desc, status, NOT_IMPLEMENTED, "layout")
+
+
+def test_unknown_layout(lib, ffi, desc):
+    status = lib.miopenSetNdTensorDescriptorWithLayout(desc, lib.miopenFloat, 99, ints(ffi, (2, 3, 4, 5)), 4)
+    expect(lib, ffi, desc, status, BAD_PARM, "layout")
+
+
+# --- unknown data type -> BadParm ----------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [4, 10, 1000, 2**31 - 1])
+def test_unknown_dtype_every_setter(lib, ffi, desc, dtype):
+    dims = ints(ffi, (2, 3, 4, 5))
+    calls = [
+        lambda: lib.miopenSet4dTensorDescriptor(desc, dtype, 2, 3, 4, 5),
+        lambda: lib.miopenSet4dTensorDescriptorEx(desc, dtype, 2, 3, 4, 5, 60, 20, 5, 1),
+        lambda: lib.miopenSetTensorDescriptor(desc, dtype, 4, dims, ffi.NULL),
+        lambda: lib.miopenSetNdTensorDescriptorWithLayout(desc, dtype, lib.miopenTensorNCHW, dims, 4),
+    ]
+    for call in calls:
+        expect(lib, ffi, desc, call(), BAD_PARM, "data type")
+
+
+def test_rank_above_five(lib, ffi, desc):
+    status = lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, 6, ints(ffi, [2] * 6), ffi.NULL)
+    expect(lib, ffi, desc, status, BAD_PARM, "rank")
+
+
+# --- element-space overflow of 64 bits -> BadParm ------------------------------
+
+
+def test_packed_element_count_overflow(lib, ffi, desc):
+    status = lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, 5, ints(ffi, [INT_MAX] * 5), ffi.NULL)
+    expect(lib, ffi, desc, status, BAD_PARM, "overflow")
+
+
+def test_strided_element_space_overflow(lib, ffi, desc):
+    status = lib.miopenSetTensorDescriptor(
+        desc, lib.miopenDouble, 5, ints(ffi, [INT_MAX] * 5), ints(ffi, [INT_MAX] * 5)
+    )
+    expect(lib, ffi, desc, status, BAD_PARM, "overflow")
+
+
+def test_large_but_representable_is_accepted(lib, ffi, desc):
+    # Over 2^31 elements is fine: only 64-bit overflow is an error.
+    assert lib.miopenSetTensorDescriptor(desc, lib.miopenHalf, 2, ints(ffi, (65536, 65536)), ffi.NULL) == 0
+    size = ffi.new("size_t*")
+    assert lib.miopenGetTensorNumBytes(desc, size) == 0 and size[0] == 2 * 65536 * 65536
+
+
+# --- NULL descriptor and NULL outputs of the getters -> BadParm ----------------
+
+
+def test_null_descriptor_everywhere(lib, ffi):
+    dims = ints(ffi, (2, 3, 4, 5))
+    statuses = [
+        lib.miopenCreateTensorDescriptor(ffi.NULL),
+        lib.miopenSet4dTensorDescriptor(ffi.NULL, lib.miopenFloat, 1, 2, 3, 4),
+        lib.miopenSet4dTensorDescriptorEx(ffi.NULL, lib.miopenFloat, 1, 2, 3, 4, 24, 12, 4, 1),
+        lib.miopenSetTensorDescriptor(ffi.NULL, lib.miopenFloat, 4, dims, ffi.NULL),
+        lib.miopenSetNdTensorDescriptorWithLayout(ffi.NULL, lib.miopenFloat, lib.miopenTensorNCHW, dims, 4),
+        lib.miopenGetTensorDescriptor(ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL),
+        lib.miopenGetTensorDescriptorSize(ffi.NULL, ffi.new("int*")),
+        lib.miopenGetTensorNumBytes(ffi.NULL, ffi.new("size_t*")),
+    ]
+    assert statuses == [BAD_PARM] * len(statuses)
+    assert lib.miopenDestroyTensorDescriptor(ffi.NULL) == 0
+
+
+def test_getter_null_outputs(lib, ffi, desc):
+    outs = [ffi.new("int*") for _ in range(8)]
+    status = lib.miopenGet4dTensorDescriptor(desc, ffi.NULL, *outs)
+    expect(lib, ffi, desc, status, BAD_PARM, "NULL")
+    outs[3] = ffi.NULL
+    status = lib.miopenGet4dTensorDescriptor(desc, ffi.new("miopenDataType_t*"), *outs)
+    expect(lib, ffi, desc, status, BAD_PARM, "NULL")
+    expect(lib, ffi, desc, lib.miopenGetTensorDescriptorSize(desc, ffi.NULL), BAD_PARM, "NULL")
+    expect(lib, ffi, desc, lib.miopenGetTensorNumBytes(desc, ffi.NULL), BAD_PARM, "NULL")
+    # miopenGetTensorDescriptor skips NULL outputs instead.
+    assert lib.miopenGetTensorDescriptor(desc, ffi.NULL, ffi.NULL, ffi.NULL) == 0
+
+
+def test_get4d_needs_rank_four(lib, ffi, desc):
+    assert lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, 3, ints(ffi, (2, 3, 4)), ffi.NULL) == 0
+    outs = [ffi.new("int*") for _ in range(8)]
+    assert lib.miopenGet4dTensorDescriptor(desc, ffi.new("miopenDataType_t*"), *outs) == BAD_PARM
+    assert "rank" in ffi.string(lib.miopenBNGetLastErrorMessage()).decode()
+
+
+def test_size_is_the_rank(lib, ffi, desc):
+    rank = ffi.new("int*")
+    assert lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, 5, ints(ffi, (2, 3, 4, 5, 6)), ffi.NULL) == 0
+    assert lib.miopenGetTensorDescriptorSize(desc, rank) == 0 and rank[0] == 5
