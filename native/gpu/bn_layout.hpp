@@ -13,12 +13,21 @@
 
 #include <cstdint>
 
+// Functions both sides call (this header is also read by g++).
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define MBN_HOST_DEVICE __host__ __device__
+#else
+#define MBN_HOST_DEVICE
+#endif
+
 namespace mbn {
 namespace gpu {
 
 constexpr int kNestRank = 4;     // a nest never has more dimensions (N,D,H,W or C,D,H,W)
 constexpr int kBlockThreads = 256;
 constexpr int kMaxSplits = 1024;  // blocks sharing one feature's reduction
+constexpr int kMaxFeaturesPerThread = 4;
+constexpr int kThreadsPerMultiprocessor = 2048;  // resident threads the split count aims to fill
 
 // Tensor slots: the data tensors first, then the per-feature parameters.
 enum Slot : int {
@@ -57,16 +66,27 @@ struct LoopNest {
 
 struct BnLayout {
     LoopNest feature;  // F = feature.size
-    LoopNest reduce;   // M = reduce.size
+    // Reduction positions.  Each holds vector_width consecutive elements of
+    // every data tensor (a 16-byte access; 1 when the layout does not allow
+    // it), so M = reduce.size * vector_width.
+    LoopNest reduce;
+    int vector_width;
+    // Consecutive features each thread owns, read as one access per position
+    // (threads along features only; 1 otherwise).  F is then a multiple of it.
+    int features_per_thread;
     // Launch shape: blockDim = (tile_features, rows), gridDim = (tiles, splits).
-    // Thread (tx, ty) of block (bx, by) owns feature bx * tile_features + tx
-    // and the reduction indices [by * chunk, min(M, (by + 1) * chunk)) that
-    // are congruent to ty modulo rows.
+    // Thread (tx, ty) of block (bx, by) owns features from
+    // (bx * tile_features + tx) * features_per_thread on, and the reduction
+    // positions [by * chunk, min(P, (by + 1) * chunk)) that are congruent to
+    // ty modulo rows (P = reduce.size).
     int tile_features;
     int rows;
     std::int64_t tiles;
     int splits;
-    std::int64_t chunk;
+    std::int64_t chunk;  // in positions
+
+    // M: the values each feature's statistics are taken over.
+    MBN_HOST_DEVICE std::int64_t reduction_size() const { return reduce.size * vector_width; }
 };
 
 }  // namespace gpu

@@ -58,6 +58,16 @@ using mbn_bfloat16 = __nv_bfloat16;
 #define hipStreamSynchronize cudaStreamSynchronize
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipPointerGetAttributes cudaPointerGetAttributes
+// Graph capture (the check program captures calls to prove they are capturable).
+#define hipGraph_t cudaGraph_t
+#define hipGraphExec_t cudaGraphExec_t
+#define hipStreamCaptureModeGlobal cudaStreamCaptureModeGlobal
+#define hipStreamBeginCapture cudaStreamBeginCapture
+#define hipStreamEndCapture cudaStreamEndCapture
+#define hipGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
+#define hipGraphLaunch cudaGraphLaunch
+#define hipGraphExecDestroy cudaGraphExecDestroy
+#define hipGraphDestroy cudaGraphDestroy
 
 #else  // AMD (or a host compiler given the HIP headers)
 

@@ -1,0 +1,221 @@
+// Device-side arithmetic shared by the batch-norm kernels: element
+// conversions, Welford/Chan moment merges, block reductions and result
+// blending.  No __global__ function lives here.
+#pragma once
+
+#include "gpu/hip_compat.h"
+#include "gpu/bn_layout.hpp"
+
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+
+// Accumulation type: float for half, bfloat16 and float data, double for double.
+template <typename T>
+struct AccumulatorOf {
+    using type = float;
+};
+template <>
+struct AccumulatorOf<double> {
+    using type = double;
+};
+template <typename T>
+using acc_t = typename AccumulatorOf<T>::type;
+
+__device__ __forceinline__ std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+
+// ---- element conversions -------------------------------------------------
+
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ double widen(double v) { return v; }
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+// bfloat16 is the upper half of a float: converted through its bits, so both
+// vendors' storage types behave the same.
+__device__ __forceinline__ float widen(mbn_bfloat16 v) {
+    const unsigned short bits = *reinterpret_cast<const unsigned short*>(&v);
+    return __uint_as_float(static_cast<unsigned int>(bits) << 16);
+}
+
+template <typename T>
+struct Narrow;
+template <>
+struct Narrow<float> {
+    __device__ static float from(double v) { return static_cast<float>(v); }
+};
+template <>
+struct Narrow<double> {
+    __device__ static double from(double v) { return v; }
+};
+template <>
+struct Narrow<__half> {
+    __device__ static __half from(double v) { return __float2half_rn(static_cast<float>(v)); }
+};
+template <>
+struct Narrow<mbn_bfloat16> {
+    // Round to nearest even; NaN stays a (quiet) NaN.
+    __device__ static mbn_bfloat16 from(double v) {
+        const unsigned int u = __float_as_uint(static_cast<float>(v));
+        unsigned short bits;
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            bits = static_cast<unsigned short>((u >> 16) | 0x40u);
+        else
+            bits = static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        mbn_bfloat16 out;
+        *reinterpret_cast<unsigned short*>(&out) = bits;
+        return out;
+    }
+};
+// Conversion of a result to an element type.  The data path computes in
+// float: its overloads convert directly, without a detour through double.
+template <typename T>
+__device__ __forceinline__ T narrow(float v) {
+    return Narrow<T>::from(static_cast<double>(v));
+}
+template <>
+__device__ __forceinline__ float narrow<float>(float v) {
+    return v;
+}
+template <>
+__device__ __forceinline__ __half narrow<__half>(float v) {
+    return __float2half_rn(v);
+}
+template <typename T>
+__device__ __forceinline__ T narrow(double v) {
+    return Narrow<T>::from(v);
+}
+
+// ---- moments ----------------------------------------------------------------
+
+// Count, mean and sum of squared deviations (M2) of a set of values.
+template <typename A>
+struct Moments {
+    A count;
+    A mean;
+    A m2;
+};
+
+// Chan et al.'s pairwise merge; an empty side leaves the other unchanged
+// (so no 0/0 appears).
+template <typename A>
+__device__ __forceinline__ Moments<A> merge(const Moments<A>& a, const Moments<A>& b) {
+    if (b.count == A(0)) return a;
+    if (a.count == A(0)) return b;
+    const A count = a.count + b.count;
+    const A share = b.count / count;
+    const A delta = b.mean - a.mean;
+    return Moments<A>{count, a.mean + delta * share, a.m2 + b.m2 + delta * delta * a.count * share};
+}
+
+// A thread's statistics of the shifted values d = x - shift: Welford moments
+// in the accumulation type (for the variance), and the plain sum of d in
+// double (for the mean: it feeds sums such as dscale = sum(dy (x - mean)),
+// whose cancellation a float mean cannot carry).
+template <typename A>
+struct ShiftedMoments {
+    Moments<A> welford;
+    double sum;
+};
+
+template <typename A>
+__device__ __forceinline__ ShiftedMoments<A> merge(const ShiftedMoments<A>& a, const ShiftedMoments<A>& b) {
+    return ShiftedMoments<A>{merge(a.welford, b.welford), a.sum + b.sum};
+}
+
+// Adds a batch of shifted values: their mean and M2 two-pass in registers,
+// then one merge, so there is one division per batch rather than per element.
+// `wide_sum` is the batch's sum computed in double.
+template <typename A, int B>
+__device__ __forceinline__ void add_batch(ShiftedMoments<A>& m, const A (&v)[B], double wide_sum) {
+    A sum = 0;
+#pragma unroll
+    for (int i = 0; i < B; ++i) sum += v[i];
+    const A mean = sum / A(B);
+    A m2 = 0;
+#pragma unroll
+    for (int i = 0; i < B; ++i) m2 += (v[i] - mean) * (v[i] - mean);
+    m.welford = merge(m.welford, Moments<A>{A(B), mean, m2});
+    m.sum += wide_sum;
+}
+
+template <typename A>
+struct Sums2 {
+    A a;
+    A b;
+};
+template <typename A>
+__device__ __forceinline__ Sums2<A> merge(const Sums2<A>& x, const Sums2<A>& y) {
+    return Sums2<A>{x.a + y.a, x.b + y.b};
+}
+
+// Reduces `value` over the rows (threadIdx.y) of the block, separately for
+// each column (threadIdx.x).  rows * columns == blockDim.x * blockDim.y and
+// rows is a power of two.  The result is valid in row 0.  Every thread of the
+// block must call it.
+template <typename V>
+__device__ V reduce_over_rows(V value, V* shared) {
+    const int columns = blockDim.x;
+    const int index = threadIdx.y * columns + threadIdx.x;
+    shared[index] = value;
+    __syncthreads();
+    for (int half = blockDim.y / 2; half > 0; half /= 2) {
+        if (static_cast<int>(threadIdx.y) < half) {
+            value = merge(value, shared[index + half * columns]);
+            shared[index] = value;
+        }
+        __syncthreads();
+    }
+    return value;
+}
+
+// ---- vector access --------------------------------------------------------------
+
+// V consecutive elements moved as one access (16 bytes for the widest type).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+    T lane[V];
+};
+
+// Reads V consecutive elements at p (aligned for V), converted to A.
+template <typename A, int V, typename T>
+__device__ __forceinline__ void load_values(const T* p, A (&out)[V]) {
+    if constexpr (V == 1) {
+        out[0] = static_cast<A>(widen(*p));
+    } else {
+        const Pack<T, V> pack = *reinterpret_cast<const Pack<T, V>*>(p);
+#pragma unroll
+        for (int j = 0; j < V; ++j) out[j] = static_cast<A>(widen(pack.lane[j]));
+    }
+}
+
+// ---- blending -----------------------------------------------------------------
+
+// out = alpha * result + beta * prior; the prior is read only when beta != 0
+// (it may hold NaN otherwise).
+template <typename T, typename A>
+__device__ __forceinline__ void store_blended(T* out, std::int64_t offset, A result, float alpha, float beta) {
+    A value = static_cast<A>(alpha) * result;
+    if (beta != 0.0f) value += static_cast<A>(beta) * static_cast<A>(widen(out[offset]));
+    out[offset] = narrow<T>(value);
+}
+
+// The same for V consecutive elements at p (aligned for V).
+template <typename T, int V, typename A>
+__device__ __forceinline__ void store_values(T* p, const A (&result)[V], float alpha, float beta) {
+    if constexpr (V == 1) {
+        store_blended(p, 0, result[0], alpha, beta);
+    } else {
+        Pack<T, V> pack;
+        if (beta != 0.0f) pack = *reinterpret_cast<const Pack<T, V>*>(p);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            A value = static_cast<A>(alpha) * result[j];
+            if (beta != 0.0f) value += static_cast<A>(beta) * static_cast<A>(widen(pack.lane[j]));
+            pack.lane[j] = narrow<T>(value);
+        }
+        *reinterpret_cast<Pack<T, V>*>(p) = pack;
+    }
+}
+
+}  // namespace gpu
+}  // namespace mbn

@@ -1,0 +1,61 @@
+// The kernel sequences of each batch-norm op (one .hip file each) and the
+// check every launch is followed by.  All work goes to one stream; nothing
+// here allocates or synchronizes with the host.
+#pragma once
+
+#include "common/error.hpp"
+#include "common/problem.hpp"
+#include "gpu/bn_layout.hpp"
+#include "gpu/hip_compat.h"
+
+namespace mbn {
+namespace gpu {
+
+// Called right after each launch: a failed launch becomes InternalError.
+inline void check_launch(const char* kernel) {
+    const hipError_t status = hipGetLastError();
+    if (status != hipSuccess)
+        fail(miopenStatusInternalError, "GPU kernel ", kernel, " failed to launch: ", hipGetErrorString(status));
+}
+
+// Launch shape of the kernels that merge the splits of each feature:
+// blockDim = (features per block, lanes), the lanes sharing the splits.
+struct FinalizeShape {
+    dim3 grid;
+    dim3 block;
+};
+inline FinalizeShape finalize_shape(const BnLayout& layout) {
+    unsigned lanes = 1;
+    while (lanes < static_cast<unsigned>(layout.splits) && lanes < static_cast<unsigned>(kBlockThreads)) lanes *= 2;
+    const unsigned per_block = static_cast<unsigned>(kBlockThreads) / lanes;
+    const std::int64_t blocks = (layout.feature.size + per_block - 1) / per_block;
+    return FinalizeShape{dim3(static_cast<unsigned>(blocks)), dim3(per_block, lanes)};
+}
+
+struct LaunchTarget {
+    hipStream_t stream;
+    void* scratch;  // at least scratch_bytes(layout) bytes
+};
+
+void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, const LaunchTarget& target);
+void run_forward_inference(const BnForwardInference& p, const BnLayout& layout, const LaunchTarget& target);
+void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarget& target);
+
+// Batch statistics of x into the scratch (shift, mean_offset, inv_std), for
+// forward training and for backward without saved statistics.  Whatever
+// `writes` names is written too; its tensors sit in the forward parameter
+// slots of `layout` (ForwardParam).
+struct StatsWrites {
+    const TensorArg* scale = nullptr;  // with bias: coef0 = scale * inv_std, coef1 = bias
+    const TensorArg* bias = nullptr;
+    const TensorArg* running_mean = nullptr;  // with running_var
+    const TensorArg* running_var = nullptr;
+    const TensorArg* saved_mean = nullptr;  // with saved_inv_std
+    const TensorArg* saved_inv_std = nullptr;
+    double exp_avg_factor = 0.0;
+};
+void run_batch_statistics(const TensorArg& x, DType param_dtype, double epsilon, const StatsWrites& writes,
+                          const BnLayout& layout, const LaunchTarget& target);
+
+}  // namespace gpu
+}  // namespace mbn

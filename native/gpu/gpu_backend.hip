@@ -1,0 +1,187 @@
+// The GPU backend object: device facts, the stream, the scratch workspace and
+// profiling events of one handle.  The kernels live in bn_*.hip.
+//
+// Graph capture: an op never allocates or waits on the host, except when its
+// problem needs more scratch than any earlier call on this handle (then the
+// workspace grows before the first launch, which is not capturable).  The
+// workspace starts at kInitialScratchBytes, enough for every spatial problem
+// with up to ~100k channels and per-activation problems with ~100k features.
+#include "common/backend.hpp"
+#include "gpu/bn_launch.hpp"
+#include "gpu/bn_planner.hpp"
+#include "gpu/bn_scratch.hpp"
+#include "gpu/hip_compat.h"
+
+#include <algorithm>
+#include <memory>
+
+namespace mbn {
+namespace gpu {
+namespace {
+
+constexpr std::size_t kInitialScratchBytes = std::size_t(8) << 20;
+
+void check_runtime(hipError_t status, const char* what) {
+    if (status != hipSuccess) fail(miopenStatusInternalError, "GPU runtime call ", what, " failed: ", hipGetErrorString(status));
+}
+
+// True when kernels may dereference `data`: device, managed or registered
+// (pinned) host memory.  Pageable host memory is not.
+bool device_can_access(const void* data) {
+    hipPointerAttribute_t attributes{};
+    const hipError_t status = hipPointerGetAttributes(&attributes, data);
+    if (status != hipSuccess) {
+        (void)hipGetLastError();  // unregistered pointers report an error on older runtimes
+        return false;
+    }
+#if MBN_GPU_CUDA
+    return attributes.type != cudaMemoryTypeUnregistered;
+#elif HIP_VERSION_MAJOR >= 6
+    return attributes.type != hipMemoryTypeUnregistered;
+#else
+    (void)attributes;
+    return true;
+#endif
+}
+
+class GpuBackend final : public Backend {
+public:
+    GpuBackend(int device, const DeviceShape& shape, void* stream) : device_(device), shape_(shape) {
+        stream_ = stream;
+        check_runtime(hipEventCreate(&start_), "hipEventCreate");
+        check_runtime(hipEventCreate(&stop_), "hipEventCreate");
+        grow_scratch(kInitialScratchBytes);
+    }
+
+    ~GpuBackend() override {
+        if (scratch_ != nullptr) (void)hipFree(scratch_);
+        (void)hipEventDestroy(start_);
+        (void)hipEventDestroy(stop_);
+    }
+
+    BackendKind kind() const override { return BackendKind::gpu; }
+    const char* name() const override { return MBN_GPU_CUDA ? "gpu (CUDA)" : "gpu (HIP)"; }
+
+    // Only the profiling path waits: on the stop event of the last op.
+    float kernel_time_ms() const override {
+        if (!profiling_ || !timed_) return last_time_ms_;
+        float ms = 0.0f;
+        check_runtime(hipEventSynchronize(stop_), "hipEventSynchronize");
+        check_runtime(hipEventElapsedTime(&ms, start_, stop_), "hipEventElapsedTime");
+        return ms;
+    }
+
+    void check_accessible(const void* data, const char* what) const override {
+        require(device_can_access(data), miopenStatusBadParm, what,
+                " is not device memory (a host pointer was given to a GPU handle)");
+    }
+
+    void bn_forward_training(const BnForwardTraining& p) override {
+        SlotTensors t;
+        t.slot[kSlotX] = &p.x;
+        t.slot[kSlotY] = &p.y;
+        t.slot[kFwdScale] = &p.scale;
+        t.slot[kFwdBias] = &p.bias;
+        t.slot[kFwdMean] = &p.running_mean;
+        t.slot[kFwdVar] = &p.running_var;
+        t.slot[kFwdSavedMean] = &p.saved_mean;
+        t.slot[kFwdSavedInvStd] = &p.saved_inv_std;
+        const BnLayout layout = plan_layout(p.geom, t, shape_);
+        run(layout, [&](const LaunchTarget& target) { run_forward_training(p, layout, target); });
+    }
+
+    void bn_forward_inference(const BnForwardInference& p) override {
+        SlotTensors t;
+        t.slot[kSlotX] = &p.x;
+        t.slot[kSlotY] = &p.y;
+        t.slot[kFwdScale] = &p.scale;
+        t.slot[kFwdBias] = &p.bias;
+        t.slot[kFwdMean] = &p.mean;
+        t.slot[kFwdVar] = &p.var;
+        const BnLayout layout = plan_layout(p.geom, t, shape_);
+        run(layout, [&](const LaunchTarget& target) { run_forward_inference(p, layout, target); });
+    }
+
+    void bn_backward(const BnBackward& p) override {
+        SlotTensors t;
+        t.slot[kSlotX] = &p.x;
+        t.slot[kSlotY] = &p.dy;
+        t.slot[kSlotDx] = &p.dx;
+        t.slot[kBwdScale] = &p.scale;
+        t.slot[kBwdDscale] = &p.dscale;
+        t.slot[kBwdDbias] = &p.dbias;
+        t.slot[kBwdSavedMean] = &p.saved_mean;
+        t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
+        const BnLayout layout = plan_layout(p.geom, t, shape_);
+        run(layout, [&](const LaunchTarget& target) { run_backward(p, layout, target); });
+    }
+
+private:
+    // Launches `op` on the handle's stream on this backend's device, with
+    // enough scratch, between the profiling events when profiling is on.
+    template <typename Op>
+    void run(const BnLayout& layout, Op&& op) {
+        int current = 0;
+        check_runtime(hipGetDevice(&current), "hipGetDevice");
+        if (current != device_) check_runtime(hipSetDevice(device_), "hipSetDevice");
+        grow_scratch(scratch_bytes(layout));
+
+        const hipStream_t stream = static_cast<hipStream_t>(stream_);
+        if (profiling_) check_runtime(hipEventRecord(start_, stream), "hipEventRecord");
+        op(LaunchTarget{stream, scratch_});
+        if (profiling_) {
+            check_runtime(hipEventRecord(stop_, stream), "hipEventRecord");
+            timed_ = true;
+        }
+        if (current != device_) (void)hipSetDevice(current);
+    }
+
+    // Grows (never shrinks) the workspace.  The old buffer may still be in
+    // use by queued kernels: hipFree waits for the device first.
+    void grow_scratch(std::size_t bytes) {
+        if (bytes <= scratch_bytes_) return;
+        const std::size_t size = std::max(bytes + bytes / 2, kInitialScratchBytes);
+        if (scratch_ != nullptr) {
+            check_runtime(hipFree(scratch_), "hipFree");
+            scratch_ = nullptr;
+            scratch_bytes_ = 0;
+        }
+        void* fresh = nullptr;
+        if (hipMalloc(&fresh, size) != hipSuccess) {
+            (void)hipGetLastError();
+            fail(miopenStatusAllocFailed, "cannot allocate ", size, " bytes of GPU scratch memory");
+        }
+        scratch_ = fresh;
+        scratch_bytes_ = size;
+    }
+
+    int device_;
+    DeviceShape shape_;
+    void* scratch_ = nullptr;
+    std::size_t scratch_bytes_ = 0;
+    hipEvent_t start_ = nullptr;
+    hipEvent_t stop_ = nullptr;
+    bool timed_ = false;
+};
+
+}  // namespace
+}  // namespace gpu
+
+std::unique_ptr<Backend> make_gpu_backend(void* stream) {
+    int count = 0;
+    if (hipGetDeviceCount(&count) != hipSuccess || count < 1) {
+        (void)hipGetLastError();
+        return nullptr;
+    }
+    int device = 0;
+    gpu::DeviceShape shape;
+    if (hipGetDevice(&device) != hipSuccess ||
+        hipDeviceGetAttribute(&shape.multiprocessors, hipDeviceAttributeMultiprocessorCount, device) != hipSuccess ||
+        hipDeviceGetAttribute(&shape.wave_size, hipDeviceAttributeWarpSize, device) != hipSuccess) {
+        (void)hipGetLastError();
+        return nullptr;
+    }
+    return std::make_unique<gpu::GpuBackend>(device, shape, stream);
+}
+
+}  // namespace mbn
