@@ -76,7 +76,18 @@ typedef struct ihipStream_t* miopenAcceleratorQueue_t;
 /* Enumerations (values identical to MIOpen's)                               */
 /* ------------------------------------------------------------------------ */
 
-typedef enum {
+/* C lets an enum argument hold any int; C++ gives an unscoped enum without a
+ * fixed base only the values its enumerators span, and anything else is
+ * undefined.  A fixed int base in C++ makes every value a caller can pass a
+ * valid one, so the library can check it; size and calling convention stay
+ * those of C's int-sized enums. */
+#ifdef __cplusplus
+#define MIOPEN_BN_ENUM_BASE : int
+#else
+#define MIOPEN_BN_ENUM_BASE
+#endif
+
+typedef enum MIOPEN_BN_ENUM_BASE {
     miopenStatusSuccess              = 0,
     miopenStatusNotInitialized       = 1,
     miopenStatusInvalidValue         = 2,
@@ -90,7 +101,7 @@ typedef enum {
     miopenStatusVersionMismatch      = 10
 } miopenStatus_t;
 
-typedef enum {
+typedef enum MIOPEN_BN_ENUM_BASE {
     miopenHalf     = 0,
     miopenFloat    = 1,
     miopenInt32    = 2,
@@ -103,7 +114,7 @@ typedef enum {
     miopenInt64    = 9
 } miopenDataType_t;
 
-typedef enum {
+typedef enum MIOPEN_BN_ENUM_BASE {
     miopenTensorNCHW   = 0,
     miopenTensorNHWC   = 1,
     miopenTensorCHWN   = 2,
@@ -115,12 +126,12 @@ typedef enum {
     miopenTensorNDHWC  = 8
 } miopenTensorLayout_t;
 
-typedef enum {
+typedef enum MIOPEN_BN_ENUM_BASE {
     miopenBNPerActivation = 0, /* statistics per (c, d, h, w), reduced over N */
     miopenBNSpatial       = 1  /* statistics per channel, reduced over N, D, H, W */
 } miopenBatchNormMode_t;
 
-typedef enum {
+typedef enum MIOPEN_BN_ENUM_BASE {
     MIOPEN_ELEMENTWISE_AFFINE           = 0,
     MIOPEN_WEIGHT_BIAS                  = 1,
     MIOPEN_ELEMENTWISE_AFFINE_FUSED_ADD = 2,
@@ -130,13 +141,13 @@ typedef enum {
 } miopenNormMode_t;
 
 /* Extension: an activation fused into group norm's output. */
-typedef enum {
+typedef enum MIOPEN_BN_ENUM_BASE {
     miopenBNActivationNone  = 0,
     miopenBNActivationSwish = 1  /* y / (1 + exp(-beta * y)); beta = 1 is SiLU */
 } miopenBNActivation_t;
 
 /* Extension: which backend a handle runs on. */
-typedef enum {
+typedef enum MIOPEN_BN_ENUM_BASE {
     miopenBNBackendAuto = 0, /* GPU when built with one and a device is present, else CPU */
     miopenBNBackendCPU  = 1,
     miopenBNBackendGPU  = 2

@@ -56,6 +56,12 @@ def test_export_token_removed():
     assert out.strip() == "int f(void);"
 
 
+def test_enum_base_token_removed():
+    out = cdef.generate_cdef("typedef enum MIOPEN_BN_ENUM_BASE { a = 0 } e_t;\n")
+    assert "MIOPEN_BN_ENUM_BASE" not in out
+    assert out.split() == ["typedef", "enum", "{", "a", "=", "0", "}", "e_t;"]
+
+
 def test_unbalanced_conditionals_are_errors():
     with pytest.raises(ValueError, match="left open"):
         cdef.generate_cdef("#ifndef X\nint f(void);\n")

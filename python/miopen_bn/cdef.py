@@ -12,7 +12,8 @@ is written for (see the comment at the top of ``miopen_bn.h``):
   true (include guards, "not C++"), ``#ifdef X`` is false (nothing is defined
   in plain C, ``__cplusplus`` included), ``#if`` / ``#elif`` are false and
   ``#else`` is true, so every chain yields its plain-C branch;
-* ``extern "C"`` braces and the ``MIOPEN_BN_EXPORT`` token are removed.
+* ``extern "C"`` braces and the ``MIOPEN_BN_EXPORT`` and ``MIOPEN_BN_ENUM_BASE``
+  tokens (empty in plain C) are removed.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ _LINE_COMMENT = re.compile(r"//[^\n]*")
 _INTEGER_DEFINE = re.compile(r"#\s*define\s+(\w+)\s+(-?(?:0x[0-9a-fA-F]+|\d+))[uUlL]*\s*$")
 _DIRECTIVE = re.compile(r"#\s*(\w+)")
 _EXTERN_C = re.compile(r'extern\s+"C"\s*\{?')
-_EXPORT_TOKEN = re.compile(r"\bMIOPEN_BN_EXPORT\b")
+_EMPTY_IN_C_TOKEN = re.compile(r"\bMIOPEN_BN_(?:EXPORT|ENUM_BASE)\b")
 _FUNCTION_NAME = re.compile(r"\b(\w+)\s*\(")
 _VERSION_PARTS = ("MAJOR", "MINOR", "PATCH")
 
@@ -115,7 +116,7 @@ def generate_cdef(header_text: str) -> str:
             continue
         if not conditionals.active():
             continue
-        line = _EXPORT_TOKEN.sub("", _EXTERN_C.sub("", line))
+        line = _EMPTY_IN_C_TOKEN.sub("", _EXTERN_C.sub("", line))
         if line.strip():
             kept.append(line.rstrip())
     conditionals.finish()
