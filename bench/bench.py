@@ -1,0 +1,459 @@
+#!/usr/bin/env python3
+"""miopen-bn's bench: our batch norm against PyTorch's, side by side.
+
+    python bench/bench.py --backend gpu|cpu [--quick] [--json PATH]
+
+In one process, on the same tensors, it times our library and the anchors:
+on the GPU PyTorch's F.batch_norm with cuDNN on and with cuDNN off ("torch
+native"), on the CPU PyTorch's CPU F.batch_norm at 2 threads (ours at 2
+threads too).  Each op's output is checked against the float64 reference
+before it is timed.  Times never fail the run; a wrong result shows as
+verified = false.  Output: one table on stdout, a JSON file, a Markdown
+section for bench/RESULTS.md and, with matplotlib, a roofline plot.
+"""
+import argparse
+import datetime
+import math
+import os
+import platform
+import re
+import sys
+import time
+import traceback
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+OPS = ("bn_infer", "bn_train", "bn_bwd")
+LAYOUTS = ("nchw", "nhwc")
+
+
+class DeviceBroken(RuntimeError):
+    """The GPU context is unusable; later measurements would be meaningless."""
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=("gpu", "cpu"), required=True)
+    parser.add_argument("--quick", action="store_true", help="a handful of shapes")
+    parser.add_argument("--json", help="output JSON (default bench/results/<device>.json)")
+    parser.add_argument("--markdown", help="Markdown section (default: the JSON path, .md)")
+    parser.add_argument("--plot", help="roofline PNG (default bench/roofline_<device>.png)")
+    parser.add_argument("--dtypes", help="comma list of fp32,fp16,bf16 "
+                        "(default: all on the GPU, fp32 on the CPU)")
+    parser.add_argument("--layouts", default="nchw,nhwc", help="comma list of nchw,nhwc")
+    parser.add_argument("--ops", default=",".join(OPS), help="comma list of " + ",".join(OPS))
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads (ours and torch)")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="stop starting new cases after this many seconds")
+    parser.add_argument("--no-verify", action="store_true", help="skip the reference checks")
+    return parser.parse_args(argv)
+
+
+def _split(text, allowed, what):
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    for item in items:
+        if item not in allowed:
+            raise SystemExit(f"unknown {what} {item!r}; choose from {', '.join(allowed)}")
+    return items
+
+
+def _slug(text):
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def cpu_model_name():
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class Environment:
+    """The backend-specific pieces: library handle, timer, array conversion,
+    anchors."""
+
+    def __init__(self, args, torch, miopen_bn):
+        self.torch = torch
+        self.mbn = miopen_bn
+        self.backend = args.backend
+        if args.backend == "gpu":
+            from bench_timing import GpuTimer
+            if not torch.cuda.is_available():
+                raise SystemExit("bench: --backend gpu but torch sees no CUDA device")
+            if not miopen_bn.lib.miopenBNHasGpuSupport():
+                raise SystemExit("bench: --backend gpu but libmiopen_bn was built without a GPU")
+            self.device = "cuda"
+            props = torch.cuda.get_device_properties(0)
+            self.device_name = torch.cuda.get_device_name(0)
+            self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or (50 << 20))
+            self.machine_note = (f"{props.multi_processor_count} SMs, L2 "
+                                 f"{self.l2_bytes >> 20} MiB, "
+                                 f"{props.total_memory / 2**30:.0f} GiB; "
+                                 f"CUDA {torch.version.cuda}, cuDNN "
+                                 f"{torch.backends.cudnn.version()}")
+            self.timer = GpuTimer(torch, self.l2_bytes)
+            self.slug = _slug(self.device_name)
+            self.anchor_variants = (("cudnn", True), ("torch_native", False))
+        else:
+            from bench_timing import CpuTimer
+            torch.set_num_threads(args.threads)
+            self.device = "cpu"
+            self.device_name = cpu_model_name()
+            self.l2_bytes = 0
+            self.machine_note = (f"{os.cpu_count()} logical CPUs, {args.threads} threads "
+                                 f"(torch.set_num_threads, MIOPEN_BN_NUM_THREADS)")
+            self.timer = CpuTimer()
+            self.slug = "cpu-" + _slug(self.device_name)[:40] + f"-{args.threads}t"
+            self.anchor_variants = (("torch_native", None),)
+        # On the GPU our work goes to torch's current stream, where the timing
+        # events are recorded.
+        stream = torch.cuda.current_stream() if args.backend == "gpu" else None
+        self.handle = miopen_bn.Handle(backend=args.backend, stream=stream)
+
+    def synchronize(self):
+        if self.backend == "gpu":
+            self.torch.cuda.synchronize()
+
+    def raise_if_device_broken(self):
+        """A sticky CUDA error (illegal address, ...) spoils every later
+        measurement: stop then, keeping what was measured."""
+        if self.backend != "gpu":
+            return
+        try:
+            self.torch.cuda.synchronize()
+        except Exception as error:
+            raise DeviceBroken(f"the CUDA context is broken: {error}") from error
+
+    def lib_array(self, tensor):
+        """What our library receives for a torch tensor: the tensor itself on
+        the GPU, a NumPy view of the same memory on the CPU."""
+        if self.backend == "gpu":
+            return tensor
+        if tensor.dtype == self.torch.bfloat16:
+            import ml_dtypes
+            return tensor.view(self.torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return tensor.numpy()
+
+    def as_torch(self, array):
+        """Back from what the library returned (for the checks)."""
+        if self.backend == "gpu" or isinstance(array, self.torch.Tensor):
+            return array
+        return self.torch.from_numpy(array)
+
+    def anchor_context(self, flag):
+        if flag is None:
+            import contextlib
+            return contextlib.nullcontext()
+        return self.torch.backends.cudnn.flags(enabled=flag)
+
+    def rotation_slots(self, tensor_bytes):
+        """Copies of the inputs to rotate through, so that small tensors are
+        fetched from memory at each repetition, not from L2."""
+        if self.backend != "gpu" or tensor_bytes >= 2 * self.l2_bytes:
+            return 1
+        return max(1, min(8, math.ceil(3 * self.l2_bytes / max(tensor_bytes, 1))))
+
+
+def bytes_min(op, numel, channels, dtype_size):
+    """Each tensor read once and written once; parameters (float32) counted."""
+    param = 4 * channels
+    if op == "bn_infer":  # x, y; scale, bias, mean, var
+        return 2 * numel * dtype_size + 4 * param
+    if op == "bn_train":  # x, y; scale, bias; running mean/var read+write; saved mean/invstd
+        return 2 * numel * dtype_size + 8 * param
+    return 3 * numel * dtype_size + 5 * param  # x, dy, dx; scale, saved x2; dscale, dbias
+
+
+class Slot:
+    """One rotation slot: its own copies of the inputs and its own outputs."""
+
+    def __init__(self, env, x, dy):
+        torch = env.torch
+        from bench_data import poisoned_like
+        self.x, self.dy = x.clone(), dy.clone()
+        self.y = poisoned_like(torch, x)
+        self.dx = poisoned_like(torch, dy)
+        channels = x.shape[1]
+        self.dscale = torch.full((channels,), float("nan"), device=x.device)
+        self.dbias = torch.full((channels,), float("nan"), device=x.device)
+        self.lib = {name: env.lib_array(getattr(self, name))
+                    for name in ("x", "dy", "y", "dx", "dscale", "dbias")}
+
+
+class CaseRunner:
+    """Runs the three ops of one (shape, dtype, layout) for ours and anchors."""
+
+    def __init__(self, env, case, layout, verifier):
+        from bench_data import in_layout
+        self.env, self.case, self.layout, self.verifier = env, case, layout, verifier
+        torch = env.torch
+        self.x = in_layout(torch, case.x, layout)
+        self.dy = in_layout(torch, case.dy, layout)
+        esize = self.x.element_size()
+        self.slots = [Slot(env, self.x, self.dy)
+                      for _ in range(env.rotation_slots(self.x.numel() * esize))]
+        names = ("scale", "bias", "est_mean", "est_var", "saved_mean", "saved_inv_var")
+        self.params = {name: getattr(case, name) for name in names}
+        self.lib_params = {name: env.lib_array(value) for name, value in self.params.items()}
+        self.running = (case.running_mean.clone(), case.running_var.clone())
+        self.lib_running = tuple(env.lib_array(t) for t in self.running)
+
+    # -- our library -------------------------------------------------------
+    def ours_call(self, op, slot, running=None):
+        """Our call on one slot; `running` replaces the shared running-stat
+        buffers (library arrays) for bn_train."""
+        from bench_data import EPSILON, EXP_AVG_FACTOR
+        mbn, handle, lp, s = self.env.mbn, self.env.handle, self.lib_params, slot.lib
+        if op == "bn_infer":
+            return lambda: mbn.batchnorm_forward_inference(
+                s["x"], lp["scale"], lp["bias"], lp["est_mean"], lp["est_var"],
+                mode="spatial", epsilon=EPSILON, y=s["y"], handle=handle)
+        if op == "bn_train":
+            rm, rv = running or self.lib_running
+            return lambda: mbn.batchnorm_forward_training(
+                s["x"], lp["scale"], lp["bias"], mode="spatial", epsilon=EPSILON,
+                exp_avg_factor=EXP_AVG_FACTOR, running_mean=rm, running_var=rv,
+                save_stats=True, y=s["y"], handle=handle)
+        return lambda: mbn.batchnorm_backward(
+            s["x"], s["dy"], lp["scale"], saved_mean=lp["saved_mean"],
+            saved_inv_var=lp["saved_inv_var"], mode="spatial", epsilon=EPSILON,
+            dx=s["dx"], dscale=s["dscale"], dbias=s["dbias"], handle=handle)
+
+    def verify_ours(self, op):
+        """One call on NaN-poisoned outputs, checked against the reference.
+        Returns a list of failure messages (empty: verified)."""
+        env, case = self.env, self.case
+        fresh = Slot(env, self.x, self.dy)
+        if op == "bn_infer":
+            self.ours_call(op, fresh)()
+            env.synchronize()
+            return self.verifier.inference(case, fresh.y)
+        if op == "bn_train":
+            before = (case.running_mean.clone(), case.running_var.clone())
+            running = tuple(t.clone() for t in before)
+            call = self.ours_call(op, fresh, tuple(env.lib_array(t) for t in running))
+            _, saved_mean, saved_inv_var = call()
+            env.synchronize()
+            return self.verifier.training(case, fresh.y, env.as_torch(saved_mean),
+                                          env.as_torch(saved_inv_var), running[0], running[1],
+                                          before[0], before[1])
+        self.ours_call(op, fresh)()
+        env.synchronize()
+        return self.verifier.backward(case, fresh.dx, fresh.dscale, fresh.dbias)
+
+    # -- PyTorch anchors ---------------------------------------------------
+    def anchor_calls(self, op, flag):
+        """Callables per slot, and a note naming the backward node PyTorch
+        picked (it says whether cuDNN really ran)."""
+        from bench_data import EPSILON, EXP_AVG_FACTOR
+        torch = self.env.torch
+        functional = torch.nn.functional
+        p = self.params
+        if op == "bn_infer":
+            return [lambda s=s: functional.batch_norm(s.x, p["est_mean"], p["est_var"],
+                                                      p["scale"], p["bias"], False, 0.0, EPSILON)
+                    for s in self.slots], None
+        if op == "bn_train":
+            rm, rv = (t.clone() for t in self.running)
+            return [lambda s=s: functional.batch_norm(s.x, rm, rv, p["scale"], p["bias"], True,
+                                                      EXP_AVG_FACTOR, EPSILON)
+                    for s in self.slots], None
+        calls, note = [], None
+        with self.env.anchor_context(flag):
+            for s in self.slots:
+                xg = s.x.detach().requires_grad_(True)
+                wg = p["scale"].detach().clone().requires_grad_(True)
+                bg = p["bias"].detach().clone().requires_grad_(True)
+                rm, rv = (t.clone() for t in self.running)
+                out = functional.batch_norm(xg, rm, rv, wg, bg, True, EXP_AVG_FACTOR, EPSILON)
+                note = type(out.grad_fn).__name__
+                calls.append(lambda out=out, xg=xg, wg=wg, bg=bg, dy=s.dy: torch.autograd.grad(
+                    out, (xg, wg, bg), dy, retain_graph=True))
+        return calls, note
+
+    def run_op(self, op, verify):
+        env, case = self.env, self.case
+        row = {"op": op, "shape": _shape_text(case.shape), "dtype": case.dtype_name,
+               "layout": self.layout,
+               "bytes_min": bytes_min(op, case.numel(), case.shape[1],
+                                      self.x.element_size()),
+               "us": {"ours": None, "cudnn": None, "torch_native": None},
+               "verified": False, "host_us": None}
+        errors = []
+        if verify:
+            try:
+                failures = self.verify_ours(op)
+                row["verified"] = not failures
+                errors += failures
+            except Exception as error:  # a failing call is a result, not a crash
+                errors.append(f"ours: {type(error).__name__}: {error}")
+                env.raise_if_device_broken()
+        if env.backend == "cpu":
+            self._time_alternating(op, row, errors)
+        else:
+            self._time_one_by_one(op, row, errors)
+        if errors:
+            row["error"] = "; ".join(e.replace("\n", " ")[:300] for e in errors)
+        return row
+
+    def _time_one_by_one(self, op, row, errors):
+        """GPU: device time of each implementation in turn, plus our host
+        overhead."""
+        env = self.env
+        try:
+            ours = [self.ours_call(op, s) for s in self.slots]
+            row["us"]["ours"] = env.timer.device_us(ours)
+            row["host_us"] = env.timer.host_us(ours[0])
+        except Exception as error:
+            errors.append(f"ours: {type(error).__name__}: {error}")
+            env.raise_if_device_broken()
+        for key, flag in env.anchor_variants:
+            try:
+                with env.anchor_context(flag):
+                    calls, note = self.anchor_calls(op, flag)
+                    row["us"][key] = env.timer.device_us(calls)
+                if note:
+                    row.setdefault("anchor_path", {})[key] = note
+            except Exception as error:
+                errors.append(f"{key}: {type(error).__name__}: {error}")
+                env.raise_if_device_broken()
+
+    def _time_alternating(self, op, row, errors):
+        """CPU: ours and PyTorch in alternating blocks (a shared machine's load
+        hits both alike); the median goes in "us", the minimum in "us_min"."""
+        named = {}
+        try:
+            named["ours"] = [self.ours_call(op, s) for s in self.slots]
+            named["ours"][0]()
+        except Exception as error:
+            named.pop("ours", None)
+            errors.append(f"ours: {type(error).__name__}: {error}")
+        for key, flag in self.env.anchor_variants:
+            try:
+                named[key] = self.anchor_calls(op, flag)[0]
+                named[key][0]()
+            except Exception as error:
+                named.pop(key, None)
+                errors.append(f"{key}: {type(error).__name__}: {error}")
+        if named:
+            measured = self.env.timer.alternating_us(named)
+            row["us_min"] = {}
+            for key, (median_us, min_us) in measured.items():
+                row["us"][key] = median_us
+                row["us_min"][key] = min_us
+
+
+def _shape_text(shape):
+    from bench_shapes import shape_text
+    return shape_text(shape)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    started = time.monotonic()
+    if args.backend == "cpu":
+        # Read by the library's thread pool when it starts: set before loading.
+        os.environ["MIOPEN_BN_NUM_THREADS"] = str(args.threads)
+    sys.path.insert(0, BENCH_DIR)
+    import torch
+    import miopen_bn
+    import bench_report
+    import bench_shapes
+    from bench_data import DTYPES, CaseData
+
+    ops = _split(args.ops, OPS, "op")
+    layouts = _split(args.layouts, LAYOUTS, "layout")
+    default_dtypes = ",".join(DTYPES) if args.backend == "gpu" else "fp32"
+    dtypes = _split(args.dtypes or default_dtypes, DTYPES, "dtype")
+    if args.quick:
+        shapes = bench_shapes.quick_shapes(args.backend)
+    elif args.backend == "gpu":
+        shapes = bench_shapes.full_shapes()
+    else:
+        shapes = bench_shapes.cpu_default_shapes()
+
+    env = Environment(args, torch, miopen_bn)
+    verifier = None
+    if not args.no_verify:
+        from bench_verify import Verifier
+        verifier = Verifier(torch, miopen_bn)
+
+    json_path = args.json or os.path.join(BENCH_DIR, "results", env.slug + ".json")
+    md_path = args.markdown or os.path.splitext(json_path)[0] + ".md"
+    plot_path = args.plot or os.path.join(BENCH_DIR, f"roofline_{env.slug}.png")
+    print(f"bench: {env.device_name} ({args.backend}); {env.machine_note}", flush=True)
+    copy_gbs = env.timer.copy_gbs()
+    print(f"bench: copy bandwidth {copy_gbs:.1f} GB/s (read + write)", flush=True)
+    document = {
+        "device": env.device_name, "backend": args.backend,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python " + " ".join(
+            [os.path.relpath(os.path.abspath(sys.argv[0]))] + sys.argv[1:]),
+        "copy_gbs": round(copy_gbs, 2), "torch": torch.__version__,
+        "miopen_bn": getattr(miopen_bn, "__version__", None),
+        "machine_note": env.machine_note,
+        "timing": getattr(env.timer, "mode", "median wall time"), "rows": [], "skipped": [],
+    }
+    cases = [(shape, dtype, layout) for shape in shapes for dtype in dtypes
+             for layout in layouts
+             if layout == "nchw" or bench_shapes.has_distinct_nhwc(shape)]
+    print(f"bench: {len(cases)} (shape, dtype, layout) cases x {len(ops)} ops; "
+          f"verify={'no' if verifier is None else 'yes'}; budget "
+          f"{'none' if args.budget_s is None else f'{args.budget_s:.0f} s'}", flush=True)
+    print(bench_report.table_header(), flush=True)
+    status = 0
+    case = None
+    try:
+        for index, (shape, dtype, layout) in enumerate(cases):
+            elapsed = time.monotonic() - started
+            if args.budget_s is not None and elapsed > args.budget_s:
+                document["skipped"] = [f"{_shape_text(s)} {d} {l}" for s, d, l in cases[index:]]
+                print(f"bench: time budget reached after {elapsed:.0f} s; "
+                      f"{len(cases) - index} cases left out", flush=True)
+                break
+            if case is None or case.shape != tuple(shape) or case.dtype_name != dtype:
+                case = None
+                if args.backend == "gpu":
+                    torch.cuda.empty_cache()
+                case = CaseData(torch, shape, dtype, env.device)
+                print(f"# [{time.monotonic() - started:6.1f} s] {_shape_text(shape)} {dtype}",
+                      flush=True)
+            runner = CaseRunner(env, case, layout, verifier)
+            for op in ops:
+                row = runner.run_op(op, verifier is not None)
+                document["rows"].append(row)
+                print(bench_report.table_line(row, copy_gbs), flush=True)
+                if verifier is not None and not row["verified"]:
+                    status = 1
+            del runner
+            bench_report.write_json(json_path, document)
+    except DeviceBroken as error:
+        print(f"bench: stopping: {error}", flush=True)
+        status = 2
+    except KeyboardInterrupt:
+        print("bench: interrupted; writing what was measured", flush=True)
+        status = 130
+    document["seconds"] = round(time.monotonic() - started, 1)
+    bench_report.write_json(json_path, document)
+    bench_report.write_markdown(md_path, document)
+    plotted = bench_report.write_plot(plot_path, document)
+    print("\nbench summary:")
+    for line in bench_report.summary_lines(document):
+        print("  " + line)
+    print(f"bench: wrote {json_path}, {md_path}"
+          + (f", {plot_path}" if plotted else " (no matplotlib: no plot)"))
+    print(f"bench: {time.monotonic() - started:.0f} s in all", flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except SystemExit:
+        raise
+    except Exception:
+        traceback.print_exc()
+        sys.exit(3)

@@ -1,0 +1,71 @@
+"""The shape lists the bench runs, as logical (N, C, [D,] [H,] W) tuples.
+
+Ordered by priority: when the GPU run hits its time budget, the shapes at the
+end are the ones left out.
+"""
+
+# ResNet-50's batch-norm layers as (C, H == W).
+RESNET50_LAYERS = [
+    (64, 112),
+    (64, 56), (128, 56), (256, 56),
+    (128, 28), (256, 28), (512, 28),
+    (256, 14), (512, 14), (1024, 14),
+    (512, 7), (1024, 7), (2048, 7),
+]
+
+# Layers repeated at tiny batch sizes (inference-like and fine-tuning loads).
+SMALL_BATCH_LAYERS = [(64, 56), (256, 14), (2048, 7)]
+SMALL_BATCH_SIZES = [1, 2, 8]
+
+# Shapes MIOpen has had trouble with (SPEC 5): C=1 with huge H*W, a huge N with
+# C=1, and N > 768 with one channel.
+EDGE_SHAPES = [
+    (64, 1, 1024, 1024),
+    (69328, 1, 22, 22),
+    (768, 1, 14, 14),
+]
+
+# A fully connected layer's batch norm (N, C) and a 3-D convolution's (N,C,D,H,W).
+RANK2_SHAPES = [(8192, 2048)]
+RANK5_SHAPES = [(16, 8, 16, 128, 128)]
+
+
+def resnet50(n):
+    return [(n, c, hw, hw) for c, hw in RESNET50_LAYERS]
+
+
+def full_shapes():
+    """Every shape of the GPU run, most important first."""
+    small = [(n, c, hw, hw) for n in SMALL_BATCH_SIZES for c, hw in SMALL_BATCH_LAYERS]
+    return (resnet50(256) + EDGE_SHAPES + RANK2_SHAPES + RANK5_SHAPES + small
+            + resnet50(32))
+
+
+def cpu_default_shapes():
+    """The CPU run: ResNet-50 at N=32 (2 cores: it has to stay within minutes)."""
+    return resnet50(32)
+
+
+def quick_shapes(backend):
+    """A handful of shapes covering the kinds above, for smoke runs."""
+    if backend == "cpu":
+        return [(32, 64, 56, 56), (32, 256, 14, 14), (32, 2048, 7, 7), (8, 1, 64, 64),
+                (512, 256)]
+    return [(256, 64, 56, 56), (32, 256, 14, 14), (32, 2048, 7, 7), (64, 1, 1024, 1024),
+            (8192, 2048), (2, 8, 16, 64, 64)]
+
+
+def has_distinct_nhwc(shape):
+    """NHWC differs from NCHW in memory only with several channels and pixels."""
+    return len(shape) > 2 and shape[1] > 1 and _pixels(shape) > 1
+
+
+def _pixels(shape):
+    count = 1
+    for length in shape[2:]:
+        count *= length
+    return count
+
+
+def shape_text(shape):
+    return "x".join(str(length) for length in shape)
