@@ -29,7 +29,10 @@ if(MIOPEN_BN_GPU STREQUAL "CUDA")
     CUDA_ARCHITECTURES "${MIOPEN_BN_CUDA_ARCHS}"
     CUDA_STANDARD 17
     CUDA_STANDARD_REQUIRED ON
-    CUDA_VISIBILITY_PRESET hidden)
+    CUDA_VISIBILITY_PRESET hidden
+    # The shared runtime: one runtime state per process, the one PyTorch and
+    # CuPy use too (CMake's default would add the static runtime as well).
+    CUDA_RUNTIME_LIBRARY Shared)
   target_link_libraries(miopen_bn PRIVATE CUDA::cudart)
   set(MIOPEN_BN_GPU_RUNTIME CUDA::cudart)
   set(MIOPEN_BN_GPU_HOST_DEFINITIONS MBN_HOST_USES_CUDA)

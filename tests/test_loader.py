@@ -63,3 +63,17 @@ def test_import_does_not_open_the_library():
         "assert library.load.cache_info().currsize == 1\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the ELF dynamic symbol table with nm")
+def test_library_exports_exactly_the_header_functions(library):
+    """Nothing but the C API is exported: a leaked libstdc++ (a toolchain that
+    links it statically) or CPU-kernel dispatcher would bind to the host
+    process's copies; a PyTorch process crashed on the GPU that way."""
+    from miopen_bn import cdef
+
+    listing = subprocess.run(["nm", "-D", "--defined-only", library.path],
+                             check=True, capture_output=True, text=True).stdout
+    exported = {line.split()[-1].split("@")[0] for line in listing.splitlines() if line.strip()}
+    declared = set(cdef.declared_functions(cdef.generate_cdef(loader.header_text())))
+    assert exported == declared

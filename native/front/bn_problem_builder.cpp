@@ -84,7 +84,7 @@ public:
             require(optional, miopenStatusBadParm, what, " is NULL");
             return TensorArg{};
         }
-        const auto& desc = require_descriptor(desc_ptr, concat("the descriptor of ", what).c_str());
+        const auto& desc = require_descriptor(desc_ptr, what, "the descriptor of ");
         require(desc.rank == x_desc_.rank, miopenStatusBadParm, "the descriptor of ", what, " has rank ",
                 desc.rank, " but x has rank ", x_desc_.rank);
         require(desc.dtype == param_abi_dtype_, miopenStatusNotImplemented, what, " has type ",
@@ -92,7 +92,7 @@ public:
                 miopen_dtype_name(param_abi_dtype_), " (all parameters must share one type)");
         TensorArg t = normalize(desc, data, param_dtype_);
         require(t.len == expected_param_lengths(geom_), miopenStatusBadParm, "the descriptor of ", what,
-                " (", desc.describe(), ") does not fit x (", x_desc_.describe(), ") in ",
+                " (", desc, ") does not fit x (", x_desc_, ") in ",
                 geom_.mode == BnMode::spatial ? "spatial" : "per-activation",
                 " mode: expected lengths (1, C, 1, ...) spatially, (1, C, [D,] H, W) per activation");
         backend_.check_accessible(data, what);

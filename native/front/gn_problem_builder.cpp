@@ -50,7 +50,7 @@ public:
 
     // y, dy, dx: x's lengths and x's type.
     TensorArg data_like_x(const miopenTensorDescriptor* desc_ptr, const void* data, const char* what) const {
-        const auto& desc = require_descriptor(desc_ptr, concat("the descriptor of ", what).c_str());
+        const auto& desc = require_descriptor(desc_ptr, what, "the descriptor of ");
         require(desc.dtype == x_desc_.dtype, miopenStatusBadParm, what, " has type ", miopen_dtype_name(desc.dtype),
                 " but x has ", miopen_dtype_name(x_desc_.dtype));
         return mbn::data_tensor(backend_, x_desc_, desc, data, what, x_dtype_);
@@ -60,7 +60,7 @@ public:
     // the same for all of them (the first one seen fixes it).
     TensorArg param(const miopenTensorDescriptor* desc_ptr, const void* data, const char* what) {
         require_pointer(data, what);
-        const auto& desc = require_descriptor(desc_ptr, concat("the descriptor of ", what).c_str());
+        const auto& desc = require_descriptor(desc_ptr, what, "the descriptor of ");
         const auto dtype = compute_dtype(desc.dtype);
         require(dtype.has_value() && (*dtype == DType::f32 || *dtype == x_dtype_), miopenStatusNotImplemented,
                 "no group-norm kernel for x of type ", miopen_dtype_name(x_desc_.dtype), " with ", what,
@@ -73,7 +73,7 @@ public:
         TensorArg t = normalize(desc, data, *dtype);
         const bool one_dim = desc.rank == 1;
         require((one_dim || desc.rank == x_desc_.rank) && t.len == Lengths{1, shape_.len[kC], 1, 1, 1},
-                miopenStatusBadParm, "the descriptor of ", what, " (", desc.describe(), ") must have lengths (",
+                miopenStatusBadParm, "the descriptor of ", what, " (", desc, ") must have lengths (",
                 shape_.len[kC], ") or (1, ", shape_.len[kC], ", 1, ...)");
         backend_.check_accessible(data, what);
         return t;
@@ -82,14 +82,14 @@ public:
     // mean, rstd: (N, G); f32, or f64 when x is f64.
     TensorArg statistic(const miopenTensorDescriptor* desc_ptr, const void* data, const char* what) const {
         require_pointer(data, what);
-        const auto& desc = require_descriptor(desc_ptr, concat("the descriptor of ", what).c_str());
+        const auto& desc = require_descriptor(desc_ptr, what, "the descriptor of ");
         const auto dtype = compute_dtype(desc.dtype);
         require(dtype.has_value() && (*dtype == DType::f32 || (*dtype == DType::f64 && x_dtype_ == DType::f64)),
                 miopenStatusNotImplemented, what, " has type ", miopen_dtype_name(desc.dtype),
                 " (group-norm statistics are miopenFloat, or miopenDouble for miopenDouble x)");
         TensorArg t = normalize(desc, data, *dtype);
         require(desc.rank == 2 && t.len == Lengths{shape_.len[kN], shape_.groups, 1, 1, 1}, miopenStatusBadParm,
-                "the descriptor of ", what, " (", desc.describe(), ") must have lengths (", shape_.len[kN], ", ",
+                "the descriptor of ", what, " (", desc, ") must have lengths (", shape_.len[kN], ", ",
                 shape_.groups, ")");
         backend_.check_accessible(data, what);
         return t;

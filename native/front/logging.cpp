@@ -90,7 +90,7 @@ void format_descriptor(std::ostream& out, const miopenTensorDescriptor* desc) {
     }
     // An unset descriptor has no contents to tell it apart: show its address.
     if (!desc->is_set()) out << static_cast<const void*>(desc) << ' ';
-    out << desc->describe();
+    out << *desc;
 }
 
 void format_pointer(std::ostream& out, const void* pointer) {

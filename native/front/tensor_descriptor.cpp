@@ -111,9 +111,10 @@ void set_descriptor(miopenTensorDescriptor& desc, miopenDataType_t dtype, int ra
     desc = next;
 }
 
-const miopenTensorDescriptor& require_descriptor(const miopenTensorDescriptor* desc, const char* what) {
-    require(desc != nullptr, miopenStatusBadParm, what, " is NULL");
-    require(desc->is_set(), miopenStatusBadParm, what, " has no lengths set");
+const miopenTensorDescriptor& require_descriptor(const miopenTensorDescriptor* desc, const char* what,
+                                                 const char* prefix) {
+    require(desc != nullptr, miopenStatusBadParm, prefix, what, " is NULL");
+    require(desc->is_set(), miopenStatusBadParm, prefix, what, " has no lengths set");
     return *desc;
 }
 
@@ -144,13 +145,11 @@ std::uint64_t miopenTensorDescriptor::element_space_bytes() const {
     return (last + 1) * mbn::dtype_bytes(dtype);
 }
 
-std::string miopenTensorDescriptor::describe() const {
-    if (!is_set()) return "(unset)";
-    std::ostringstream out;
-    out << mbn::miopen_dtype_name(dtype) << " [";
-    for (int i = 0; i < rank; ++i) out << (i ? ", " : "") << lens[i];
+std::ostream& operator<<(std::ostream& out, const miopenTensorDescriptor& desc) {
+    if (!desc.is_set()) return out << "(unset)";
+    out << mbn::miopen_dtype_name(desc.dtype) << " [";
+    for (int i = 0; i < desc.rank; ++i) out << (i ? ", " : "") << desc.lens[i];
     out << "] strides [";
-    for (int i = 0; i < rank; ++i) out << (i ? ", " : "") << strides[i];
-    out << "]";
-    return out.str();
+    for (int i = 0; i < desc.rank; ++i) out << (i ? ", " : "") << desc.strides[i];
+    return out << "]";
 }

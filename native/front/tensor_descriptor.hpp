@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 
@@ -23,9 +24,12 @@ struct miopenTensorDescriptor {
     std::int64_t length(int i) const { return lens[i]; }
     // Bytes from the first to one past the last element.
     std::uint64_t element_space_bytes() const;
-    // "float32 [2, 3, 4, 5] strides [60, 20, 5, 1]"
-    std::string describe() const;
 };
+
+// "miopenFloat [2, 3, 4, 5] strides [60, 20, 5, 1]", or "(unset)".  A stream
+// operator, not a string: messages pass the descriptor itself, so it is
+// formatted only when a check fails, never on a call's success path.
+std::ostream& operator<<(std::ostream& out, const miopenTensorDescriptor& desc);
 
 namespace mbn {
 
@@ -34,10 +38,10 @@ namespace mbn {
 void set_descriptor(miopenTensorDescriptor& desc, miopenDataType_t dtype, int rank,
                     const std::int64_t* lens, const std::int64_t* strides);
 
-// The descriptor behind a handle argument, or BadParm naming `what` when it
-// is NULL or was never set.
+// The descriptor behind a handle argument, or BadParm naming `prefix what`
+// (e.g. "the descriptor of " "bias") when it is NULL or was never set.
 const miopenTensorDescriptor& require_descriptor(const miopenTensorDescriptor* desc,
-                                                 const char* what);
+                                                 const char* what, const char* prefix = "");
 
 std::size_t dtype_bytes(miopenDataType_t dtype);
 const char* miopen_dtype_name(miopenDataType_t dtype);

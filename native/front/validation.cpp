@@ -33,10 +33,10 @@ DType checked_io_dtype(const miopenTensorDescriptor& desc, const char* what) {
 }
 
 void require_same_lengths(const miopenTensorDescriptor& a, const miopenTensorDescriptor& b,
-                          const char* a_name, const char* b_name) {
+                          const char* a_name, const char* b_name, const char* b_prefix) {
     bool same = a.rank == b.rank;
     for (int i = 0; same && i < a.rank; ++i) same = a.lens[i] == b.lens[i];
-    require(same, miopenStatusBadParm, b_name, " (", b.describe(), ") and ", a_name, " (", a.describe(),
+    require(same, miopenStatusBadParm, b_prefix, b_name, " (", b, ") and ", a_name, " (", a,
             ") must have the same lengths");
 }
 
@@ -47,7 +47,7 @@ void check_in_place(const TensorArg& in, const TensorArg& out, const char* in_na
 
 TensorArg data_tensor(const Backend& backend, const miopenTensorDescriptor& like,
                       const miopenTensorDescriptor& desc, const void* data, const char* what, DType dtype) {
-    require_same_lengths(like, desc, "xDesc", concat("the descriptor of ", what).c_str());
+    require_same_lengths(like, desc, "xDesc", what, "the descriptor of ");
     require_pointer(data, what);
     backend.check_accessible(data, what);
     return normalize(desc, data, dtype);

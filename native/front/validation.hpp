@@ -22,8 +22,9 @@ Blend read_blend(const void* alpha, const void* beta, const char* alpha_name, co
 // The compute type of a data tensor (f16, bf16, f32, f64), else NotImplemented.
 DType checked_io_dtype(const miopenTensorDescriptor& desc, const char* what);
 
+// BadParm unless a and b have the same lengths; b is named `b_prefix b_name`.
 void require_same_lengths(const miopenTensorDescriptor& a, const miopenTensorDescriptor& b,
-                          const char* a_name, const char* b_name);
+                          const char* a_name, const char* b_name, const char* b_prefix = "");
 
 // In place is supported only with identical addressing.
 void check_in_place(const TensorArg& in, const TensorArg& out, const char* in_name, const char* out_name);
