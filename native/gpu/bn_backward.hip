@@ -7,22 +7,16 @@
 //      coefficients of step 4;
 //   4. bn_backward_apply: dx = scale * inv_std * (dy - dbias / M - xhat * dscale / M),
 //      which is SPEC's scale * inv_std / M * (M dy - dbias - xhat dscale), blended.
-#include "gpu/bn_device_math.h"
+// With layout.splits == 1 all four run in one launch (bn_fused.hip).
+#include "gpu/bn_block_phases.h"
 #include "gpu/bn_dispatch.hpp"
+#include "gpu/bn_fused.hpp"
 #include "gpu/bn_launch.hpp"
-#include "gpu/bn_nest_walk.h"
 #include "gpu/bn_scratch.hpp"
 
 namespace mbn {
 namespace gpu {
 namespace {
-
-// Positions per thread in flight: about 8 values of each input (they are
-// held as doubles).
-template <int V>
-__host__ __device__ constexpr int batch_positions() {
-    return V >= 8 ? 1 : V == 4 ? 2 : 4;
-}
 
 template <typename P>
 __global__ void __launch_bounds__(kBlockThreads)
@@ -36,72 +30,26 @@ __global__ void __launch_bounds__(kBlockThreads)
     scratch.inv_std[feature] = static_cast<double>(widen(saved_inv_std[at[1]]));
 }
 
-// Sums in double: sum(dy) and sum(dy * (x - mean)), the mean being
-// shift + mean_offset in double (the finalize scales the latter by inv_std).
-// VR elements per position of one feature, or one element of each of VF
-// consecutive features (bn_layout.hpp); the access is V = VR * VF wide.
+// The mean is shift + mean_offset in double (the finalize scales the second
+// sum by inv_std).  VR elements per position of one feature, or one element
+// of each of VF consecutive features (bn_layout.hpp).
 template <typename T, typename G, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
     bn_backward_partial(const T* __restrict__ x, const G* __restrict__ dy, BnLayout layout, Scratch scratch) {
-    constexpr int V = VR * VF;
-    constexpr int kBatch = batch_positions<V>();
     __shared__ Sums2<double> shared[kBlockThreads];
-    const std::int64_t features = layout.feature.size;
-    const std::int64_t feature0 = (static_cast<std::int64_t>(blockIdx.x) * layout.tile_features + threadIdx.x) * VF;
-    const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * layout.chunk;
-    const std::int64_t end = min64(layout.reduce.size, begin + layout.chunk);
-    const std::int64_t rows = layout.rows;
-
-    Sums2<double> sums[VF];
+    const ThreadShare share = thread_share<VF>(layout, blockIdx.y);
+    double center[VF];
 #pragma unroll
-    for (int j = 0; j < VF; ++j) sums[j] = Sums2<double>{0.0, 0.0};
-    if (feature0 < features) {
-        double center[VF];
-#pragma unroll
-        for (int j = 0; j < VF; ++j) center[j] = scratch.shift[feature0 + j] + scratch.mean_offset[feature0 + j];
-        std::int64_t base[2];
-        nest_offsets<2>(layout.feature, feature0, kSlotX, base);
-        std::int64_t r = begin + threadIdx.y;
-        NestCursor<Rank, 2> cursor;
-        cursor.start(layout.reduce, r, rows, base);
-        for (; r + (kBatch - 1) * rows < end; r += kBatch * rows) {
-            double xv[kBatch][V], g[kBatch][V];
-#pragma unroll
-            for (int k = 0; k < kBatch; ++k) {
-                load_values<double, V>(x + cursor.offset[0], xv[k]);
-                load_values<double, V>(dy + cursor.offset[1], g[k]);
-                cursor.advance(layout.reduce);
-            }
-#pragma unroll
-            for (int k = 0; k < kBatch; ++k)
-#pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const int j = VF > 1 ? e : 0;
-                    sums[j].a += g[k][e];
-                    sums[j].b += g[k][e] * (xv[k][e] - center[j]);
-                }
-        }
-        for (; r < end; r += rows) {
-            double xv[V], g[V];
-            load_values<double, V>(x + cursor.offset[0], xv);
-            load_values<double, V>(dy + cursor.offset[1], g);
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const int j = VF > 1 ? e : 0;
-                sums[j].a += g[e];
-                sums[j].b += g[e] * (xv[e] - center[j]);
-            }
-            cursor.advance(layout.reduce);
-        }
-    }
+    for (int j = 0; j < VF; ++j)
+        center[j] = share.active ? scratch.shift[share.feature0 + j] + scratch.mean_offset[share.feature0 + j] : 0.0;
+    Sums2<double> total[VF];
+    block_gradient_sums<T, G, Rank, VR, VF>(x, dy, layout, share, center, total, shared);
+    if (threadIdx.y != 0 || !share.active) return;
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
-        const Sums2<double> total = reduce_over_rows(sums[j], shared);
-        if (threadIdx.y == 0 && feature0 < features) {
-            const std::int64_t at = static_cast<std::int64_t>(blockIdx.y) * features + feature0 + j;
-            scratch.partial0[at] = total.a;
-            scratch.partial1[at] = total.b;
-        }
+        const std::int64_t at = static_cast<std::int64_t>(blockIdx.y) * layout.feature.size + share.feature0 + j;
+        scratch.partial0[at] = total[j].a;
+        scratch.partial1[at] = total[j].b;
     }
 }
 
@@ -123,88 +71,36 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
     sums = reduce_over_rows(sums, shared);
     if (feature >= features || threadIdx.y != 0) return;
-    const double sum_dy = sums.a;
-    const double sum_dy_centered = sums.b;
-    const double inv_std = scratch.inv_std[feature];
-    const double sum_dy_xhat = sum_dy_centered * inv_std;
-    std::int64_t at[3];
-    nest_offsets<3>(layout.feature, feature, kBwdScale, at);
-    store_blended(dscale, at[kBwdDscale - kBwdScale], sum_dy_xhat, param.alpha, param.beta);
-    store_blended(dbias, at[kBwdDbias - kBwdScale], sum_dy, param.alpha, param.beta);
-    const double m = static_cast<double>(layout.reduction_size());
-    scratch.coef0[feature] = static_cast<double>(widen(scale[at[0]])) * inv_std;
-    scratch.coef1[feature] = sum_dy / m;
-    scratch.coef2[feature] = sum_dy_xhat / m;
+    const BackpropCoefficients c =
+        finish_gradients(layout, feature, scratch.shift[feature] + scratch.mean_offset[feature],
+                         scratch.inv_std[feature], sums, scale, dscale, dbias, param);
+    scratch.coef0[feature] = c.coef0;
+    scratch.coef1[feature] = c.coef1;
+    scratch.coef2[feature] = c.coef2;
 }
 
-// In double: dx cancels to small values for tiny batches (M = 2 per
-// activation), where float rounding of xhat would dominate.
 template <typename T, typename G, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
     bn_backward_apply(const T* x, const G* dy, G* dx, BnLayout layout, Scratch scratch, float alpha, float beta) {
-    constexpr int V = VR * VF;
-    constexpr int kBatch = batch_positions<V>();
-    const std::int64_t feature0 = (static_cast<std::int64_t>(blockIdx.x) * layout.tile_features + threadIdx.x) * VF;
-    if (feature0 >= layout.feature.size) return;
-    const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * layout.chunk;
-    const std::int64_t end = min64(layout.reduce.size, begin + layout.chunk);
-    const std::int64_t rows = layout.rows;
-    double center[VF], inv_std[VF], factor[VF], mean_dy[VF], mean_dy_xhat[VF];
+    const ThreadShare share = thread_share<VF>(layout, blockIdx.y);
+    if (!share.active) return;
+    BackpropCoefficients c[VF];
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
-        const std::int64_t f = feature0 + j;
-        center[j] = scratch.shift[f] + scratch.mean_offset[f];
-        inv_std[j] = scratch.inv_std[f];
-        factor[j] = scratch.coef0[f];
-        mean_dy[j] = scratch.coef1[f];
-        mean_dy_xhat[j] = scratch.coef2[f];
+        const std::int64_t f = share.feature0 + j;
+        c[j] = BackpropCoefficients{scratch.shift[f] + scratch.mean_offset[f], scratch.inv_std[f], scratch.coef0[f],
+                                    scratch.coef1[f], scratch.coef2[f]};
     }
-
-    std::int64_t base[3];
-    nest_offsets<3>(layout.feature, feature0, kSlotX, base);
-    std::int64_t r = begin + threadIdx.y;
-    NestCursor<Rank, 3> cursor;
-    cursor.start(layout.reduce, r, rows, base);
-    // dx may be dy (in place): each element is read before this thread writes it.
-    for (; r + (kBatch - 1) * rows < end; r += kBatch * rows) {
-        double xv[kBatch][V], g[kBatch][V];
-        std::int64_t out[kBatch];
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-            load_values<double, V>(x + cursor.offset[0], xv[k]);
-            load_values<double, V>(dy + cursor.offset[1], g[k]);
-            out[k] = cursor.offset[2];
-            cursor.advance(layout.reduce);
-        }
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const int j = VF > 1 ? e : 0;
-                const double xhat = (xv[k][e] - center[j]) * inv_std[j];
-                g[k][e] = factor[j] * ((g[k][e] - mean_dy[j]) - xhat * mean_dy_xhat[j]);
-            }
-            store_values<G, V>(dx + out[k], g[k], alpha, beta);
-        }
-    }
-    for (; r < end; r += rows) {
-        double xv[V], g[V];
-        load_values<double, V>(x + cursor.offset[0], xv);
-        load_values<double, V>(dy + cursor.offset[1], g);
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-            const int j = VF > 1 ? e : 0;
-            const double xhat = (xv[e] - center[j]) * inv_std[j];
-            g[e] = factor[j] * ((g[e] - mean_dy[j]) - xhat * mean_dy_xhat[j]);
-        }
-        store_values<G, V>(dx + cursor.offset[2], g, alpha, beta);
-        cursor.advance(layout.reduce);
-    }
+    backprop_share<T, G, Rank, VR, VF>(x, dy, dx, layout, share, c, alpha, beta);
 }
 
 }  // namespace
 
 void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarget& target) {
+    if (use_single_launch(layout)) {
+        run_backward_single_launch(p, layout, target);
+        return;
+    }
     const std::int64_t feature_blocks = (layout.feature.size + kBlockThreads - 1) / kBlockThreads;
     const dim3 grid(static_cast<unsigned>(layout.tiles), static_cast<unsigned>(layout.splits));
     const dim3 block(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));

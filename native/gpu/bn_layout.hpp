@@ -28,6 +28,7 @@ constexpr int kBlockThreads = 256;
 constexpr int kMaxSplits = 1024;  // blocks sharing one feature's reduction
 constexpr int kMaxFeaturesPerThread = 4;
 constexpr int kThreadsPerMultiprocessor = 2048;  // resident threads the split count aims to fill
+constexpr int kSingleSplitSteps = 32;  // reduction steps per thread below which one split is used
 
 // Tensor slots: the data tensors first, then the per-feature parameters.
 enum Slot : int {

@@ -182,6 +182,11 @@ BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const D
     std::int64_t splits = (target_blocks + layout.tiles - 1) / layout.tiles;
     splits = std::min(splits, std::max<std::int64_t>(1, positions / (static_cast<std::int64_t>(layout.rows) * min_positions)));
     splits = std::max<std::int64_t>(1, std::min<std::int64_t>(splits, kMaxSplits));
+    // More splits mean more launches (partials, their merge, the elementwise
+    // pass); when each thread walks its whole reduction in a few steps, one
+    // split runs as a single launch (bn_fused.hip), which wins: each launch
+    // costs a few microseconds, as much as such a walk.
+    if ((positions + layout.rows - 1) / layout.rows <= kSingleSplitSteps) splits = 1;
     layout.chunk = (positions + splits - 1) / splits;
     layout.splits = static_cast<int>((positions + layout.chunk - 1) / layout.chunk);
     return layout;

@@ -1,0 +1,415 @@
+// The phases batch-norm kernels are built from, as device functions over one
+// block's share of a problem (its features and one split of their
+// reduction): statistics moments, their finish into mean and inverse std,
+// the normalize loop, the gradient sums and the backprop loop.
+//
+// The multi-launch kernels (bn_stats.hip, bn_forward.hip, bn_backward.hip)
+// run one phase each, with the splits of a feature merged in scratch between
+// launches; the single-launch kernels (bn_fused.hip) chain the phases inside
+// one block when that block owns its features' whole reduction
+// (layout.splits == 1).  Both use these functions, so both compute the same
+// values in the same order.
+#pragma once
+
+#include "common/problem.hpp"
+#include "gpu/bn_device_math.h"
+#include "gpu/bn_launch.hpp"
+#include "gpu/bn_nest_walk.h"
+
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+
+// The block's features and reduction positions, as one thread sees them.
+// Thread (tx, ty) owns features feature0 .. feature0 + VF - 1 and the
+// positions first, first + rows, ... below end.
+struct ThreadShare {
+    std::int64_t feature0;
+    std::int64_t first;
+    std::int64_t end;
+    bool active;  // feature0 < F
+};
+
+template <int VF>
+__device__ __forceinline__ ThreadShare thread_share(const BnLayout& layout, std::int64_t split) {
+    ThreadShare s;
+    s.feature0 = (static_cast<std::int64_t>(blockIdx.x) * layout.tile_features + threadIdx.x) * VF;
+    const std::int64_t begin = split * layout.chunk;
+    s.first = begin + threadIdx.y;
+    s.end = min64(layout.reduce.size, begin + layout.chunk);
+    s.active = s.feature0 < layout.feature.size;
+    return s;
+}
+
+// Values each position of the share holds: how many the share covers.
+__device__ __forceinline__ double share_count(const BnLayout& layout, std::int64_t split) {
+    const std::int64_t positions = min64(layout.chunk, layout.reduce.size - split * layout.chunk);
+    return static_cast<double>(positions * layout.vector_width);
+}
+
+// ---- statistics ---------------------------------------------------------------
+
+// Positions per Welford batch: independent loads in flight, 16 values at most.
+template <int V>
+__host__ __device__ constexpr int moment_batch_positions() {
+    return V >= 8 ? 2 : 4;
+}
+
+// Shifted moments of x over the share, reduced over the block's rows (valid
+// in row 0).  shift[j] is feature j's first element: every deviation is taken
+// from it, so a channel with mean 1e4 and std 1e-2 keeps its digits in float
+// and a constant one gives exactly zero.  Every thread of the block calls it.
+template <typename T, int Rank, int VR, int VF>
+__device__ void block_moments(const T* __restrict__ x, const BnLayout& layout, const ThreadShare& share,
+                              ShiftedMoments<acc_t<T>> (&total)[VF], double (&shift)[VF],
+                              ShiftedMoments<acc_t<T>>* shared) {
+    using A = acc_t<T>;
+    constexpr int V = VR * VF;
+    constexpr int kBatch = moment_batch_positions<V>();
+    const std::int64_t rows = layout.rows;
+    ShiftedMoments<A> moments[VF];
+#pragma unroll
+    for (int j = 0; j < VF; ++j) {
+        moments[j] = ShiftedMoments<A>{{A(0), A(0), A(0)}, 0.0};
+        shift[j] = 0.0;
+    }
+    if (share.active) {
+        std::int64_t base[1];
+        nest_offsets<1>(layout.feature, share.feature0, kSlotX, base);
+        // Reduction index 0 is at each feature's base; feature j of the
+        // thread sits j elements on.
+        A narrow_shift[VF];
+#pragma unroll
+        for (int j = 0; j < VF; ++j) {
+            narrow_shift[j] = static_cast<A>(widen(x[base[0] + j]));
+            shift[j] = static_cast<double>(narrow_shift[j]);
+        }
+        std::int64_t r = share.first;
+        NestCursor<Rank, 1> cursor;
+        cursor.start(layout.reduce, r, rows, base);
+        for (; r + (kBatch - 1) * rows < share.end; r += kBatch * rows) {
+            A v[VF][kBatch * VR];
+            double wide_sum[VF];
+#pragma unroll
+            for (int j = 0; j < VF; ++j) wide_sum[j] = 0.0;
+#pragma unroll
+            for (int k = 0; k < kBatch; ++k) {
+                A value[V];
+                load_values<A, V>(x + cursor.offset[0], value);
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    const int j = VF > 1 ? e : 0;
+                    v[j][VF > 1 ? k : k * VR + e] = value[e] - narrow_shift[j];
+                    wide_sum[j] += static_cast<double>(value[e]) - shift[j];
+                }
+                cursor.advance(layout.reduce);
+            }
+#pragma unroll
+            for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j], wide_sum[j]);
+        }
+        for (; r < share.end; r += rows) {
+            A value[V];
+            load_values<A, V>(x + cursor.offset[0], value);
+            A v[VF][VR];
+            double wide_sum[VF];
+#pragma unroll
+            for (int j = 0; j < VF; ++j) wide_sum[j] = 0.0;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const int j = VF > 1 ? e : 0;
+                v[j][VF > 1 ? 0 : e] = value[e] - narrow_shift[j];
+                wide_sum[j] += static_cast<double>(value[e]) - shift[j];
+            }
+#pragma unroll
+            for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j], wide_sum[j]);
+            cursor.advance(layout.reduce);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < VF; ++j) total[j] = reduce_over_rows(moments[j], shared);
+}
+
+// A feature's statistics from its merged moments: mean = shift + mean_offset.
+struct FeatureStatistics {
+    double mean_offset;
+    double variance;  // biased: it normalizes
+    double inv_std;
+};
+
+__device__ __forceinline__ FeatureStatistics finish_statistics(const ShiftedMoments<double>& total, double count,
+                                                               double epsilon) {
+    FeatureStatistics s;
+    s.mean_offset = total.sum / count;
+    s.variance = total.welford.m2 / count;
+    s.inv_std = 1.0 / sqrt(s.variance + epsilon);
+    return s;
+}
+
+// Pointers of a training call's optional outputs, in parameter type P
+// (nullptr: not written), and its factors.
+template <typename P>
+struct StatsOutputs {
+    const P* scale;
+    const P* bias;
+    P* running_mean;
+    P* running_var;
+    P* saved_mean;
+    P* saved_inv_std;
+    double epsilon;
+    double exp_avg_factor;
+};
+
+template <typename P>
+P* data_of(const TensorArg* t) {
+    return t != nullptr && t->present() ? static_cast<P*>(t->data) : nullptr;
+}
+
+// The kernels' view of a call's StatsWrites.
+template <typename P>
+StatsOutputs<P> stats_outputs(const StatsWrites& writes, double epsilon) {
+    StatsOutputs<P> out;
+    out.scale = data_of<P>(writes.scale);
+    out.bias = data_of<P>(writes.bias);
+    out.running_mean = data_of<P>(writes.running_mean);
+    out.running_var = data_of<P>(writes.running_var);
+    out.saved_mean = data_of<P>(writes.saved_mean);
+    out.saved_inv_std = data_of<P>(writes.saved_inv_std);
+    out.epsilon = epsilon;
+    out.exp_avg_factor = writes.exp_avg_factor;
+    return out;
+}
+
+// The forward factors of one feature: y = ((x - shift) - mean_offset) * coef0 + coef1.
+struct ForwardCoefficients {
+    double shift;
+    double mean_offset;
+    double coef0;  // scale * inv_std
+    double coef1;  // bias
+};
+
+// Writes a feature's saved and running statistics (where `out` names them)
+// and returns its forward coefficients (scale/bias in `out` may be null when
+// only statistics are wanted: the coefficients are then meaningless).
+template <typename P>
+__device__ ForwardCoefficients write_statistics(const StatsOutputs<P>& out, const BnLayout& layout,
+                                                std::int64_t feature, double shift, const FeatureStatistics& s) {
+    const std::int64_t m = layout.reduction_size();
+    const double mean = shift + s.mean_offset;
+    std::int64_t at[6];  // offsets in the forward parameter slots
+    nest_offsets<6>(layout.feature, feature, kSlotParam0, at);
+    ForwardCoefficients c{shift, s.mean_offset, 0.0, 0.0};
+    if (out.scale != nullptr) {
+        c.coef0 = static_cast<double>(widen(out.scale[at[kFwdScale - kSlotParam0]])) * s.inv_std;
+        c.coef1 = static_cast<double>(widen(out.bias[at[kFwdBias - kSlotParam0]]));
+    }
+    if (out.running_mean != nullptr) {
+        // Unbiased for the running estimate; a single value has no M - 1.
+        const double unbiased =
+            m > 1 ? s.variance * static_cast<double>(m) / static_cast<double>(m - 1) : s.variance;
+        const double f = out.exp_avg_factor;
+        P* rm = out.running_mean + at[kFwdMean - kSlotParam0];
+        P* rv = out.running_var + at[kFwdVar - kSlotParam0];
+        *rm = narrow<P>((1.0 - f) * static_cast<double>(widen(*rm)) + f * mean);
+        *rv = narrow<P>((1.0 - f) * static_cast<double>(widen(*rv)) + f * unbiased);
+    }
+    if (out.saved_mean != nullptr) {
+        out.saved_mean[at[kFwdSavedMean - kSlotParam0]] = narrow<P>(mean);
+        out.saved_inv_std[at[kFwdSavedInvStd - kSlotParam0]] = narrow<P>(s.inv_std);
+    }
+    return c;
+}
+
+// ---- normalize ---------------------------------------------------------------
+
+constexpr int kApplyBatch = 4;  // positions per thread in flight
+
+// y = alpha * (((x - shift) - mean_offset) * factor + bias) + beta * y_prior
+// over the thread's share.  x may be y (in place): each element is read
+// before this thread writes it.
+template <typename T, int Rank, int VR, int VF>
+__device__ void normalize_share(const T* x, T* y, const BnLayout& layout, const ThreadShare& share,
+                                const acc_t<T> (&shift)[VF], const acc_t<T> (&mean_offset)[VF],
+                                const acc_t<T> (&factor)[VF], const acc_t<T> (&bias)[VF], float alpha,
+                                float beta) {
+    using A = acc_t<T>;
+    constexpr int V = VR * VF;
+    const std::int64_t rows = layout.rows;
+    std::int64_t base[2];
+    nest_offsets<2>(layout.feature, share.feature0, kSlotX, base);
+    std::int64_t r = share.first;
+    NestCursor<Rank, 2> cursor;
+    cursor.start(layout.reduce, r, rows, base);
+    for (; r + (kApplyBatch - 1) * rows < share.end; r += kApplyBatch * rows) {
+        A v[kApplyBatch][V];
+        std::int64_t out[kApplyBatch];
+#pragma unroll
+        for (int k = 0; k < kApplyBatch; ++k) {
+            load_values<A, V>(x + cursor.offset[0], v[k]);
+            out[k] = cursor.offset[1];
+            cursor.advance(layout.reduce);
+        }
+#pragma unroll
+        for (int k = 0; k < kApplyBatch; ++k) {
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const int j = VF > 1 ? e : 0;
+                v[k][e] = ((v[k][e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j];
+            }
+            store_values<T, V>(y + out[k], v[k], alpha, beta);
+        }
+    }
+    for (; r < share.end; r += rows) {
+        A v[V];
+        load_values<A, V>(x + cursor.offset[0], v);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const int j = VF > 1 ? e : 0;
+            v[e] = ((v[e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j];
+        }
+        store_values<T, V>(y + cursor.offset[1], v, alpha, beta);
+        cursor.advance(layout.reduce);
+    }
+}
+
+// ---- backward -------------------------------------------------------------------
+
+// Positions per thread in flight: about 8 values of each input (they are
+// held as doubles).
+template <int V>
+__host__ __device__ constexpr int backprop_batch_positions() {
+    return V >= 8 ? 1 : V == 4 ? 2 : 4;
+}
+
+// sum(dy) and sum(dy * (x - center)) over the share in double, reduced over
+// the block's rows (valid in row 0).  Every thread of the block calls it.
+template <typename T, typename G, int Rank, int VR, int VF>
+__device__ void block_gradient_sums(const T* __restrict__ x, const G* __restrict__ dy, const BnLayout& layout,
+                                    const ThreadShare& share, const double (&center)[VF],
+                                    Sums2<double> (&total)[VF], Sums2<double>* shared) {
+    constexpr int V = VR * VF;
+    constexpr int kBatch = backprop_batch_positions<V>();
+    const std::int64_t rows = layout.rows;
+    Sums2<double> sums[VF];
+#pragma unroll
+    for (int j = 0; j < VF; ++j) sums[j] = Sums2<double>{0.0, 0.0};
+    if (share.active) {
+        std::int64_t base[2];
+        nest_offsets<2>(layout.feature, share.feature0, kSlotX, base);
+        std::int64_t r = share.first;
+        NestCursor<Rank, 2> cursor;
+        cursor.start(layout.reduce, r, rows, base);
+        for (; r + (kBatch - 1) * rows < share.end; r += kBatch * rows) {
+            double xv[kBatch][V], g[kBatch][V];
+#pragma unroll
+            for (int k = 0; k < kBatch; ++k) {
+                load_values<double, V>(x + cursor.offset[0], xv[k]);
+                load_values<double, V>(dy + cursor.offset[1], g[k]);
+                cursor.advance(layout.reduce);
+            }
+#pragma unroll
+            for (int k = 0; k < kBatch; ++k)
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    const int j = VF > 1 ? e : 0;
+                    sums[j].a += g[k][e];
+                    sums[j].b += g[k][e] * (xv[k][e] - center[j]);
+                }
+        }
+        for (; r < share.end; r += rows) {
+            double xv[V], g[V];
+            load_values<double, V>(x + cursor.offset[0], xv);
+            load_values<double, V>(dy + cursor.offset[1], g);
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const int j = VF > 1 ? e : 0;
+                sums[j].a += g[e];
+                sums[j].b += g[e] * (xv[e] - center[j]);
+            }
+            cursor.advance(layout.reduce);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < VF; ++j) total[j] = reduce_over_rows(sums[j], shared);
+}
+
+// The backprop factors of one feature: dx = coef0 * ((dy - coef1) - xhat * coef2)
+// with xhat = (x - center) * inv_std.
+struct BackpropCoefficients {
+    double center;
+    double inv_std;
+    double coef0;  // scale * inv_std
+    double coef1;  // mean of dy
+    double coef2;  // mean of dy * xhat
+};
+
+// Writes a feature's dscale and dbias (blended) from its gradient sums and
+// returns its backprop coefficients.
+template <typename P>
+__device__ BackpropCoefficients finish_gradients(const BnLayout& layout, std::int64_t feature, double center,
+                                                 double inv_std, const Sums2<double>& sums, const P* scale,
+                                                 P* dscale, P* dbias, Blend param) {
+    const double sum_dy = sums.a;
+    const double sum_dy_xhat = sums.b * inv_std;
+    std::int64_t at[3];
+    nest_offsets<3>(layout.feature, feature, kBwdScale, at);
+    store_blended(dscale, at[kBwdDscale - kBwdScale], sum_dy_xhat, param.alpha, param.beta);
+    store_blended(dbias, at[kBwdDbias - kBwdScale], sum_dy, param.alpha, param.beta);
+    const double m = static_cast<double>(layout.reduction_size());
+    return BackpropCoefficients{center, inv_std, static_cast<double>(widen(scale[at[0]])) * inv_std, sum_dy / m,
+                                sum_dy_xhat / m};
+}
+
+// dx = alpha * coef0 * ((dy - coef1) - xhat * coef2) + beta * dx_prior over
+// the thread's share, in double: dx cancels to small values for tiny batches
+// (M = 2 per activation), where float rounding of xhat would dominate.  dx
+// may be dy (in place): each element is read before this thread writes it.
+template <typename T, typename G, int Rank, int VR, int VF>
+__device__ void backprop_share(const T* x, const G* dy, G* dx, const BnLayout& layout, const ThreadShare& share,
+                               const BackpropCoefficients (&c)[VF], float alpha, float beta) {
+    constexpr int V = VR * VF;
+    constexpr int kBatch = backprop_batch_positions<V>();
+    const std::int64_t rows = layout.rows;
+    std::int64_t base[3];
+    nest_offsets<3>(layout.feature, share.feature0, kSlotX, base);
+    std::int64_t r = share.first;
+    NestCursor<Rank, 3> cursor;
+    cursor.start(layout.reduce, r, rows, base);
+    for (; r + (kBatch - 1) * rows < share.end; r += kBatch * rows) {
+        double xv[kBatch][V], g[kBatch][V];
+        std::int64_t out[kBatch];
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+            load_values<double, V>(x + cursor.offset[0], xv[k]);
+            load_values<double, V>(dy + cursor.offset[1], g[k]);
+            out[k] = cursor.offset[2];
+            cursor.advance(layout.reduce);
+        }
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const int j = VF > 1 ? e : 0;
+                const double xhat = (xv[k][e] - c[j].center) * c[j].inv_std;
+                g[k][e] = c[j].coef0 * ((g[k][e] - c[j].coef1) - xhat * c[j].coef2);
+            }
+            store_values<G, V>(dx + out[k], g[k], alpha, beta);
+        }
+    }
+    for (; r < share.end; r += rows) {
+        double xv[V], g[V];
+        load_values<double, V>(x + cursor.offset[0], xv);
+        load_values<double, V>(dy + cursor.offset[1], g);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const int j = VF > 1 ? e : 0;
+            const double xhat = (xv[e] - c[j].center) * c[j].inv_std;
+            g[e] = c[j].coef0 * ((g[e] - c[j].coef1) - xhat * c[j].coef2);
+        }
+        store_values<G, V>(dx + cursor.offset[2], g, alpha, beta);
+        cursor.advance(layout.reduce);
+    }
+}
+
+}  // namespace gpu
+}  // namespace mbn
