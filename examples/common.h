@@ -191,7 +191,8 @@ static inline void fill_activations(Tensor* t, Random* r) {
         const double mean = random_uniform(r, -2.0, 2.0), spread = random_uniform(r, 0.5, 2.0);
         for (int n = 0; n < EXAMPLE_N; ++n)
             for (int h = 0; h < EXAMPLE_H; ++h)
-                for (int w = 0; w < EXAMPLE_W; ++w) tensor_set(t, n, c, h, w, mean + spread * random_uniform(r, -1.7, 1.7));
+                for (int w = 0; w < EXAMPLE_W; ++w)
+                    tensor_set(t, n, c, h, w, mean + spread * random_uniform(r, -1.7, 1.7));
     }
 }
 
