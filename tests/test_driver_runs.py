@@ -191,6 +191,11 @@ def test_progress_appears_only_for_long_runs():
         progress.phase("second phase")
     assert any("first phase" in line for line in shown) and shown[-1].endswith("second phase ...\n")
     assert all(re.match(r"^\[\s*[\d.]+ s\] ", line) for line in shown)
+    once = Lines()
+    with Progress(once, after_s=0.0, every_s=10.0) as progress:
+        progress.phase("announced")
+        time.sleep(0.1)
+    assert sum("announced" in line for line in once) == 1  # not repeated before every_s
 
 
 GN_RUNS = [

@@ -17,6 +17,7 @@ class Progress:
         self.every_s = every_s
         self._start = time.perf_counter()
         self._phase = "starting"
+        self._next_report = after_s  # seconds since the start
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._tick, name="miopen-bn-driver progress", daemon=True)
@@ -41,11 +42,14 @@ class Progress:
 
     def _write(self) -> None:
         with self._lock:
-            self.stream.write(f"[{self.elapsed():6.1f} s] {self._phase} ...\n")
+            elapsed = self.elapsed()
+            self.stream.write(f"[{elapsed:6.1f} s] {self._phase} ...\n")
             self.stream.flush()
+            self._next_report = elapsed + self.every_s
 
     def _tick(self) -> None:
-        due = self.after_s
-        while not self._stop.wait(max(0.0, due - self.elapsed())):
-            self._write()
-            due = self.elapsed() + self.every_s
+        # Wakes when the next report is due; a phase change announced in
+        # between pushes that time back, and the wait starts over.
+        while not self._stop.wait(max(0.0, self._next_report - self.elapsed())):
+            if self.elapsed() >= self._next_report:
+                self._write()
