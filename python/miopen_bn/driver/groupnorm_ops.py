@@ -13,6 +13,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+import miopen_bn
+
 from .. import dtypes, reference
 from ..tolerances import ELEMENTWISE, REDUCTION
 from .memory import DriverError
@@ -20,8 +22,8 @@ from .operation import Expected, LayerData, Operation
 
 
 def _api(name: str):
-    import miopen_bn
-
+    """The group-norm entry point, looked up at call time: it is not part of
+    every miopen_bn."""
     function = getattr(miopen_bn, name, None)
     if function is None or not hasattr(reference, name):
         raise DriverError(f"this miopen_bn has no {name} (group norm's Python API is not installed)")
