@@ -84,6 +84,13 @@ CASES = [
     (training, dict(running_var=None), ValueError, ["running_mean", "running_var"]),
     (training, dict(running_mean=np.ones(3, np.float32)[::-1]), ValueError, ["running_mean", "strides"]),
     (training, dict(y=None, beta=1.0), ValueError, ["y", "beta"]),
+    (training, dict(saved_mean=np.full(3, np.nan, np.float32)), ValueError, ["saved_mean", "saved_inv_var"]),
+    (
+        training,
+        dict(save_stats=False, saved_mean=np.full(3, np.nan, np.float32), saved_inv_var=np.full(3, np.nan, np.float32)),
+        ValueError,
+        ["save_stats"],
+    ),
     (training, dict(mode="channel"), ValueError, ["mode"]),
     (training, dict(handle="cpu"), TypeError, ["handle"]),
     (training, dict(alpha="one"), TypeError, ["alpha"]),

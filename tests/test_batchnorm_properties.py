@@ -58,7 +58,7 @@ def prior_or_poison(rng, shape, dtype, layout, beta):
     epsilon=epsilons(),
     factor=exp_avg_factors(),
     running=st.booleans(),
-    save=st.booleans(),
+    save=st.sampled_from(("no", "allocated", "given")),
     seed=seeds(),
 )
 def test_forward_training(data, mode, dtype, form, scaling, epsilon, factor, running, save, seed):
@@ -74,6 +74,8 @@ def test_forward_training(data, mode, dtype, form, scaling, epsilon, factor, run
     y = prior_or_poison(rng, shape, dtype, y_layout, beta)
     run_mean = filled(params(rng, shape, mode, form), pdtype) if running else None
     run_var = filled(positive_params(rng, shape, mode, form), pdtype) if running else None
+    given = save == "given"
+    saved_out = [np.full_like(scale, np.nan) for _ in range(2)] if given else [None, None]
     expected = reference.batchnorm_forward_training(
         x,
         scale,
@@ -97,7 +99,9 @@ def test_forward_training(data, mode, dtype, form, scaling, epsilon, factor, run
         exp_avg_factor=factor,
         running_mean=run_mean,
         running_var=run_var,
-        save_stats=save,
+        save_stats=save != "no",
+        saved_mean=saved_out[0],
+        saved_inv_var=saved_out[1],
         alpha=alpha,
         beta=beta,
         y=y,
@@ -105,7 +109,9 @@ def test_forward_training(data, mode, dtype, form, scaling, epsilon, factor, run
 
     assert out is y
     check(y, expected["y"], dtype, ELEMENTWISE, "y")
-    if save:
+    if given:
+        assert saved_mean is saved_out[0] and saved_inv_var is saved_out[1]
+    if save != "no":
         assert saved_mean.shape == scale.shape and saved_mean.dtype == scale.dtype
         check(saved_mean, expected["saved_mean"], pdtype, REDUCTION, "saved_mean")
         check(saved_inv_var, expected["saved_inv_var"], pdtype, REDUCTION, "saved_inv_var")

@@ -4,53 +4,21 @@ Compiles tests/c/test_abi.c against <miopen/miopen.h> from this repository and
 links it with the libmiopen_bn.so that the installed package loads, then runs
 it on the CPU backend.  Skips only when no C compiler is installed.
 """
-import os
-import pathlib
-import shutil
 import subprocess
 
 import pytest
+from native_programs import INCLUDE, REPO, build_c_program, compiler, run_program
 
-import miopen_bn
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
-INCLUDE = REPO / "include"
 C_TESTS = REPO / "tests" / "c"
 
 
-def _library_path() -> pathlib.Path:
-    candidates = sorted(pathlib.Path(miopen_bn.__file__).parent.glob("libmiopen_bn.so*"))
-    if not candidates:
-        pytest.fail(f"no libmiopen_bn.so inside the installed package at {miopen_bn.__file__}")
-    return candidates[0]
-
-
-def _compiler(*names: str) -> str:
-    for name in names:
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip(f"no compiler found among {names}")
-
-
 @pytest.fixture(scope="module")
-def test_abi_binary(tmp_path_factory) -> pathlib.Path:
-    out = tmp_path_factory.mktemp("c_abi") / "test_abi"
-    library = _library_path()
-    subprocess.run(
-        [_compiler("cc", "gcc", "clang"), "-std=c99", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
-         str(C_TESTS / "test_abi.c"), str(library), f"-Wl,-rpath,{library.parent}", "-lm", "-o", str(out)],
-        check=True, capture_output=True, text=True)
-    return out
-
-
-def _run(binary, **env):
-    environment = {**os.environ, "MIOPEN_BN_BACKEND": "cpu", "MIOPEN_LOG_LEVEL": "1", **env}
-    return subprocess.run([str(binary)], capture_output=True, text=True, env=environment, timeout=120)
+def test_abi_binary(tmp_path_factory):
+    return build_c_program(C_TESTS / "test_abi.c", tmp_path_factory.mktemp("c_abi") / "test_abi")
 
 
 def test_c_program_passes_every_check(test_abi_binary):
-    result = _run(test_abi_binary)
+    result = run_program(test_abi_binary)
     summary = result.stdout.strip().splitlines()[-1]
     assert result.returncode == 0, result.stderr + result.stdout
     passed, failed = (int(part.split()[0]) for part in summary.split(","))
@@ -58,25 +26,25 @@ def test_c_program_passes_every_check(test_abi_binary):
 
 
 def test_failed_calls_log_their_reason_at_error_level(test_abi_binary):
-    result = _run(test_abi_binary, MIOPEN_LOG_LEVEL="3")
+    result = run_program(test_abi_binary, MIOPEN_LOG_LEVEL="3")
     assert result.returncode == 0
     assert "Error [miopenBatchNormalizationForwardTraining] miopenStatusBadParm: exactly one of" in result.stderr
     assert "Error [miopenCreate] miopenStatusBadParm: handle is NULL" in result.stderr
 
 
 def test_quiet_level_silences_errors(test_abi_binary):
-    result = _run(test_abi_binary, MIOPEN_LOG_LEVEL="1")
+    result = run_program(test_abi_binary, MIOPEN_LOG_LEVEL="1")
     assert result.stderr == ""
 
 
 def test_hipdnn_log_level_is_understood(test_abi_binary):
-    assert _run(test_abi_binary, MIOPEN_LOG_LEVEL="", HIPDNN_LOG_LEVEL="off").stderr == ""
-    assert "Error [" in _run(test_abi_binary, MIOPEN_LOG_LEVEL="", HIPDNN_LOG_LEVEL="error").stderr
+    assert run_program(test_abi_binary, MIOPEN_LOG_LEVEL="", HIPDNN_LOG_LEVEL="off").stderr == ""
+    assert "Error [" in run_program(test_abi_binary, MIOPEN_LOG_LEVEL="", HIPDNN_LOG_LEVEL="error").stderr
 
 
 def test_api_logging_shows_arguments_and_driver_commands(test_abi_binary, tmp_path):
     log = tmp_path / "calls.log"
-    _run(test_abi_binary, MIOPEN_ENABLE_LOGGING="1", MIOPEN_ENABLE_LOGGING_CMD="1", MIOPEN_BN_LOG_FILE=str(log))
+    run_program(test_abi_binary, MIOPEN_ENABLE_LOGGING="1", MIOPEN_ENABLE_LOGGING_CMD="1", MIOPEN_BN_LOG_FILE=str(log))
     text = log.read_text()
     assert "[miopenSet4dTensorDescriptor] {tensorDesc = 0x" in text
     assert "xDesc = miopenFloat [3, 4, 5, 7] strides [140, 35, 7, 1]" in text
@@ -89,7 +57,7 @@ def test_header_compiles_as_cpp_and_strict_c(tmp_path):
     source = tmp_path / "include_check.c"
     source.write_text("#include <miopen/miopen.h>\n#include <miopen_bn.h>\n"
                       "int main(void) { return (int)sizeof(miopenAcceleratorQueue_t) - (int)sizeof(void*); }\n")
-    subprocess.run([_compiler("cc", "gcc", "clang"), "-std=c99", "-pedantic", "-Wall", "-Werror",
+    subprocess.run([compiler("cc", "gcc", "clang"), "-std=c99", "-pedantic", "-Wall", "-Werror",
                     f"-I{INCLUDE}", "-fsyntax-only", str(source)], check=True)
-    subprocess.run([_compiler("c++", "g++", "clang++"), "-x", "c++", "-std=c++11", "-pedantic", "-Wall", "-Werror",
+    subprocess.run([compiler("c++", "g++", "clang++"), "-x", "c++", "-std=c++11", "-pedantic", "-Wall", "-Werror",
                     f"-I{INCLUDE}", "-fsyntax-only", str(source)], check=True)

@@ -10,12 +10,13 @@
 namespace mbn {
 namespace {
 
+// grad is dy for backward and x otherwise; param_blend matters for backward only.
 void log_bn_command(const char* function, BnDirection direction, const miopenTensorDescriptor* x_desc,
-                    const BnGeometry& geom, const TensorArg& x, const TensorArg& scale, bool saved,
-                    bool running, Blend blend) {
+                    const BnGeometry& geom, const TensorArg& x, const TensorArg& scale, const TensorArg& grad,
+                    bool saved, bool running, Blend blend, Blend param_blend = {}) {
     if (!command_logging_enabled()) return;
-    const BnCommandInfo info{direction, &geom,  x_desc->rank, x.dtype, scale.dtype,
-                             x.order,   saved,  running,      blend};
+    const BnCommandInfo info{direction, &geom,   x_desc->rank, x.dtype, scale.dtype, grad.dtype,
+                             x.order,   saved,   running,      blend,   param_blend};
     log_command(function, bn_driver_command(info));
 }
 
@@ -29,7 +30,7 @@ void log_dispatch(const char* function, const Backend& backend, const BnGeometry
 void forward_training(const char* function, miopenHandle* handle, const BnTrainingCall& call) {
     auto& h = require_handle(handle);
     const BnForwardTraining p = build_forward_training(*h.backend, call);
-    log_bn_command(function, BnDirection::training, call.x_desc, p.geom, p.x, p.scale,
+    log_bn_command(function, BnDirection::training, call.x_desc, p.geom, p.x, p.scale, p.x,
                    p.saved_mean.present(), p.running_mean.present(), p.out);
     log_dispatch(function, *h.backend, p.geom);
     dispatch(h, [&](Backend& b) { b.bn_forward_training(p); });
@@ -40,13 +41,13 @@ void forward_inference(const char* function, miopenHandle* handle, const BnInfer
     if (!inference_uses_estimates(call)) {
         // MIOpen's documented fallback: normalize with the batch's own statistics.
         const BnForwardTraining p = build_batch_statistics_inference(*h.backend, call);
-        log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, false, false, p.out);
+        log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, p.x, false, false, p.out);
         log_dispatch(function, *h.backend, p.geom);
         dispatch(h, [&](Backend& b) { b.bn_forward_training(p); });
         return;
     }
     const BnForwardInference p = build_forward_inference(*h.backend, call);
-    log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, false, true, p.out);
+    log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, p.x, false, true, p.out);
     log_dispatch(function, *h.backend, p.geom);
     dispatch(h, [&](Backend& b) { b.bn_forward_inference(p); });
 }
@@ -54,8 +55,8 @@ void forward_inference(const char* function, miopenHandle* handle, const BnInfer
 void backward(const char* function, miopenHandle* handle, const BnBackwardCall& call) {
     auto& h = require_handle(handle);
     const BnBackward p = build_backward(*h.backend, call);
-    log_bn_command(function, BnDirection::backward, call.x_desc, p.geom, p.x, p.scale,
-                   p.saved_mean.present(), false, p.data);
+    log_bn_command(function, BnDirection::backward, call.x_desc, p.geom, p.x, p.scale, p.dy,
+                   p.saved_mean.present(), false, p.data, p.param);
     log_dispatch(function, *h.backend, p.geom);
     dispatch(h, [&](Backend& b) { b.bn_backward(p); });
 }

@@ -10,16 +10,19 @@ namespace mbn {
 namespace {
 
 void log_gn_command(const char* function, bool backward, const miopenTensorDescriptor* x_desc, const GnShape& shape,
-                    const TensorArg& x, miopenNormMode_t mode, Activation activation, float beta) {
+                    const TensorArg& x, const TensorArg& weight, miopenNormMode_t mode, Activation activation,
+                    float beta) {
     if (!command_logging_enabled()) return;
-    const GnCommandInfo info{backward, &shape, x_desc->rank, x.dtype, static_cast<int>(mode), x.order, activation, beta};
+    const DType param = weight.present() ? weight.dtype : x.dtype;
+    const GnCommandInfo info{backward, &shape,     x_desc->rank, x.dtype, param, static_cast<int>(mode),
+                             x.order,  activation, beta};
     log_command(function, gn_driver_command(info));
 }
 
 void group_norm_forward(const char* function, miopenHandle* handle, const GnForwardCall& call) {
     auto& h = require_handle(handle);
     const GnForward p = build_gn_forward(*h.backend, call);
-    log_gn_command(function, false, call.x_desc, p.shape, p.x, call.mode, p.activation, p.swish_beta);
+    log_gn_command(function, false, call.x_desc, p.shape, p.x, p.weight, call.mode, p.activation, p.swish_beta);
     dispatch(h, [&](Backend& b) { b.gn_forward(p); });
 }
 
@@ -76,7 +79,7 @@ miopenStatus_t miopenBNGroupNormBackward(
             *h.backend, {mode, xDesc, x, dyDesc, dy, weightDesc, weight, biasDesc, bias, meanDesc, mean, rstdDesc,
                          rstd, num_groups, activation, activationBeta, dxDesc, dx, dweightDesc, dweight, dbiasDesc,
                          dbias});
-        mbn::log_gn_command(fn, true, xDesc, p.shape, p.x, mode, p.activation, p.swish_beta);
+        mbn::log_gn_command(fn, true, xDesc, p.shape, p.x, p.weight, mode, p.activation, p.swish_beta);
         mbn::dispatch(h, [&](mbn::Backend& b) { b.gn_backward(p); });
     });
 }

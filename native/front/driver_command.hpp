@@ -1,5 +1,7 @@
-// The driver command line that reproduces a batch-norm call, for
-// MIOPEN_ENABLE_LOGGING_CMD (our miopen-bn-driver accepts MIOpenDriver's flags).
+// The driver command line that reproduces a batch-norm or group-norm call, for
+// MIOPEN_ENABLE_LOGGING_CMD (our miopen-bn-driver accepts MIOpenDriver's flags
+// plus the extensions this file writes: --rank, --grad-type, --alpha-param,
+// --beta-param, --activation, --activation-beta and the fp64 subcommands).
 #pragma once
 
 #include "common/group_norm_problem.hpp"
@@ -17,10 +19,12 @@ struct BnCommandInfo {
     int rank;
     DType x_dtype;
     DType param_dtype;
+    DType grad_dtype;  // dy/dx (backward only; x's type otherwise)
     MemoryOrder x_order;
     bool saved;    // -s: saved statistics written (forward) or read (backward)
     bool running;  // -r: running statistics updated (training) or estimates read (inference)
-    Blend blend;
+    Blend blend;        // y (forward) or dx (backward)
+    Blend param_blend;  // dscale/dbias (backward only)
 };
 
 std::string bn_driver_command(const BnCommandInfo& info);
@@ -30,7 +34,8 @@ struct GnCommandInfo {
     const GnShape* shape;
     int rank;
     DType x_dtype;
-    int mode;  // miopenNormMode_t
+    DType param_dtype;  // weight/bias; x's type when there are none
+    int mode;           // miopenNormMode_t
     MemoryOrder x_order;
     Activation activation;
     float swish_beta;

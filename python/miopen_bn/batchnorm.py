@@ -208,6 +208,8 @@ def batchnorm_forward_training(
     running_mean=None,
     running_var=None,
     save_stats: bool = True,
+    saved_mean=None,
+    saved_inv_var=None,
     alpha: float = 1.0,
     beta: float = 0.0,
     y=None,
@@ -216,10 +218,11 @@ def batchnorm_forward_training(
     """Normalizes x with its own batch statistics.
 
     Returns ``(y, saved_mean, saved_inv_var)``; the saved values (the mean and
-    1/sqrt(var + epsilon)) are None when ``save_stats`` is False.  Given
-    ``running_mean`` and ``running_var`` are updated in place:
-    ``run = (1 - f) * run + f * stat`` with the unbiased variance.
-    ``y = alpha * result + beta * y_prior``.
+    1/sqrt(var + epsilon)) are None when ``save_stats`` is False, and are
+    written into ``saved_mean`` / ``saved_inv_var`` when those are given
+    (both or neither), else into new arrays.  Given ``running_mean`` and
+    ``running_var`` are updated in place: ``run = (1 - f) * run + f * stat``
+    with the unbiased variance.  ``y = alpha * result + beta * y_prior``.
     """
     call = _BnCall(x, mode, handle)
     scale_v = call.param(scale, "scale")
@@ -228,11 +231,15 @@ def batchnorm_forward_training(
         running_mean, running_var, ("running_mean", "running_var")
     )
     y_v = call.data_output(y, "y", call.x.dtype, "x", blended=beta != 0)
+    if not save_stats and (saved_mean is not None or saved_inv_var is not None):
+        raise ValueError("saved_mean/saved_inv_var were given but save_stats is False")
+    if (saved_mean is None) != (saved_inv_var is None):
+        raise ValueError("saved_mean and saved_inv_var go together: give both or neither")
     saved_mean_v = saved_inv_var_v = None
     if save_stats:
         hint = "use save_stats=False"
-        saved_mean_v = call.param_output(None, "saved_mean", like=scale_v, hint=hint)
-        saved_inv_var_v = call.param_output(None, "saved_inv_var", like=scale_v, hint=hint)
+        saved_mean_v = call.param_output(saved_mean, "saved_mean", like=scale_v, hint=hint)
+        saved_inv_var_v = call.param_output(saved_inv_var, "saved_inv_var", like=scale_v, hint=hint)
         if running_mean_v is not None:
             # One descriptor describes the running and the saved mean (and
             # one the two variances), so they must share strides.
