@@ -13,7 +13,7 @@
 # Needs the cffi and pycparser wheels in .whl/ (carry ".whl"): the device
 # has no network and no cffi.  Whole run capped near GPU_CHECK_BUDGET_S
 # seconds (default 520).
-# GPU_CHECK_SKIP="pytest c_check" leaves those steps out (say, a bench-only
+# GPU_CHECK_SKIP="pytest c_check driver" leaves those steps out (say, a bench-only
 # run after the tests passed in an earlier one).
 # Local dry run without a GPU: GPU_CHECK_SIMULATE=1 bash bench/gpu_check.sh
 # (CPU-only build, GPU tests must skip, a quick CPU bench); add
@@ -225,6 +225,24 @@ step_c_check() {
     record c_check "$RC" $((SECONDS - start)) "$summary"
 }
 
+# The driver on one ResNet-50 layer (issue 7 records its GB/s next to the
+# bench's figure for the same call).
+step_driver() {
+    banner "3c. miopen-bn-driver on the GPU: 32x256x56x56, training forward and backward"
+    local start=$SECONDS rc_all=0 dtype
+    if [ "$SIMULATE" = 1 ]; then
+        record driver 0 0 "skipped (simulation)"
+        return 0
+    fi
+    for dtype in bnorm bnormfp16fp32; do
+        run_logged driver "$OUT/driver.log" timeout -k 10 90 "$PYTHON" -m miopen_bn.driver "$dtype" \
+            -n 32 -c 256 -H 56 -W 56 -m 1 --forw 1 -b 1 -s 1 -r 1 -V 1 -t 1 -i 20 --backend gpu
+        [ "$RC" = 0 ] || rc_all=$RC
+    done
+    RC=$rc_all
+    record driver "$RC" $((SECONDS - start)) "$(grep -c '^stats: bn_' "$OUT/driver.log") stats lines"
+}
+
 step_bench() {
     banner "4. bench"
     local start=$SECONDS budget dev args=()
@@ -251,7 +269,7 @@ main() {
     step_machine
     if step_wheels && step_build; then
         BUILD_OK=1
-        for step in pytest c_check bench; do
+        for step in pytest c_check driver bench; do
             if [[ "$SKIP" == *" $step "* ]]; then
                 record "$step" - 0 "skipped (GPU_CHECK_SKIP)"
                 continue
@@ -276,6 +294,10 @@ main() {
     if [ -f "$OUT/bench.log" ] && grep -qE ' NO( |$)' "$OUT/bench.log"; then
         echo "bench rows NOT verified (first 15; details in bench.log / the JSON):"
         grep -E ' NO( |$)' "$OUT/bench.log" | head -n 15 | cut -c1-300
+    fi
+    if [ -f "$OUT/driver.log" ]; then
+        echo "driver stats (32x256x56x56, GPU):"
+        grep -E '^(stats: bn_|.*kernel time)' "$OUT/driver.log" || true
     fi
     if [ -f "$OUT/bench.log" ]; then
         echo "bench reading:"
