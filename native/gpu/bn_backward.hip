@@ -7,7 +7,7 @@
 //      coefficients of step 4;
 //   4. bn_backward_apply: dx = scale * inv_std * (dy - dbias / M - xhat * dscale / M),
 //      which is SPEC's scale * inv_std / M * (M dy - dbias - xhat dscale), blended.
-// With layout.splits == 1 all four run in one launch (bn_fused.hip).
+// With layout.splits == 1 all four run in one launch (bn_fused.hpp).
 #include "gpu/bn_block_phases.h"
 #include "gpu/bn_dispatch.hpp"
 #include "gpu/bn_fused.hpp"

@@ -5,7 +5,7 @@
 //
 // The multi-launch kernels (bn_stats.hip, bn_forward.hip, bn_backward.hip)
 // run one phase each, with the splits of a feature merged in scratch between
-// launches; the single-launch kernels (bn_fused.hip) chain the phases inside
+// launches; the single-launch kernels (bn_fused.hpp) chain the phases inside
 // one block when that block owns its features' whole reduction
 // (layout.splits == 1).  Both use these functions, so both compute the same
 // values in the same order.

@@ -3,7 +3,7 @@
 // a training problem without outputs).  Every path ends in normalize_share:
 //     y = alpha * (((x - shift) - mean_offset) * coef0 + coef1) + beta * y_prior
 // with coef0 = scale * inv_std and coef1 = bias per feature.
-//   training, layout.splits == 1: one launch (bn_fused.hip);
+//   training, layout.splits == 1: one launch (bn_fused.hpp);
 //   training, several splits: bn_stats_partial, bn_stats_finalize, bn_forward_apply;
 //   inference: one launch, each thread deriving its features' coefficients
 //   from the estimates (a separate coefficients launch cost as much as a

@@ -18,6 +18,17 @@ namespace gpu {
 // for comparing the two in the bench).
 bool use_single_launch(const BnLayout& layout);
 
+// Two blocks per multiprocessor at least (at most 128 registers): the double
+// arithmetic of the backward kernel would otherwise take ~146, one block per
+// multiprocessor, too few loads in flight to stream.
+constexpr int kSingleLaunchMinBlocks = 2;
+
+// One block per tile of features, holding their whole reduction.
+inline dim3 single_launch_grid(const BnLayout& layout) { return dim3(static_cast<unsigned>(layout.tiles)); }
+inline dim3 single_launch_block(const BnLayout& layout) {
+    return dim3(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
+}
+
 void run_training_single_launch(const TensorArg& x, const TensorArg& y, DType param_dtype, double epsilon,
                                 const StatsWrites& writes, const Blend& out, const BnLayout& layout,
                                 const LaunchTarget& target);

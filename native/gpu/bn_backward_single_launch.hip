@@ -1,62 +1,14 @@
-// Single-launch training forward and backward (see bn_fused.hpp): one block
-// per tile of features, each holding its features' whole reduction, runs the
-// phases of bn_block_phases.h back to back with __syncthreads between them;
-// the per-feature results of a phase reach the block's other rows through
-// shared memory.
+// Single-launch backward (see bn_fused.hpp): statistics (saved or
+// recomputed), gradient sums and dx in one block per tile of features, the
+// per-feature results reaching the block's other rows through shared memory.
 #include "gpu/bn_fused.hpp"
 
 #include "gpu/bn_block_phases.h"
 #include "gpu/bn_dispatch.hpp"
 
-#include <cstdlib>
-#include <cstring>
-
 namespace mbn {
 namespace gpu {
 namespace {
-
-// Two blocks per multiprocessor at least (at most 128 registers): the double
-// arithmetic of the backward kernel would otherwise take ~146, one block per
-// multiprocessor, too few loads in flight to stream.
-constexpr int kSingleLaunchMinBlocks = 2;
-
-// Statistics, then normalize.  x may be y: every element of the block's
-// features is read by the statistics before the barrier, and after it each
-// thread reads an element before writing it.
-template <typename T, typename P, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
-    bn_training_single_launch(const T* x, T* y, BnLayout layout, StatsOutputs<P> out, float alpha, float beta) {
-    using A = acc_t<T>;
-    __shared__ ShiftedMoments<A> shared[kBlockThreads];
-    __shared__ ForwardCoefficients coefficients[kBlockThreads];  // tile_features * VF <= kBlockThreads
-    const ThreadShare share = thread_share<VF>(layout, 0);
-    ShiftedMoments<A> total[VF];
-    double shift[VF];
-    block_moments<T, Rank, VR, VF>(x, layout, share, total, shift, shared);
-    if (threadIdx.y == 0 && share.active) {
-        const double m = static_cast<double>(layout.reduction_size());
-#pragma unroll
-        for (int j = 0; j < VF; ++j) {
-            const ShiftedMoments<double> wide{
-                {m, static_cast<double>(total[j].welford.mean), static_cast<double>(total[j].welford.m2)},
-                total[j].sum};
-            coefficients[threadIdx.x * VF + j] =
-                write_statistics(out, layout, share.feature0 + j, shift[j], finish_statistics(wide, m, out.epsilon));
-        }
-    }
-    __syncthreads();
-    if (!share.active) return;
-    A narrow_shift[VF], mean_offset[VF], factor[VF], bias[VF];
-#pragma unroll
-    for (int j = 0; j < VF; ++j) {
-        const ForwardCoefficients& c = coefficients[threadIdx.x * VF + j];
-        narrow_shift[j] = static_cast<A>(c.shift);
-        mean_offset[j] = static_cast<A>(c.mean_offset);
-        factor[j] = static_cast<A>(c.coef0);
-        bias[j] = static_cast<A>(c.coef1);
-    }
-    normalize_share<T, Rank, VR, VF>(x, y, layout, share, narrow_shift, mean_offset, factor, bias, alpha, beta);
-}
 
 // Statistics (saved, or recomputed from x when saved_mean is null), gradient
 // sums, then dx.  dx may be dy, as x may be y above.
@@ -120,44 +72,7 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
     backprop_share<T, G, Rank, VR, VF>(x, dy, dx, layout, share, c, alpha, beta);
 }
 
-dim3 single_launch_grid(const BnLayout& layout) { return dim3(static_cast<unsigned>(layout.tiles)); }
-dim3 single_launch_block(const BnLayout& layout) {
-    return dim3(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
-}
-
-bool single_launch_switched_on() {
-    static const bool on = [] {
-        const char* value = std::getenv("MIOPEN_BN_GPU_SINGLE_LAUNCH");
-        return value == nullptr || std::strcmp(value, "0") != 0;
-    }();
-    return on;
-}
-
 }  // namespace
-
-bool use_single_launch(const BnLayout& layout) {
-    return layout.splits == 1 &&
-           static_cast<std::int64_t>(layout.tile_features) * layout.features_per_thread <= kBlockThreads &&
-           single_launch_switched_on();
-}
-
-void run_training_single_launch(const TensorArg& x, const TensorArg& y, DType param_dtype, double epsilon,
-                                const StatsWrites& writes, const Blend& out, const BnLayout& layout,
-                                const LaunchTarget& target) {
-    with_element_type(x.dtype, [&](auto x_tag) {
-        using T = typename decltype(x_tag)::type;
-        with_parameter_type<acc_t<T>>(param_dtype, [&](auto p_tag) {
-            using P = typename decltype(p_tag)::type;
-            const StatsOutputs<P> outputs = stats_outputs<P>(writes, epsilon);
-            with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
-                bn_training_single_launch<T, P, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>
-                    <<<single_launch_grid(layout), single_launch_block(layout), 0, target.stream>>>(
-                    static_cast<const T*>(x.data), static_cast<T*>(y.data), layout, outputs, out.alpha, out.beta);
-                check_launch("bn_training_single_launch");
-            });
-        });
-    });
-}
 
 void run_backward_single_launch(const BnBackward& p, const BnLayout& layout, const LaunchTarget& target) {
     with_element_type(p.x.dtype, [&](auto x_tag) {
