@@ -173,6 +173,10 @@ class ArrayCall:
     def ptr(self, view: Optional[TensorView]):
         return self.ffi.NULL if view is None else self.ffi.cast("void*", view.ptr)
 
+    def tensor(self, view: Optional[TensorView], *, as_parameter: bool = True) -> tuple:
+        """(descriptor, pointer): the argument pair most entry points take."""
+        return self.desc(view, as_parameter=as_parameter), self.ptr(view)
+
     def scalar(self, value: float, name: str):
         try:
             return self.ffi.new("float*", float(value))

@@ -70,8 +70,9 @@ class _GnCall(ArrayCall):
         self.check_writable(view)
         return view
 
-    def stats_desc(self, view: TensorView):
-        return self.desc(view, as_parameter=False)
+    def stats_tensor(self, view: TensorView) -> tuple:
+        """mean/rstd's (descriptor, pointer): described with their own (N, G) shape."""
+        return self.tensor(view, as_parameter=False)
 
 
 def groupnorm_forward(
@@ -103,26 +104,9 @@ def groupnorm_forward(
     mean_v = call.statistic_output("mean")
     rstd_v = call.statistic_output("rstd")
     lib = call.library.lib
-    common = (
-        call.handle.ptr,
-        mode,
-        call.desc(call.x),
-        call.ptr(call.x),
-        call.desc(weight_v),
-        call.ptr(weight_v),
-        call.desc(bias_v),
-        call.ptr(bias_v),
-        call.num_groups,
-        float(epsilon),
-    )
-    outputs = (
-        call.desc(y_v),
-        call.ptr(y_v),
-        call.stats_desc(mean_v),
-        call.ptr(mean_v),
-        call.stats_desc(rstd_v),
-        call.ptr(rstd_v),
-    )
+    common = (call.handle.ptr, mode, *call.tensor(call.x), *call.tensor(weight_v), *call.tensor(bias_v),
+              call.num_groups, float(epsilon))
+    outputs = (*call.tensor(y_v), *call.stats_tensor(mean_v), *call.stats_tensor(rstd_v))
     if activation is None:
         call.run(lib.miopenGroupNormForward, *common, *outputs)
     else:
@@ -176,26 +160,17 @@ def groupnorm_backward(
         lib.miopenBNGroupNormBackward,
         call.handle.ptr,
         mode,
-        call.desc(call.x),
-        call.ptr(call.x),
-        call.desc(dy_v),
-        call.ptr(dy_v),
-        call.desc(weight_v),
-        call.ptr(weight_v),
-        call.desc(bias_v),
-        call.ptr(bias_v),
-        call.stats_desc(mean_v),
-        call.ptr(mean_v),
-        call.stats_desc(rstd_v),
-        call.ptr(rstd_v),
+        *call.tensor(call.x),
+        *call.tensor(dy_v),
+        *call.tensor(weight_v),
+        *call.tensor(bias_v),
+        *call.stats_tensor(mean_v),
+        *call.stats_tensor(rstd_v),
         call.num_groups,
         call.activation_code,
         float(swish_beta),
-        call.desc(dx_v),
-        call.ptr(dx_v),
-        call.desc(dweight_v),
-        call.ptr(dweight_v),
-        call.desc(dbias_v),
-        call.ptr(dbias_v),
+        *call.tensor(dx_v),
+        *call.tensor(dweight_v),
+        *call.tensor(dbias_v),
     )
     return dx_v.source, source_of(dweight_v), source_of(dbias_v)
