@@ -48,6 +48,16 @@ struct ExpTraits<double> {
     static Bits to_int(const D4& k) { return __builtin_convertvector(__builtin_convertvector(k, I4), L4); }
 };
 
+// 1/0!, 1/1!, ... 1/Degree!: exp's Taylor coefficients, at compile time.
+template <typename C, int Degree>
+struct InverseFactorials {
+    C value[Degree + 1] = {};
+    constexpr InverseFactorials() {
+        value[0] = 1;
+        for (int i = 1; i <= Degree; ++i) value[i] = value[i - 1] / static_cast<C>(i);
+    }
+};
+
 template <typename C>
 MBN_INLINE Vec<C> vector_exp(Vec<C> x) {
     using T = ExpTraits<C>;
@@ -57,11 +67,9 @@ MBN_INLINE Vec<C> vector_exp(Vec<C> x) {
     x = x > T::kHigh ? splat<V>(T::kHigh) : x;
     const V k = (x * static_cast<C>(1.4426950408889634) + T::kRound) - T::kRound;
     const V r = (x - k * T::kLn2Hi) - k * T::kLn2Lo;
-    C inverse_factorial[T::kDegree + 1];
-    inverse_factorial[0] = 1;
-    for (int i = 1; i <= T::kDegree; ++i) inverse_factorial[i] = inverse_factorial[i - 1] / static_cast<C>(i);
-    V p = splat<V>(inverse_factorial[T::kDegree]);
-    for (int i = T::kDegree - 1; i >= 0; --i) p = p * r + inverse_factorial[i];
+    constexpr InverseFactorials<C, T::kDegree> taylor{};
+    V p = splat<V>(taylor.value[T::kDegree]);
+    for (int i = T::kDegree - 1; i >= 0; --i) p = p * r + taylor.value[i];
     const Bits ki = T::to_int(k);
     const Bits half = ki >> 1;
     const auto scale = [](const Bits& e) {  // 2^e from its exponent bits
