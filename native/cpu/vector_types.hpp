@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <cstring>
 
-// The helpers pass vector types by value but are always inlined, so the ABI
-// note about passing wide vectors never applies.
-#if defined(__GNUC__) && !defined(__clang__)
+// Vector types pass by value only to functions inlined into one kernel, so
+// the ABI note about passing wide vectors never applies (GCC and Clang).
+#if defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
