@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""miopen-bn's bench: our batch norm against PyTorch's, side by side.
+"""miopen-bn's bench: our batch norm and group norm against PyTorch's, side by side.
 
-    python bench/bench.py --backend gpu|cpu [--quick] [--json PATH]
+    python bench/bench.py --backend gpu|cpu [--quick] [--ops ...] [--json PATH]
 
 In one process, on the same tensors, it times our library and the anchors:
 on the GPU PyTorch's F.batch_norm with cuDNN on and with cuDNN off ("torch
 native"), on the CPU PyTorch's CPU F.batch_norm at 2 threads (ours at 2
-threads too).  Each op's output is checked against the float64 reference
-before it is timed.  Times never fail the run; a wrong result shows as
+threads too); for group norm F.group_norm (and F.silu(F.group_norm(...))
+for the fused swish), which has no cuDNN path.  Each op's output is checked
+against the float64 reference before it is timed.  Times never fail the run; a wrong result shows as
 verified = false.  Output: one table on stdout, a JSON file, a Markdown
 section for bench/RESULTS.md and, with matplotlib, a roofline plot.
 """
@@ -22,7 +23,9 @@ import time
 import traceback
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-OPS = ("bn_infer", "bn_train", "bn_bwd")
+BN_OPS = ("bn_infer", "bn_train", "bn_bwd")
+GN_OPS = ("gn_fwd", "gn_fwd_swish", "gn_bwd")
+OPS = BN_OPS + GN_OPS
 LAYOUTS = ("nchw", "nhwc")
 
 
@@ -113,6 +116,12 @@ class Environment:
         stream = torch.cuda.current_stream() if args.backend == "gpu" else None
         self.handle = miopen_bn.Handle(backend=args.backend, stream=stream)
 
+    def anchor_variants_for(self, op):
+        """Group norm has no cuDNN path in PyTorch: only its native kernels."""
+        if op in GN_OPS:
+            return tuple(v for v in self.anchor_variants if v[0] == "torch_native")
+        return self.anchor_variants
+
     def synchronize(self):
         if self.backend == "gpu":
             self.torch.cuda.synchronize()
@@ -158,7 +167,11 @@ class Environment:
 
 
 def bytes_min(op, numel, channels, dtype_size):
-    """Each tensor read once and written once; parameters (float32) counted."""
+    """Each tensor read once and written once; batch norm's parameters
+    (float32) counted, group norm's left out: 2B forward (x, y) and 3B
+    backward (x, dy, dx) for B = the tensor's bytes."""
+    if op in GN_OPS:
+        return (3 if op == "gn_bwd" else 2) * numel * dtype_size
     param = 4 * channels
     if op == "bn_infer":  # x, y; scale, bias, mean, var
         return 2 * numel * dtype_size + 4 * param
@@ -184,9 +197,9 @@ class Slot:
 
 
 class CaseRunner:
-    """Runs the three ops of one (shape, dtype, layout) for ours and anchors."""
+    """Runs the ops of one (shape, dtype, layout) for ours and anchors."""
 
-    def __init__(self, env, case, layout, verifier):
+    def __init__(self, env, case, layout, verifier, ops):
         from bench_data import in_layout
         self.env, self.case, self.layout, self.verifier = env, case, layout, verifier
         torch = env.torch
@@ -200,6 +213,11 @@ class CaseRunner:
         self.lib_params = {name: env.lib_array(value) for name, value in self.params.items()}
         self.running = (case.running_mean.clone(), case.running_var.clone())
         self.lib_running = tuple(env.lib_array(t) for t in self.running)
+        from bench_shapes import GN_GROUPS
+        self.groups = GN_GROUPS
+        self.lib_group_stats = None
+        if any(op in GN_OPS for op in ops):
+            self.lib_group_stats = tuple(env.lib_array(t) for t in case.group_statistics(self.groups))
 
     # -- our library -------------------------------------------------------
     def ours_call(self, op, slot, running=None):
@@ -207,6 +225,8 @@ class CaseRunner:
         buffers (library arrays) for bn_train."""
         from bench_data import EPSILON, EXP_AVG_FACTOR
         mbn, handle, lp, s = self.env.mbn, self.env.handle, self.lib_params, slot.lib
+        if op in GN_OPS:
+            return self.gn_ours_call(op, slot)
         if op == "bn_infer":
             return lambda: mbn.batchnorm_forward_inference(
                 s["x"], lp["scale"], lp["bias"], lp["est_mean"], lp["est_var"],
@@ -222,11 +242,36 @@ class CaseRunner:
             saved_inv_var=lp["saved_inv_var"], mode="spatial", epsilon=EPSILON,
             dx=s["dx"], dscale=s["dscale"], dbias=s["dbias"], handle=handle)
 
+    def gn_ours_call(self, op, slot):
+        """Our group-norm call on one slot (dscale/dbias hold dweight/dbias)."""
+        from bench_data import EPSILON
+        mbn, handle, lp, s = self.env.mbn, self.env.handle, self.lib_params, slot.lib
+        if op == "gn_bwd":
+            mean, rstd = self.lib_group_stats
+            return lambda: mbn.groupnorm_backward(
+                s["x"], s["dy"], self.groups, lp["scale"], mean, rstd, dx=s["dx"],
+                dweight=s["dscale"], dbias=s["dbias"], handle=handle)
+        activation = "swish" if op == "gn_fwd_swish" else None
+        return lambda: mbn.groupnorm_forward(
+            s["x"], self.groups, lp["scale"], lp["bias"], epsilon=EPSILON, activation=activation,
+            y=s["y"], handle=handle)
+
     def verify_ours(self, op):
         """One call on NaN-poisoned outputs, checked against the reference.
         Returns a list of failure messages (empty: verified)."""
         env, case = self.env, self.case
         fresh = Slot(env, self.x, self.dy)
+        if op in ("gn_fwd", "gn_fwd_swish"):
+            _, mean, rstd = self.ours_call(op, fresh)()
+            env.synchronize()
+            activation = "swish" if op == "gn_fwd_swish" else None
+            return self.verifier.groupnorm_forward(case, self.groups, activation, fresh.y,
+                                                   env.as_torch(mean), env.as_torch(rstd))
+        if op == "gn_bwd":
+            self.ours_call(op, fresh)()
+            env.synchronize()
+            return self.verifier.groupnorm_backward(case, self.groups, fresh.dx, fresh.dscale,
+                                                    fresh.dbias)
         if op == "bn_infer":
             self.ours_call(op, fresh)()
             env.synchronize()
@@ -252,6 +297,8 @@ class CaseRunner:
         torch = self.env.torch
         functional = torch.nn.functional
         p = self.params
+        if op in GN_OPS:
+            return self.gn_anchor_calls(op, flag)
         if op == "bn_infer":
             return [lambda s=s: functional.batch_norm(s.x, p["est_mean"], p["est_var"],
                                                       p["scale"], p["bias"], False, 0.0, EPSILON)
@@ -261,14 +308,35 @@ class CaseRunner:
             return [lambda s=s: functional.batch_norm(s.x, rm, rv, p["scale"], p["bias"], True,
                                                       EXP_AVG_FACTOR, EPSILON)
                     for s in self.slots], None
+        return self._autograd_calls(flag, lambda xg, wg, bg: functional.batch_norm(
+            xg, *(t.clone() for t in self.running), wg, bg, True, EXP_AVG_FACTOR, EPSILON))
+
+    def gn_anchor_calls(self, op, flag):
+        """F.group_norm, with F.silu after it for the fused swish; backward
+        through autograd, as the batch-norm anchors."""
+        from bench_data import EPSILON
+        functional = self.env.torch.nn.functional
+        p, groups = self.params, self.groups
+        if op != "gn_bwd":
+            after = functional.silu if op == "gn_fwd_swish" else (lambda y: y)
+            return [lambda s=s: after(functional.group_norm(s.x, groups, p["scale"], p["bias"], EPSILON))
+                    for s in self.slots], None
+        return self._autograd_calls(
+            flag, lambda xg, wg, bg: functional.group_norm(xg, groups, wg, bg, EPSILON))
+
+    def _autograd_calls(self, flag, forward):
+        """Backward anchors: forward(x, weight, bias) run once per slot with
+        gradients on, then a callable per slot computing the gradients of x,
+        weight and bias for the slot's dy; and the backward node's name."""
+        torch = self.env.torch
+        p = self.params
         calls, note = [], None
         with self.env.anchor_context(flag):
             for s in self.slots:
                 xg = s.x.detach().requires_grad_(True)
                 wg = p["scale"].detach().clone().requires_grad_(True)
                 bg = p["bias"].detach().clone().requires_grad_(True)
-                rm, rv = (t.clone() for t in self.running)
-                out = functional.batch_norm(xg, rm, rv, wg, bg, True, EXP_AVG_FACTOR, EPSILON)
+                out = forward(xg, wg, bg)
                 note = type(out.grad_fn).__name__
                 calls.append(lambda out=out, xg=xg, wg=wg, bg=bg, dy=s.dy: torch.autograd.grad(
                     out, (xg, wg, bg), dy, retain_graph=True))
@@ -310,7 +378,7 @@ class CaseRunner:
         except Exception as error:
             errors.append(f"ours: {type(error).__name__}: {error}")
             env.raise_if_device_broken()
-        for key, flag in env.anchor_variants:
+        for key, flag in env.anchor_variants_for(op):
             try:
                 with env.anchor_context(flag):
                     calls, note = self.anchor_calls(op, flag)
@@ -331,7 +399,7 @@ class CaseRunner:
         except Exception as error:
             named.pop("ours", None)
             errors.append(f"ours: {type(error).__name__}: {error}")
-        for key, flag in self.env.anchor_variants:
+        for key, flag in self.env.anchor_variants_for(op):
             try:
                 named[key] = self.anchor_calls(op, flag)[0]
                 named[key][0]()
@@ -344,6 +412,23 @@ class CaseRunner:
             for key, (median_us, min_us) in measured.items():
                 row["us"][key] = median_us
                 row["us_min"][key] = min_us
+
+
+def plan_cases(backend, quick, ops, dtypes, layouts):
+    """(shape, dtype, layout, ops) to run, batch norm's shapes with its ops
+    first, then group norm's; NHWC only where it differs from NCHW."""
+    import bench_shapes
+    if quick:
+        bn_shapes = bench_shapes.quick_shapes(backend)
+    elif backend == "gpu":
+        bn_shapes = bench_shapes.full_shapes()
+    else:
+        bn_shapes = bench_shapes.cpu_default_shapes()
+    families = ((bn_shapes, [op for op in ops if op in BN_OPS]),
+                (bench_shapes.group_norm_shapes(quick), [op for op in ops if op in GN_OPS]))
+    return [(shape, dtype, layout, family_ops) for shapes, family_ops in families if family_ops
+            for shape in shapes for dtype in dtypes for layout in layouts
+            if layout == "nchw" or bench_shapes.has_distinct_nhwc(shape)]
 
 
 def _shape_text(shape):
@@ -361,19 +446,12 @@ def main(argv=None):
     import torch
     import miopen_bn
     import bench_report
-    import bench_shapes
     from bench_data import DTYPES, CaseData
 
     ops = _split(args.ops, OPS, "op")
     layouts = _split(args.layouts, LAYOUTS, "layout")
     default_dtypes = ",".join(DTYPES) if args.backend == "gpu" else "fp32"
     dtypes = _split(args.dtypes or default_dtypes, DTYPES, "dtype")
-    if args.quick:
-        shapes = bench_shapes.quick_shapes(args.backend)
-    elif args.backend == "gpu":
-        shapes = bench_shapes.full_shapes()
-    else:
-        shapes = bench_shapes.cpu_default_shapes()
 
     env = Environment(args, torch, miopen_bn)
     verifier = None
@@ -397,20 +475,18 @@ def main(argv=None):
         "machine_note": env.machine_note,
         "timing": getattr(env.timer, "mode", "median wall time"), "rows": [], "skipped": [],
     }
-    cases = [(shape, dtype, layout) for shape in shapes for dtype in dtypes
-             for layout in layouts
-             if layout == "nchw" or bench_shapes.has_distinct_nhwc(shape)]
-    print(f"bench: {len(cases)} (shape, dtype, layout) cases x {len(ops)} ops; "
+    cases = plan_cases(args.backend, args.quick, ops, dtypes, layouts)
+    print(f"bench: {len(cases)} (shape, dtype, layout) cases, {len(ops)} ops; "
           f"verify={'no' if verifier is None else 'yes'}; budget "
           f"{'none' if args.budget_s is None else f'{args.budget_s:.0f} s'}", flush=True)
     print(bench_report.table_header(), flush=True)
     status = 0
     case = None
     try:
-        for index, (shape, dtype, layout) in enumerate(cases):
+        for index, (shape, dtype, layout, case_ops) in enumerate(cases):
             elapsed = time.monotonic() - started
             if args.budget_s is not None and elapsed > args.budget_s:
-                document["skipped"] = [f"{_shape_text(s)} {d} {l}" for s, d, l in cases[index:]]
+                document["skipped"] = [f"{_shape_text(s)} {d} {l}" for s, d, l, _ in cases[index:]]
                 print(f"bench: time budget reached after {elapsed:.0f} s; "
                       f"{len(cases) - index} cases left out", flush=True)
                 break
@@ -421,8 +497,8 @@ def main(argv=None):
                 case = CaseData(torch, shape, dtype, env.device)
                 print(f"# [{time.monotonic() - started:6.1f} s] {_shape_text(shape)} {dtype}",
                       flush=True)
-            runner = CaseRunner(env, case, layout, verifier)
-            for op in ops:
+            runner = CaseRunner(env, case, layout, verifier, case_ops)
+            for op in case_ops:
                 row = runner.run_op(op, verifier is not None)
                 document["rows"].append(row)
                 print(bench_report.table_line(row, copy_gbs), flush=True)

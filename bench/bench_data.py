@@ -65,6 +65,18 @@ class CaseData:
                                          correction=0)
         self.saved_mean = batch_mean.to(f32)
         self.saved_inv_var = torch.rsqrt(var + EPSILON).to(f32)
+        self._group_statistics = {}
+
+    def group_statistics(self, num_groups):
+        """(mean, rstd) of each (n, g) as float32 (N, G) tensors, what gn_bwd
+        consumes (the forward's saved statistics), computed in float64."""
+        if num_groups not in self._group_statistics:
+            torch = self.torch
+            grouped = self.x.to(torch.float64).reshape(self.shape[0], num_groups, -1)
+            var, mean = torch.var_mean(grouped, dim=2, correction=0)
+            self._group_statistics[num_groups] = (mean.to(torch.float32),
+                                                  torch.rsqrt(var + EPSILON).to(torch.float32))
+        return self._group_statistics[num_groups]
 
     def _randn(self, gen, dtype):
         return self.torch.randn(self.shape, generator=gen, device=self.device, dtype=dtype)

@@ -30,6 +30,19 @@ RANK2_SHAPES = [(8192, 2048)]
 RANK5_SHAPES = [(16, 8, 16, 128, 128)]
 
 
+# Group norm, G = 32: Stable Diffusion's UNet blocks and its VAE decoder.
+GN_GROUPS = 32
+SD_GN_SHAPES = [(2, 320, 64, 64), (2, 640, 32, 32), (2, 1280, 16, 16), (8, 320, 64, 64)]
+VAE_GN_SHAPES = [(1, 512, 64, 64), (1, 256, 256, 256), (1, 128, 512, 512)]
+
+
+def group_norm_shapes(quick=False):
+    """The group-norm shapes (every backend), or two of them for smoke runs."""
+    if quick:
+        return [SD_GN_SHAPES[0], VAE_GN_SHAPES[0]]
+    return SD_GN_SHAPES + VAE_GN_SHAPES
+
+
 def resnet50(n):
     return [(n, c, hw, hw) for c, hw in RESNET50_LAYERS]
 

@@ -4,7 +4,10 @@ op is timed.
 Spatial batch norm treats every channel on its own, so the check runs the
 reference on a sample of whole channels (all of them when the tensor is small)
 copied to the host: exact for those channels, and cheap on tensors of
-hundreds of millions of elements.
+hundreds of millions of elements.  Group norm likewise on a sample of whole
+groups (their channels in every sample n), the channels of the picked groups
+forming a smaller group-norm problem of their own; its checks work on NumPy
+arrays, so they run without torch too.
 """
 from bench_data import EPSILON, EXP_AVG_FACTOR
 
@@ -13,20 +16,69 @@ from bench_data import EPSILON, EXP_AVG_FACTOR
 SAMPLE_ELEMENTS = 1 << 21
 
 
+def _spread(count, total):
+    """`count` indices spread over range(total), the last one always in."""
+    if count == 1:
+        return [total - 1]
+    return sorted({round(i * (total - 1) / (count - 1)) for i in range(count)})
+
+
+def len_product(shape):
+    count = 1
+    for length in shape:
+        count *= length
+    return count
+
+
 def sample_channels(torch, shape, device):
     """Indices of the channels to check, spread over C, the last one always in
     (it lives at the largest offsets)."""
     channels = shape[1]
-    per_channel = 1
-    for d, length in enumerate(shape):
-        if d != 1:
-            per_channel *= length
-    count = max(1, min(channels, SAMPLE_ELEMENTS // per_channel))
-    if count == 1:
-        picked = [channels - 1]
-    else:
-        picked = sorted({round(i * (channels - 1) / (count - 1)) for i in range(count)})
-    return torch.tensor(picked, dtype=torch.long, device=device)
+    count = max(1, min(channels, SAMPLE_ELEMENTS // (len_product(shape) // channels)))
+    return torch.tensor(_spread(count, channels), dtype=torch.long, device=device)
+
+
+def sample_groups(shape, num_groups, budget=SAMPLE_ELEMENTS):
+    """Indices of the groups to check (at least one, the last always in)."""
+    per_group = len_product(shape) // num_groups
+    return _spread(max(1, min(num_groups, budget // per_group)), num_groups)
+
+
+def group_channels(groups, channels_per_group):
+    """The channels of the given groups, in order."""
+    return [g * channels_per_group + i for g in groups for i in range(channels_per_group)]
+
+
+def _failures(tolerances, checks):
+    """Failure messages of (name, got, expected, dtype, kind) comparisons."""
+    failures = []
+    for name, got, expected, dtype, kind in checks:
+        result = tolerances.compare(got, expected, dtype, kind, name=name)
+        if not result.passed:
+            failures.append(result.message())
+    return failures
+
+
+def groupnorm_forward_failures(reference, tolerances, x, weight, bias, activation, y, mean, rstd, io_dtype):
+    """Group-norm forward outputs on sampled groups (NumPy arrays: x, y of
+    the picked channels, weight/bias of those channels, mean/rstd of the
+    picked groups' columns) against the reference; float32 statistics."""
+    ref = reference.groupnorm_forward(x, mean.shape[1], weight, bias, epsilon=EPSILON, activation=activation)
+    return _failures(tolerances, [
+        ("y", y, ref["y"], io_dtype, tolerances.ELEMENTWISE),
+        ("mean", mean, ref["mean"], "float32", tolerances.REDUCTION),
+        ("rstd", rstd, ref["rstd"], "float32", tolerances.REDUCTION),
+    ])
+
+
+def groupnorm_backward_failures(reference, tolerances, x, dy, weight, mean, rstd, dx, dweight, dbias, io_dtype):
+    """Group-norm backward outputs on sampled groups, as the forward's check."""
+    ref = reference.groupnorm_backward(x, dy, mean.shape[1], weight, mean, rstd)
+    return _failures(tolerances, [
+        ("dx", dx, ref["dx"], io_dtype, tolerances.ELEMENTWISE),
+        ("dweight", dweight, ref["dweight"], "float32", tolerances.REDUCTION),
+        ("dbias", dbias, ref["dbias"], "float32", tolerances.REDUCTION),
+    ])
 
 
 def _data64(torch, tensor, channels):
@@ -93,3 +145,32 @@ class Verifier:
         self._check(failures, "dscale", dscale, ref["dscale"], self.tolerances.REDUCTION, ch, 0)
         self._check(failures, "dbias", dbias, ref["dbias"], self.tolerances.REDUCTION, ch, 0)
         return failures
+
+    # -- group norm ----------------------------------------------------------
+    def _group_sample(self, case, num_groups):
+        """The picked groups, and their channels as an index tensor."""
+        groups = sample_groups(case.shape, num_groups)
+        channels = group_channels(groups, case.shape[1] // num_groups)
+        return groups, self.torch.tensor(channels, dtype=self.torch.long, device=case.x.device)
+
+    def _columns(self, stats, groups):
+        return stats.index_select(1, self.torch.tensor(groups, device=stats.device)).to(
+            self.torch.float64).cpu().numpy()
+
+    def groupnorm_forward(self, case, num_groups, activation, y, mean, rstd):
+        torch = self.torch
+        groups, ch = self._group_sample(case, num_groups)
+        return groupnorm_forward_failures(
+            self.reference, self.tolerances, _data64(torch, case.x, ch), _param64(torch, case.scale, ch),
+            _param64(torch, case.bias, ch), activation, _data64(torch, y, ch), self._columns(mean, groups),
+            self._columns(rstd, groups), case.x.dtype)
+
+    def groupnorm_backward(self, case, num_groups, dx, dweight, dbias):
+        torch = self.torch
+        groups, ch = self._group_sample(case, num_groups)
+        mean, rstd = case.group_statistics(num_groups)
+        return groupnorm_backward_failures(
+            self.reference, self.tolerances, _data64(torch, case.x, ch), _data64(torch, case.dy, ch),
+            _param64(torch, case.scale, ch), self._columns(mean, groups), self._columns(rstd, groups),
+            _data64(torch, dx, ch), _param64(torch, dweight, ch), _param64(torch, dbias, ch),
+            case.x.dtype)

@@ -201,3 +201,58 @@ def params(
 
 def positive_params(rng: np.random.Generator, x_shape: tuple, mode: str, form: str) -> np.ndarray:
     return params(rng, x_shape, mode, form, low=0.25, high=4.0)
+
+
+# --------------------------------------------------------------------------- #
+# Group norm
+# --------------------------------------------------------------------------- #
+GROUP_COUNTS = (1, 2, 3, 4, 8)
+CHANNELS_PER_GROUP = (1, 2, 3, 5)
+GN_ACTIVATIONS = (None, "swish")
+SWISH_BETAS = (1.0, 0.5, 2.0, -1.0, 0.0)
+
+
+@st.composite
+def gn_shapes(draw, min_rank: int = 2, max_rank: int = 5) -> tuple:
+    """(shape, num_groups): G and C/G from small values (1 included), at most
+    MAX_ELEMENTS elements, and every group of at least two values (fewer is
+    bad input, tested on its own)."""
+    rank = draw(st.integers(min_rank, max_rank))
+    groups = draw(st.sampled_from(GROUP_COUNTS))
+    per_group = draw(st.sampled_from(CHANNELS_PER_GROUP))
+    shape = [draw(dims()), groups * per_group] + [draw(dims()) for _ in range(rank - 2)]
+    while int(np.prod(shape)) > MAX_ELEMENTS:
+        largest = max((axis for axis in range(len(shape)) if axis != 1), key=lambda axis: shape[axis])
+        shape[largest] = max(1, shape[largest] // 2)
+    if per_group * int(np.prod(shape[2:])) < 2:
+        if rank == 2:
+            shape[1] = 2 * groups
+        else:
+            shape[-1] = 2
+    return tuple(shape), groups
+
+
+def gn_activation_names() -> st.SearchStrategy:
+    return st.sampled_from(GN_ACTIVATIONS)
+
+
+def swish_betas() -> st.SearchStrategy:
+    return st.sampled_from(SWISH_BETAS)
+
+
+def stats_dtype(x_dtype: str) -> str:
+    """Group norm's mean/rstd type: float64 for float64 x, else float32."""
+    return dtypes.FLOAT64 if x_dtype == dtypes.FLOAT64 else dtypes.FLOAT32
+
+
+def group_activations(rng: np.random.Generator, shape: tuple, num_groups: int) -> np.ndarray:
+    """x-like float64 data whose every (n, g) group has a mean in [-3, 3] and
+    exactly a std in [0.5, 2] (so 1/std stays moderate, as ``activations``
+    does per channel), with distinct channel means inside each group."""
+    raw = activations(rng, shape)
+    n = shape[0]
+    grouped = raw.reshape(n, num_groups, -1)
+    grouped = (grouped - grouped.mean(axis=2, keepdims=True)) / grouped.std(axis=2, keepdims=True)
+    mean = rng.uniform(-3, 3, (n, num_groups, 1))
+    std = rng.uniform(0.5, 2, (n, num_groups, 1))
+    return (mean + std * grouped).reshape(shape)

@@ -2,6 +2,7 @@
 // is on, records its wall time as the "kernel time".
 #include "common/backend.hpp"
 #include "cpu/bn_ops.hpp"
+#include "cpu/gn_ops.hpp"
 
 #include <chrono>
 
@@ -21,6 +22,12 @@ public:
     }
     void bn_backward(const BnBackward& p) override {
         timed([&] { cpu::backward(p); });
+    }
+    void gn_forward(const GnForward& p) override {
+        timed([&] { cpu::group_norm_forward(p); });
+    }
+    void gn_backward(const GnBackward& p) override {
+        timed([&] { cpu::group_norm_backward(p); });
     }
 
 private:

@@ -3,58 +3,12 @@
 // result never depends on how the work was split between threads.
 #include "cpu/span_kernels.hpp"
 #include "cpu/vector_clones.hpp"
+#include "cpu/vector_types.hpp"
 
 #include <cmath>
-#include <cstring>
-
-// The helpers below pass vector types by value but are always inlined, so the
-// ABI note about passing wide vectors never applies.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
-#define MBN_INLINE inline __attribute__((always_inline))
 
 namespace mbn::cpu {
 namespace {
-
-// Every vector is 32 bytes (one AVX register): double math runs on four
-// lanes, float math (normalize) on eight.  Wider types would be split by
-// the compiler through the stack.
-typedef double D4 __attribute__((vector_size(32)));
-typedef float F4 __attribute__((vector_size(16)));
-typedef float F8 __attribute__((vector_size(32)));
-
-template <typename C>
-struct Lanes;
-template <>
-struct Lanes<float> {
-    using Vec = F8;
-};
-template <>
-struct Lanes<double> {
-    using Vec = D4;
-};
-template <typename C>
-using Vec = typename Lanes<C>::Vec;
-template <typename C>
-constexpr std::int64_t kLanes = sizeof(Vec<C>) / sizeof(C);
-
-template <typename V>
-MBN_INLINE V load(const void* p) {
-    V v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-template <typename V>
-MBN_INLINE void store(void* p, const V& v) {
-    std::memcpy(p, &v, sizeof v);
-}
-template <typename V, typename S>
-MBN_INLINE V splat(S s) {
-    V v = {};
-    return v + static_cast<decltype(v[0] + 0)>(s);
-}
 
 // Four consecutive values as doubles, and back.
 // Element by element: GCC 12 turns this into one vcvtps2pd, but splits

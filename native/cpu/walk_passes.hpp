@@ -1,18 +1,21 @@
 // The passes of the CPU batch norm over a WalkPlan, generic in the storage
 // types (Tx for x/y, Tg for dy/dx) and the compute type C:
 //   statistics_pass  per (feature, block): Σ(x - c), Σ(x - c)²
-//   gradient_pass    per (feature, block): Σdy, Σdy·(x - c) [, Σ(x - c), Σ(x - c)²]
-//   normalize_pass   y  = (x - mean) * k + b (+ beta * y)
-//   backprop_pass    dx = dy*k_dy + (x - mean)*k_x + k_0 (+ beta * dx)
-// where c is a per-feature center (see span_kernels.hpp).  A block's sums go
+//   gradient_pass    per (feature, block): Σg, Σg·(x - c) [, Σ(x - c), Σ(x - c)²]
+//   normalize_pass   y  = (x - mean) * k + b (+ beta * y) [, then swish(y)]
+//   backprop_pass    dx = g*k_dy + (x - mean)*k_x + k_0 (+ beta * dx)
+// where c is a per-feature center (see span_kernels.hpp) and g is dy, or dy
+// times the derivative of a fused swish (GradientInput).  A block's sums go
 // to partial_index(p, k) and are added up in block order afterwards, so the
 // result does not depend on which thread computed what.  Values that are not
 // C in memory, or not unit-stride, are staged through per-thread scratch.
+// Every pass covers all of the plan's repetitions (WalkPlan::repeats).
 #pragma once
 
 #include "cpu/element.hpp"
 #include "cpu/span_convert.hpp"
 #include "cpu/span_kernels.hpp"
+#include "cpu/swish_kernels.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/walk_plan.hpp"
 #include "cpu/workspace.hpp"
@@ -62,34 +65,41 @@ private:
     C* data_;
 };
 
-// Runs body(task, thread) for every task of the plan, in parallel when the
-// problem is big enough to pay for waking the workers.
+// Runs body(task, thread) for every task of every repetition, with the task
+// as a RepeatTask, in parallel when the problem is big enough to pay for
+// waking the workers.
 template <typename Body>
 void run_tasks(const WalkPlan& plan, Body&& body) {
     auto range = [&](std::int64_t begin, std::int64_t end, int thread) {
-        for (std::int64_t t = begin; t < end; ++t) body(t, thread);
+        for (std::int64_t t = begin; t < end; ++t) body(repeat_task(plan, t), thread);
     };
-    if (plan.features * plan.reduction < kSerialValues) {
-        range(0, plan.tasks(), 0);
+    const std::int64_t tasks = plan.repeats * plan.tasks();
+    if (plan.repeats * plan.features * plan.reduction < kSerialValues) {
+        range(0, tasks, 0);
         return;
     }
-    ThreadPool::instance().parallel_for(plan.tasks(), range);
+    ThreadPool::instance().parallel_for(tasks, range);
 }
 
-// Runs body(begin, end) over ranges covering the features, in parallel when
-// the features times the work of each (in units of a few flops) is worth
+// Runs body(begin, end) over ranges covering [0, count), in parallel when
+// count times the work of each item (in units of a few flops) is worth
 // waking the workers.
 template <typename Body>
-void run_feature_ranges(const WalkPlan& plan, std::int64_t work_per_feature, Body&& body) {
-    if (plan.features * work_per_feature < 2 * kSerialValues) {
-        body(std::int64_t{0}, plan.features);
+void run_ranges(std::int64_t count, std::int64_t work_per_item, Body&& body) {
+    if (count * work_per_item < 2 * kSerialValues) {
+        body(std::int64_t{0}, count);
         return;
     }
-    ThreadPool::instance().parallel_for(plan.features,
-                                        [&](std::int64_t begin, std::int64_t end, int) { body(begin, end); });
+    ThreadPool::instance().parallel_for(count, [&](std::int64_t begin, std::int64_t end, int) { body(begin, end); });
 }
 
-// Runs body(p) for every feature, as run_feature_ranges.
+// run_ranges over the features of one repetition.
+template <typename Body>
+void run_feature_ranges(const WalkPlan& plan, std::int64_t work_per_feature, Body&& body) {
+    run_ranges(plan.features, work_per_feature, body);
+}
+
+// Runs body(p) for every feature of one repetition, as run_feature_ranges.
 template <typename Body>
 void run_features(const WalkPlan& plan, std::int64_t work_per_feature, Body&& body) {
     run_feature_ranges(plan, work_per_feature, [&](std::int64_t begin, std::int64_t end) {
@@ -97,29 +107,72 @@ void run_features(const WalkPlan& plan, std::int64_t work_per_feature, Body&& bo
     });
 }
 
-// total[p] = Σ over blocks k, in increasing k, of part[partial_index(p, k)]
-// for each array pair; the loop order follows the partials' layout.
+// total[q] = Σ over blocks k, in increasing k, of feature q's partial sums
+// for each array pair, q covering the features of every repetition; the loop
+// order follows the partials' layout.
 template <int Arrays>
 void sum_blocks(const WalkPlan& plan, const std::array<const double*, Arrays>& part,
                 const std::array<double*, Arrays>& total) {
-    run_feature_ranges(plan, plan.blocks, [&](std::int64_t begin, std::int64_t end) {
+    const std::int64_t F = plan.features;
+    run_ranges(plan.repeats * F, plan.blocks, [&](std::int64_t begin, std::int64_t end) {
         for (int a = 0; a < Arrays; ++a) {
             if (plan.walk == Walk::columns) {
-                for (std::int64_t p = begin; p < end; ++p) {
+                // partial_index(p, k) = p * blocks + k, repetition after repetition.
+                for (std::int64_t q = begin; q < end; ++q) {
                     double sum = 0.0;
-                    for (std::int64_t k = 0; k < plan.blocks; ++k) sum += part[a][plan.partial_index(p, k)];
-                    total[a][p] = sum;
+                    for (std::int64_t k = 0; k < plan.blocks; ++k) sum += part[a][q * plan.blocks + k];
+                    total[a][q] = sum;
                 }
-            } else {
-                std::fill(total[a] + begin, total[a] + end, 0.0);
+                continue;
+            }
+            for (std::int64_t q = begin; q < end;) {  // the part of [begin, end) in one repetition
+                const std::int64_t r = q / F, stop = std::min(end, (r + 1) * F);
+                const double* partials = part[a] + r * F * plan.blocks;
+                double* sums = total[a] + r * F;
+                std::fill(total[a] + q, total[a] + stop, 0.0);
                 for (std::int64_t k = 0; k < plan.blocks; ++k) {
-                    const double* row = part[a] + plan.partial_index(0, k);
-                    for (std::int64_t p = begin; p < end; ++p) total[a][p] += row[p];
+                    const double* row = partials + plan.partial_index(0, k);
+                    for (std::int64_t p = q - r * F; p < stop - r * F; ++p) sums[p] += row[p];
                 }
+                q = stop;
             }
         }
     });
 }
+
+// An activation applied to normalize_pass's result: group norm's fused swish.
+template <typename C>
+struct OutputActivation {
+    bool swish = false;
+    C beta = 1;
+    void apply(C* values, std::int64_t n) const {
+        if (swish) span_swish(values, n, beta);
+    }
+};
+
+// What gradient_pass and backprop_pass take as the gradient g: dy itself
+// (batch norm), or dy * swish'(z) with z = (x - mean) * k + b per feature,
+// the pre-activation value of a fused swish (group norm).  The derivative is
+// recomputed from x on each pass rather than stored.
+template <typename C>
+struct GradientInput {
+    const NormalizeArrays<C>* swish_z = nullptr;  // z's coefficients per feature; null: g = dy
+    C beta = 1;
+
+    bool plain() const { return swish_z == nullptr; }
+    // g for n values of feature p, written to staging unless plain.
+    const C* of_span(std::int64_t p, const C* x, const C* dy, C* staging, std::int64_t n) const {
+        if (plain()) return dy;
+        span_swish_gradient(x, dy, staging, n, swish_z->at(p), beta);
+        return staging;
+    }
+    // g for one row of features [first, first + n), written to staging unless plain.
+    const C* of_row(std::int64_t first, const C* x, const C* dy, C* staging, std::int64_t n) const {
+        if (plain()) return dy;
+        row_swish_gradient(x, dy, staging, n, swish_z->from(first), beta);
+        return staging;
+    }
+};
 
 // ---- columns -------------------------------------------------------------
 
@@ -272,7 +325,7 @@ inline RowTile row_tile(const WalkPlan& plan, std::int64_t task) {
 // ---- the passes ------------------------------------------------------------
 
 // center[p] = feature p's first value (sample 0, position 0): the shift of
-// its sums when its mean is not known.
+// its sums when its mean is not known.  One repetition (batch norm).
 template <typename Tx>
 void first_values(const WalkPlan& plan, const Tx* x, double* center) {
     run_feature_ranges(plan, 1, [&](std::int64_t begin, std::int64_t end) {
@@ -283,31 +336,35 @@ void first_values(const WalkPlan& plan, const Tx* x, double* center) {
 
 // Slot 0 is x.  Per (feature, block): s1 = Σ(x - center), s2 = Σ(x - center)².
 template <typename Tx, typename C>
-void statistics_pass(const WalkPlan& plan, const Tx* x, const double* center, const Scratch<C>& scratch,
-                     double* s1, double* s2) {
+void statistics_pass(const WalkPlan& plan, const Tx* x_all, const double* center_all, const Scratch<C>& scratch,
+                     double* s1_all, double* s2_all) {
     if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C>) {
-        run_tasks(plan, [&](std::int64_t task, int) {
-            const ColumnTask t = column_task(plan, task);
-            const std::int64_t at = plan.partial_index(t.first, t.run.block);
-            segments_moments(reinterpret_cast<const C*>(x) + t.run.offset[0], t.run.len, t.count, center + t.first,
-                             {s1 + at, s2 + at}, plan.blocks);
+        run_tasks(plan, [&](const RepeatTask& rt, int) {
+            const ColumnTask t = column_task(plan, rt.task);
+            const std::int64_t at = rt.partials + plan.partial_index(t.first, t.run.block);
+            segments_moments(reinterpret_cast<const C*>(x_all) + rt.data[0] + t.run.offset[0], t.run.len, t.count,
+                             center_all + rt.features + t.first, {s1_all + at, s2_all + at}, plan.blocks);
         });
     } else if (plan.walk == Walk::columns) {
-        run_tasks(plan, [&](std::int64_t task, int thread) {
+        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+            const Tx* x = x_all + rt.data[0];
             C* staging = scratch.buffer(thread, 0);
-            for_each_column(plan, task, [&](std::int64_t p, const ColumnRun& r) {
-                const std::int64_t at = plan.partial_index(p, r.block);
-                s1[at] = s2[at] = 0.0;
-                span_moments(column_input(plan, 0, x, r, staging), r.len, center[p], {s1 + at, s2 + at});
+            for_each_column(plan, rt.task, [&](std::int64_t p, const ColumnRun& r) {
+                const std::int64_t at = rt.partials + plan.partial_index(p, r.block);
+                s1_all[at] = s2_all[at] = 0.0;
+                span_moments(column_input(plan, 0, x, r, staging), r.len, center_all[rt.features + p],
+                             {s1_all + at, s2_all + at});
             });
         });
     } else {
-        run_tasks(plan, [&](std::int64_t task, int thread) {
-            const RowTile tile = row_tile(plan, task);
-            const std::int64_t at = plan.partial_index(tile.first, tile.block);
-            std::fill(s1 + at, s1 + at + tile.count, 0.0);
-            std::fill(s2 + at, s2 + at + tile.count, 0.0);
-            const MomentSums out{s1 + at, s2 + at};
+        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+            const Tx* x = x_all + rt.data[0];
+            const double* center = center_all + rt.features;
+            const RowTile tile = row_tile(plan, rt.task);
+            const std::int64_t at = rt.partials + plan.partial_index(tile.first, tile.block);
+            std::fill(s1_all + at, s1_all + at + tile.count, 0.0);
+            std::fill(s2_all + at, s2_all + at + tile.count, 0.0);
+            const MomentSums out{s1_all + at, s2_all + at};
             if constexpr (kSameType<Tx, C>) {
                 if (rows_evenly_spaced(plan)) {
                     row_moments(tile_rows<C>(plan, tile, 0, x), plan.block_count(tile.block), center + tile.first,
@@ -324,42 +381,50 @@ void statistics_pass(const WalkPlan& plan, const Tx* x, const double* center, co
     }
 }
 
-// Slots 0 and 1 are x and dy.  Per (feature, block): sdy = Σdy,
-// dot = Σdy·(x - center), and when s1 is not null s1/s2 as statistics_pass.
+// Slots 0 and 1 are x and dy.  Per (feature, block): sdy = Σg,
+// dot = Σg·(x - center), and when s1 is not null s1/s2 as statistics_pass,
+// where g is `in`'s gradient (dy itself unless a swish is fused).
 template <typename Tx, typename Tg, typename C>
-void gradient_pass(const WalkPlan& plan, const Tx* x, const Tg* dy, const double* center,
-                   const Scratch<C>& scratch, GradientSums sums) {
+void gradient_pass(const WalkPlan& plan, const Tx* x_all, const Tg* dy_all, const double* center_all,
+                   const Scratch<C>& scratch, GradientSums sums, const GradientInput<C>& in = {}) {
     const auto at_block = [&](std::int64_t at) {
         return GradientSums{sums.sdy + at, sums.dot + at, sums.s1 ? sums.s1 + at : nullptr,
                             sums.s1 ? sums.s2 + at : nullptr};
     };
-    if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C> && kSameType<Tg, C>) {
-        run_tasks(plan, [&](std::int64_t task, int) {
-            const ColumnTask t = column_task(plan, task);
-            segments_gradient(reinterpret_cast<const C*>(x) + t.run.offset[0],
-                              reinterpret_cast<const C*>(dy) + t.run.offset[1], t.run.len, t.count,
-                              center + t.first, at_block(plan.partial_index(t.first, t.run.block)), plan.blocks);
+    if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C> && kSameType<Tg, C> && in.plain()) {
+        run_tasks(plan, [&](const RepeatTask& rt, int) {
+            const ColumnTask t = column_task(plan, rt.task);
+            segments_gradient(reinterpret_cast<const C*>(x_all) + rt.data[0] + t.run.offset[0],
+                              reinterpret_cast<const C*>(dy_all) + rt.data[1] + t.run.offset[1], t.run.len, t.count,
+                              center_all + rt.features + t.first,
+                              at_block(rt.partials + plan.partial_index(t.first, t.run.block)), plan.blocks);
         });
     } else if (plan.walk == Walk::columns) {
-        run_tasks(plan, [&](std::int64_t task, int thread) {
+        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+            const Tx* x = x_all + rt.data[0];
+            const Tg* dy = dy_all + rt.data[1];
             C* stage_x = scratch.buffer(thread, 0);
             C* stage_dy = scratch.buffer(thread, 1);
-            for_each_column(plan, task, [&](std::int64_t p, const ColumnRun& r) {
-                const GradientSums out = at_block(plan.partial_index(p, r.block));
+            for_each_column(plan, rt.task, [&](std::int64_t p, const ColumnRun& r) {
+                const GradientSums out = at_block(rt.partials + plan.partial_index(p, r.block));
                 *out.sdy = *out.dot = 0.0;
                 if (out.s1) *out.s1 = *out.s2 = 0.0;
-                span_gradient(column_input(plan, 0, x, r, stage_x), column_input(plan, 1, dy, r, stage_dy), r.len,
-                              center[p], out);
+                const C* in_x = column_input(plan, 0, x, r, stage_x);
+                const C* g = in.of_span(rt.features + p, in_x, column_input(plan, 1, dy, r, stage_dy), stage_dy, r.len);
+                span_gradient(in_x, g, r.len, center_all[rt.features + p], out);
             });
         });
     } else {
-        run_tasks(plan, [&](std::int64_t task, int thread) {
-            const RowTile tile = row_tile(plan, task);
-            const GradientSums out = at_block(plan.partial_index(tile.first, tile.block));
+        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+            const Tx* x = x_all + rt.data[0];
+            const Tg* dy = dy_all + rt.data[1];
+            const double* center = center_all + rt.features;
+            const RowTile tile = row_tile(plan, rt.task);
+            const GradientSums out = at_block(rt.partials + plan.partial_index(tile.first, tile.block));
             for (double* a : {out.sdy, out.dot, out.s1, out.s2})
                 if (a) std::fill(a, a + tile.count, 0.0);
             if constexpr (kSameType<Tx, C> && kSameType<Tg, C>) {
-                if (rows_evenly_spaced(plan)) {
+                if (rows_evenly_spaced(plan) && in.plain()) {
                     row_gradient(tile_rows<C>(plan, tile, 0, x), tile_rows<C>(plan, tile, 1, dy),
                                  plan.block_count(tile.block), center + tile.first, tile.count, out);
                     return;
@@ -368,48 +433,60 @@ void gradient_pass(const WalkPlan& plan, const Tx* x, const Tg* dy, const double
             C* stage_x = scratch.buffer(thread, 0);
             C* stage_dy = scratch.buffer(thread, 1);
             for_each_row(plan, tile.block, [&](const DimCursor& row) {
-                row_gradient({row_input(x + row.offset(0) + tile.first, tile.count, stage_x), 0},
-                             {row_input(dy + row.offset(1) + tile.first, tile.count, stage_dy), 0}, 1,
-                             center + tile.first, tile.count, out);
+                const C* in_x = row_input(x + row.offset(0) + tile.first, tile.count, stage_x);
+                const C* g = in.of_row(rt.features + tile.first, in_x,
+                                       row_input(dy + row.offset(1) + tile.first, tile.count, stage_dy), stage_dy,
+                                       tile.count);
+                row_gradient({in_x, 0}, {g, 0}, 1, center + tile.first, tile.count, out);
             });
         });
     }
 }
 
-// Slots 0 and 1 are x and y.
+// Slots 0 and 1 are x and y.  With an activation, results are not streamed
+// past the cache: the activation reads them back.
 template <typename Tx, typename C>
-void normalize_pass(const WalkPlan& plan, const Tx* x, Tx* y, const NormalizeArrays<C>& coef, float beta,
-                    const Scratch<C>& scratch) {
-    const bool stream = stream_output(plan.features * plan.reduction * static_cast<std::int64_t>(sizeof(Tx)));
+void normalize_pass(const WalkPlan& plan, const Tx* x_all, Tx* y_all, const NormalizeArrays<C>& coef, float beta,
+                    const Scratch<C>& scratch, const OutputActivation<C>& act = {}) {
+    const bool stream = !act.swish && stream_output(plan.repeats * plan.features * plan.reduction *
+                                                    static_cast<std::int64_t>(sizeof(Tx)));
     const OutputMode<C> mode{beta != 0.0f, false, static_cast<C>(beta)};
     const OutputMode<C> direct{mode.blend, stream, mode.beta};  // for results written straight to y
     const bool blend = mode.blend;  // staged outputs need the prior read in
     if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C>) {
-        run_tasks(plan, [&](std::int64_t task, int) {
-            const ColumnTask t = column_task(plan, task);
-            segments_normalize(reinterpret_cast<const C*>(x) + t.run.offset[0],
-                               reinterpret_cast<C*>(y) + t.run.offset[1], t.run.len, t.count, coef.from(t.first),
-                               direct);
+        run_tasks(plan, [&](const RepeatTask& rt, int) {
+            const ColumnTask t = column_task(plan, rt.task);
+            C* out = reinterpret_cast<C*>(y_all) + rt.data[1] + t.run.offset[1];
+            segments_normalize(reinterpret_cast<const C*>(x_all) + rt.data[0] + t.run.offset[0], out, t.run.len,
+                               t.count, coef.from(rt.features + t.first), direct);
+            act.apply(out, t.run.len * t.count);  // segmented: the runs lie back to back
         });
     } else if (plan.walk == Walk::columns) {
-        run_tasks(plan, [&](std::int64_t task, int thread) {
+        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+            const Tx* x = x_all + rt.data[0];
+            Tx* y = y_all + rt.data[1];
             C* stage_x = scratch.buffer(thread, 0);
             C* stage_y = scratch.buffer(thread, 1);
-            for_each_column(plan, task, [&](std::int64_t p, const ColumnRun& r) {
+            for_each_column(plan, rt.task, [&](std::int64_t p, const ColumnRun& r) {
                 const C* in = column_input(plan, 0, x, r, stage_x);
                 C* result = column_output(plan, 1, y, r, stage_y, blend);
-                span_normalize(in, result, r.len, coef.at(p), result != stage_y ? direct : mode);
+                span_normalize(in, result, r.len, coef.at(rt.features + p), result != stage_y ? direct : mode);
+                act.apply(result, r.len);
                 column_output_store(plan, 1, y, r, result);
             });
         });
     } else {
-        run_tasks(plan, [&](std::int64_t task, int thread) {
-            const RowTile tile = row_tile(plan, task);
-            const NormalizeRowCoefficients<C> c = coef.from(tile.first);
+        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+            const Tx* x = x_all + rt.data[0];
+            Tx* y = y_all + rt.data[1];
+            const RowTile tile = row_tile(plan, rt.task);
+            const NormalizeRowCoefficients<C> c = coef.from(rt.features + tile.first);
             if constexpr (kSameType<Tx, C>) {
                 if (rows_evenly_spaced(plan)) {
-                    row_normalize(tile_rows<C>(plan, tile, 0, x), tile_rows<C>(plan, tile, 1, y),
-                                  plan.block_count(tile.block), tile.count, c, direct);
+                    const RowSpan<C> out = tile_rows<C>(plan, tile, 1, y);
+                    const std::int64_t rows = plan.block_count(tile.block);
+                    row_normalize(tile_rows<C>(plan, tile, 0, x), out, rows, tile.count, c, direct);
+                    for (std::int64_t r = 0; r < rows; ++r) act.apply(out.data + r * out.stride, tile.count);
                     return;
                 }
             }
@@ -420,47 +497,55 @@ void normalize_pass(const WalkPlan& plan, const Tx* x, Tx* y, const NormalizeArr
                 const C* in = row_input(x + row.offset(0) + tile.first, tile.count, stage_x);
                 C* result = row_output(out, tile.count, stage_y, blend);
                 row_normalize({in, 0}, {result, 0}, 1, tile.count, c, result != stage_y ? direct : mode);
+                act.apply(result, tile.count);
                 row_output_store(out, tile.count, result);
             });
         });
     }
 }
 
-// Slots 0, 1 and 2 are x, dy and dx.
+// Slots 0, 1 and 2 are x, dy and dx; g is `in`'s gradient, as gradient_pass.
 template <typename Tx, typename Tg, typename C>
-void backprop_pass(const WalkPlan& plan, const Tx* x, const Tg* dy, Tg* dx, const BackpropArrays& coef,
-                   float beta, const Scratch<C>& scratch) {
-    const bool stream = stream_output(plan.features * plan.reduction * static_cast<std::int64_t>(sizeof(Tg)));
+void backprop_pass(const WalkPlan& plan, const Tx* x_all, const Tg* dy_all, Tg* dx_all, const BackpropArrays& coef,
+                   float beta, const Scratch<C>& scratch, const GradientInput<C>& in = {}) {
+    const bool stream =
+        stream_output(plan.repeats * plan.features * plan.reduction * static_cast<std::int64_t>(sizeof(Tg)));
     const OutputMode<C> mode{beta != 0.0f, false, static_cast<C>(beta)};
     const OutputMode<C> direct{mode.blend, stream, mode.beta};  // for results written straight to dx
     const bool blend = mode.blend;  // staged outputs need the prior read in
-    if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C> && kSameType<Tg, C>) {
-        run_tasks(plan, [&](std::int64_t task, int) {
-            const ColumnTask t = column_task(plan, task);
-            segments_backprop(reinterpret_cast<const C*>(x) + t.run.offset[0],
-                              reinterpret_cast<const C*>(dy) + t.run.offset[1],
-                              reinterpret_cast<C*>(dx) + t.run.offset[2], t.run.len, t.count, coef.from(t.first),
-                              direct);
+    if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C> && kSameType<Tg, C> && in.plain()) {
+        run_tasks(plan, [&](const RepeatTask& rt, int) {
+            const ColumnTask t = column_task(plan, rt.task);
+            segments_backprop(reinterpret_cast<const C*>(x_all) + rt.data[0] + t.run.offset[0],
+                              reinterpret_cast<const C*>(dy_all) + rt.data[1] + t.run.offset[1],
+                              reinterpret_cast<C*>(dx_all) + rt.data[2] + t.run.offset[2], t.run.len, t.count,
+                              coef.from(rt.features + t.first), direct);
         });
     } else if (plan.walk == Walk::columns) {
-        run_tasks(plan, [&](std::int64_t task, int thread) {
+        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+            const Tx* x = x_all + rt.data[0];
+            const Tg* dy = dy_all + rt.data[1];
+            Tg* dx = dx_all + rt.data[2];
             C* stage_x = scratch.buffer(thread, 0);
             C* stage_dy = scratch.buffer(thread, 1);
             C* stage_dx = scratch.buffer(thread, 2);
-            for_each_column(plan, task, [&](std::int64_t p, const ColumnRun& r) {
+            for_each_column(plan, rt.task, [&](std::int64_t p, const ColumnRun& r) {
                 const C* in_x = column_input(plan, 0, x, r, stage_x);
-                const C* in_dy = column_input(plan, 1, dy, r, stage_dy);
+                const C* g = in.of_span(rt.features + p, in_x, column_input(plan, 1, dy, r, stage_dy), stage_dy, r.len);
                 C* result = column_output(plan, 2, dx, r, stage_dx, blend);
-                span_backprop(in_x, in_dy, result, r.len, coef.at(p), result != stage_dx ? direct : mode);
+                span_backprop(in_x, g, result, r.len, coef.at(rt.features + p), result != stage_dx ? direct : mode);
                 column_output_store(plan, 2, dx, r, result);
             });
         });
     } else {
-        run_tasks(plan, [&](std::int64_t task, int thread) {
-            const RowTile tile = row_tile(plan, task);
-            const BackpropRowCoefficients c = coef.from(tile.first);
+        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+            const Tx* x = x_all + rt.data[0];
+            const Tg* dy = dy_all + rt.data[1];
+            Tg* dx = dx_all + rt.data[2];
+            const RowTile tile = row_tile(plan, rt.task);
+            const BackpropRowCoefficients c = coef.from(rt.features + tile.first);
             if constexpr (kSameType<Tx, C> && kSameType<Tg, C>) {
-                if (rows_evenly_spaced(plan)) {
+                if (rows_evenly_spaced(plan) && in.plain()) {
                     row_backprop(tile_rows<C>(plan, tile, 0, x), tile_rows<C>(plan, tile, 1, dy),
                                  tile_rows<C>(plan, tile, 2, dx), plan.block_count(tile.block), tile.count, c, direct);
                     return;
@@ -472,9 +557,11 @@ void backprop_pass(const WalkPlan& plan, const Tx* x, const Tg* dy, Tg* dx, cons
             for_each_row(plan, tile.block, [&](const DimCursor& row) {
                 Tg* out = dx + row.offset(2) + tile.first;
                 const C* in_x = row_input(x + row.offset(0) + tile.first, tile.count, stage_x);
-                const C* in_dy = row_input(dy + row.offset(1) + tile.first, tile.count, stage_dy);
+                const C* g = in.of_row(rt.features + tile.first, in_x,
+                                       row_input(dy + row.offset(1) + tile.first, tile.count, stage_dy), stage_dy,
+                                       tile.count);
                 C* result = row_output(out, tile.count, stage_dx, blend);
-                row_backprop({in_x, 0}, {in_dy, 0}, {result, 0}, 1, tile.count, c, result != stage_dx ? direct : mode);
+                row_backprop({in_x, 0}, {g, 0}, {result, 0}, 1, tile.count, c, result != stage_dx ? direct : mode);
                 row_output_store(out, tile.count, result);
             });
         });

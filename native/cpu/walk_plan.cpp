@@ -126,6 +126,24 @@ WalkPlan plan_walk(const BnGeometry& geom, std::array<const TensorArg*, kMaxSlot
     return plan;
 }
 
+WalkPlan plan_per_sample_walk(const Lengths& len, std::array<const TensorArg*, kMaxSlots> tensors, int count) {
+    // One sample as a spatial problem with N = 1 (a length-1 dim has stride 0).
+    BnGeometry sample{BnMode::spatial, len};
+    sample.len[kN] = 1;
+    std::array<TensorArg, kMaxSlots> views{};
+    std::array<const TensorArg*, kMaxSlots> view_ptrs{};
+    for (int s = 0; s < count; ++s) {
+        views[s] = *tensors[s];
+        views[s].len[kN] = 1;
+        views[s].stride[kN] = 0;
+        view_ptrs[s] = &views[s];
+    }
+    WalkPlan plan = plan_walk(sample, view_ptrs, count);
+    plan.repeats = len[kN];
+    for (int s = 0; s < count; ++s) plan.repeat_stride[s] = tensors[s]->stride[kN];
+    return plan;
+}
+
 std::int64_t WalkPlan::block_count(std::int64_t k) const {
     if (walk == Walk::columns) return std::min(chunk, inner_len - (k % pieces) * chunk);
     return std::min(row_block, reduction - k * row_block);

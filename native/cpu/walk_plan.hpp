@@ -13,6 +13,10 @@
 //            of consecutive features processed with per-feature arrays.
 // Both cut the work into tasks of a fixed size that depends only on the
 // shape, so results do not depend on the thread count.
+//
+// A plan may be repeated over independent copies of the walk: group norm
+// walks every sample n on its own (features (n, c), each reduced over
+// D, H, W), as `repeats` copies of one sample's plan in one parallel loop.
 #pragma once
 
 #include "common/problem.hpp"
@@ -64,6 +68,13 @@ struct WalkPlan {
     std::int64_t feature_block = 0;
     std::int64_t feature_blocks = 0;
 
+    // Repetitions: copy r of slot s starts r * repeat_stride[s] elements on.
+    // Per-feature arrays hold repeats * features entries and partial-sum
+    // arrays repeats * features * blocks, one repetition after another.
+    std::int64_t repeats = 1;
+    std::array<std::int64_t, kMaxSlots> repeat_stride{};
+
+    // Tasks of one repetition.
     std::int64_t tasks() const { return walk == Walk::columns ? groups * blocks : blocks * feature_blocks; }
     // Values of one feature that reduction block k covers.
     std::int64_t block_count(std::int64_t k) const;
@@ -76,6 +87,22 @@ struct WalkPlan {
     // Offset of feature p's first value (sample 0, position 0) in slot s.
     std::int64_t feature_offset(int slot, std::int64_t p) const;
 };
+
+// Task `task` of all repeats * tasks(): its task within its repetition, and
+// where that repetition's data and arrays start.
+struct RepeatTask {
+    std::int64_t task;
+    std::int64_t features;  // offset into per-feature arrays
+    std::int64_t partials;  // offset into partial-sum arrays
+    std::array<std::int64_t, kMaxSlots> data;  // offset into each slot's tensor
+};
+
+inline RepeatTask repeat_task(const WalkPlan& plan, std::int64_t task) {
+    const std::int64_t r = task / plan.tasks();
+    RepeatTask t{task % plan.tasks(), r * plan.features, r * plan.features * plan.blocks, {}};
+    for (int s = 0; s < plan.slots; ++s) t.data[s] = r * plan.repeat_stride[s];
+    return t;
+}
 
 // Calls fn(p, offsets) for features p in [begin, end), where offsets[i] is
 // p's (c, d, h, w) position in a tensor with strides *strides[i].  Steps an
@@ -125,6 +152,10 @@ bool stream_output(std::int64_t bytes);
 
 // Plans the walk over `tensors` (1 to kMaxSlots of them, all of x's lengths).
 WalkPlan plan_walk(const BnGeometry& geom, std::array<const TensorArg*, kMaxSlots> tensors, int count);
+
+// Plans a walk over features (n, c), each reduced over D, H, W: one sample's
+// spatial batch-norm walk, repeated for every sample.
+WalkPlan plan_per_sample_walk(const Lengths& len, std::array<const TensorArg*, kMaxSlots> tensors, int count);
 
 // Offsets of consecutive reduction indices along `dims`, for each slot:
 // an odometer, so stepping costs additions, not divisions.

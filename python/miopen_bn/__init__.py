@@ -1,7 +1,9 @@
-"""miopen_bn: MIOpen's batch-normalization API on NumPy and device arrays.
+"""miopen_bn: MIOpen's batch-normalization API (and group normalization) on
+NumPy and device arrays.
 
     import numpy as np, miopen_bn
     y, mean, inv_std = miopen_bn.batchnorm_forward_training(x, scale, bias)
+    y, mean, rstd = miopen_bn.groupnorm_forward(x, 32, weight, bias, activation="swish")
 
 ``miopen_bn.ffi`` and ``miopen_bn.lib`` give the raw C API (cffi, ABI mode);
 the library is opened on first use, so ``miopen_bn.reference`` and
@@ -28,6 +30,7 @@ from .errors import (
     MIOpenUnsupportedOpError,
     MIOpenVersionMismatchError,
 )
+from .groupnorm import groupnorm_backward, groupnorm_forward
 from .handle import Handle, default_handle
 from .library import header_version, load
 
@@ -57,6 +60,8 @@ __all__ = [
     "dtypes",
     "ffi",
     "gpu_available",
+    "groupnorm_backward",
+    "groupnorm_forward",
     "lib",
     "load",
     "reference",

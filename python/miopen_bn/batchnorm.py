@@ -1,9 +1,5 @@
-"""Batch normalization on arrays: argument checks in Python, then one C call.
-
-Every argument is checked (shape, dtype, strides, host or device) before the
-library is called, with a message naming it, so a rejected call writes no
-output.  Missing outputs are allocated in the input's array library; y and dx
-follow x's memory layout (NHWC stays NHWC).
+"""Batch normalization on arrays: argument checks in Python, then one C call
+(see call.py for the checks every function shares).
 
 Parameter arrays (scale, bias, means, variances and their gradients) take the
 parameter descriptor's shape with or without its leading 1: (C,) or
@@ -15,112 +11,23 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import arrays, dtypes
-from .arrays import DEVICE, HOST, TensorView
-from .descriptor import TensorDescriptor, mode_code
-from .handle import Handle, default_handle
-from .library import load
-
-_BACKEND_FOR_LOCATION = {HOST: "cpu", DEVICE: "gpu", None: "auto"}
-_LOCATION_FOR_BACKEND = {"cpu": HOST, "gpu": DEVICE}
+from .call import ArrayCall, source_of
+from .descriptor import mode_code
+from .handle import Handle
 
 
-class _BnCall:
-    """The tensors of one call: checked, described, and kept alive until it returns."""
+class _BnCall(ArrayCall):
+    """A batch-norm call: parameter shapes follow the mode."""
 
     def __init__(self, x, mode: str, handle: Optional[Handle]):
-        self.library = load()
-        self.ffi = self.library.ffi
-        self.mode = mode
         self.mode_code = mode_code(mode)
-        if handle is None:
-            handle = default_handle(_BACKEND_FOR_LOCATION[arrays.location_of(x)])
-        elif not isinstance(handle, Handle):
-            raise TypeError(f"handle must be a miopen_bn.Handle, got {type(handle).__name__}")
-        self.handle = handle
-        self.backend = handle.backend
-        self.stream = handle.stream if self.backend == "gpu" else None
-        self._descriptors: list = []
-        self._keepalive: list = []
-        self.x = self.view(x, "x")
-        if not 2 <= self.x.ndim <= 5:
-            raise ValueError(f"x must have 2 to 5 dimensions (N, C[, D][, H][, W]), got shape {self.x.shape}")
-        if 0 in self.x.shape:
-            raise ValueError(f"x has an empty dimension: shape {self.x.shape}")
+        super().__init__(x, handle)
+        self.mode = mode
         full = (1, self.x.shape[1])
         full += (1,) * (self.x.ndim - 2) if mode == "spatial" else tuple(self.x.shape[2:])
         short = (self.x.shape[1],) if mode == "spatial" else full[1:]
         self.param_shapes = (full, short)
-        self.param_dtype: Optional[str] = None
-
-    # -- views ---------------------------------------------------------------
-    def view(self, obj, name: str, *, output: bool = False) -> TensorView:
-        view = arrays.view_of(obj, name, output=output, stream=self.stream)
-        expected = _LOCATION_FOR_BACKEND[self.backend]
-        if view.location is not None and view.location != expected:
-            where = "device (GPU) memory" if view.location == DEVICE else "host memory"
-            raise ValueError(
-                f"{name} is {where} but the handle runs on the {self.backend.upper()}; "
-                f"pass {'host (NumPy)' if expected == HOST else 'device'} arrays or "
-                f"another handle"
-            )
-        if view.strides is None and not output:
-            raise ValueError(
-                f"{name} has strides the library cannot address "
-                f"(negative, zero or misaligned); make it contiguous"
-            )
-        self._keepalive.append(view)
-        return view
-
-    def _check_writable(self, view: TensorView) -> None:
-        if view.strides is None:
-            raise ValueError(
-                f"{view.name} has strides the library cannot write through "
-                f"(negative, zero or misaligned): shape {view.shape}"
-            )
-        if not view.writable:
-            raise ValueError(f"{view.name} is read-only")
-        if view.may_self_overlap():
-            raise ValueError(
-                f"{view.name} has overlapping strides {view.strides}; outputs need "
-                f"each element in its own memory"
-            )
-
-    def data(self, obj, name: str, dtype_rule: str, *, output: bool = False) -> TensorView:
-        """A tensor with x's shape.  dtype_rule: "x" (x's dtype) or "x_or_float32"."""
-        view = self.view(obj, name, output=output)
-        if view.shape != self.x.shape:
-            raise ValueError(f"{name} has shape {view.shape} but x has shape {self.x.shape}")
-        allowed = {self.x.dtype} if dtype_rule == "x" else {self.x.dtype, dtypes.FLOAT32}
-        if view.dtype not in allowed:
-            raise TypeError(f"{name} has dtype {view.dtype} but must be {' or '.join(sorted(allowed))}")
-        if output:
-            self._check_writable(view)
-        return view
-
-    def param(self, obj, name: str, *, output: bool = False) -> TensorView:
-        """A parameter-shaped tensor; the first one given fixes the parameter dtype."""
-        view = self.view(obj, name, output=output)
-        if view.shape not in self.param_shapes:
-            full, short = self.param_shapes
-            raise ValueError(
-                f"{name} has shape {view.shape} but must be {short} or {full} "
-                f"for x of shape {self.x.shape} in {self.mode} mode"
-            )
-        if self.param_dtype is None:
-            if view.dtype not in (dtypes.FLOAT32, self.x.dtype):
-                raise TypeError(
-                    f"{name} has dtype {view.dtype}; parameters must be float32 or x's dtype ({self.x.dtype})"
-                )
-            self.param_dtype = view.dtype
-        elif view.dtype != self.param_dtype:
-            raise TypeError(
-                f"{name} has dtype {view.dtype} but the parameters are "
-                f"{self.param_dtype} (all parameters share one dtype)"
-            )
-        if output:
-            self._check_writable(view)
-        return view
+        self.param_context = f" in {mode} mode"
 
     def optional_pair(self, first, second, names: tuple) -> tuple:
         if (first is None) != (second is None):
@@ -128,73 +35,6 @@ class _BnCall:
         if first is None:
             return None, None
         return self.param(first, names[0], output=True), self.param(second, names[1], output=True)
-
-    # -- outputs -------------------------------------------------------------
-    def data_output(self, obj, name: str, dtype: str, dtype_rule: str, blended: bool) -> TensorView:
-        if obj is not None:
-            return self.data(obj, name, dtype_rule, output=True)
-        if blended:
-            raise ValueError(f"{name} must be given when its beta is nonzero (the result is blended into it)")
-        allocated = arrays.allocate_like(self.x, name, self.x.shape, dtype, layout=self.x)
-        return self.data(allocated, name, dtype_rule, output=True)
-
-    def param_output(
-        self, obj, name: str, like: TensorView, blended: bool = False, hint: str = ""
-    ) -> TensorView:
-        if obj is not None:
-            return self.param(obj, name, output=True)
-        if blended:
-            raise ValueError(f"{name} must be given when its beta is nonzero (the result is blended into it)")
-        allocated = arrays.allocate_like(like, name, like.shape, like.dtype, hint=hint)
-        return self.param(allocated, name, output=True)
-
-    def require_same_strides(self, a: TensorView, b: TensorView, reason: str) -> None:
-        """Two parameter tensors that one C descriptor will describe."""
-        shape, a_strides = self._padded(a)
-        _, b_strides = self._padded(b)
-        used = [i for i, n in enumerate(shape) if n > 1]
-        if [a_strides[i] for i in used] != [b_strides[i] for i in used]:
-            raise ValueError(
-                f"{a.name} (strides {a.strides}) and {b.name} (strides {b.strides}) must "
-                f"have the same layout: {reason}"
-            )
-
-    def _padded(self, view: TensorView) -> tuple:
-        """Shape and strides at x's rank (a parameter may omit its leading 1)."""
-        if len(view.shape) == self.x.ndim:
-            return tuple(view.shape), tuple(view.strides)
-        full = self.param_shapes[0]
-        trailing = len(full) - 1 - len(view.shape)  # (C,) in spatial mode
-        return full, (1,) + tuple(view.strides) + (1,) * trailing
-
-    # -- C arguments ---------------------------------------------------------
-    def desc(self, view: Optional[TensorView]):
-        if view is None:
-            return self.ffi.NULL
-        shape, strides = self._padded(view)
-        descriptor = TensorDescriptor(view.dtype, shape, strides)
-        self._descriptors.append(descriptor)
-        return descriptor.ptr
-
-    def ptr(self, view: Optional[TensorView]):
-        return self.ffi.NULL if view is None else self.ffi.cast("void*", view.ptr)
-
-    def scalar(self, value: float, name: str):
-        try:
-            return self.ffi.new("float*", float(value))
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must be a real number, got {value!r}") from None
-
-    def run(self, function, *args) -> None:
-        try:
-            self.library.check(function(*args))
-        finally:
-            for descriptor in self._descriptors:
-                descriptor.close()
-
-
-def _source(view: Optional[TensorView]):
-    return None if view is None else view.source
 
 
 def batchnorm_forward_training(
@@ -272,7 +112,7 @@ def batchnorm_forward_training(
         call.ptr(saved_mean_v),
         call.ptr(saved_inv_var_v),
     )
-    return y_v.source, _source(saved_mean_v), _source(saved_inv_var_v)
+    return y_v.source, source_of(saved_mean_v), source_of(saved_inv_var_v)
 
 
 def batchnorm_forward_inference(

@@ -12,8 +12,8 @@ It is written to be read as the statement of the conventions (SPEC 2):
 * inference takes sqrt(var + epsilon) as is, no fabs: a negative sum gives NaN;
 * results blend as out = alpha * result + beta * prior, and with beta == 0
   the prior is never read (NaN there cannot leak);
-* alpha and beta are read by the library as C floats, so they are rounded to
-  float32 here too.
+* alpha and beta (and group norm's epsilon and swish beta) are read by the
+  library as C floats, so they are rounded to float32 here too.
 
 M, the reduction count, is N*D*H*W per channel in spatial mode and N per
 (c, d, h, w) per activation.  Arrays are in logical order (N, C[, D][, H][, W]),
@@ -58,14 +58,15 @@ def _param(value, x_shape: tuple, mode: str) -> np.ndarray:
     return _as_float64(value).reshape(param_shape(x_shape, mode))
 
 
-def _scaling(value: float) -> float:
-    """alpha/beta as the library sees them: a C float."""
+def _c_float(value: float) -> float:
+    """A scalar the library takes as a C float (alpha, beta, group norm's
+    epsilon and swish beta), rounded as it sees it."""
     return float(np.float32(value))
 
 
 def blend(result: np.ndarray, alpha: float, beta: float, prior=None) -> np.ndarray:
     """alpha * result + beta * prior; the prior is not read when beta == 0."""
-    alpha, beta = _scaling(alpha), _scaling(beta)
+    alpha, beta = _c_float(alpha), _c_float(beta)
     if beta == 0.0:
         return alpha * result
     if prior is None:
@@ -185,10 +186,142 @@ def batchnorm_backward(
 
 
 # --------------------------------------------------------------------------- #
-# Group normalization (SPEC 3) goes here: group_norm_forward / _backward with
-# the same conventions (two-pass float64 statistics per (n, group), biased
-# variance, rstd = 1/sqrt(var + eps), optional fused swish).
+# Group normalization (SPEC 3)
 # --------------------------------------------------------------------------- #
+# Sample n's channels are split into G groups of C/G consecutive channels;
+# group (n, g) is normalized over its channels at every position (M = C/G *
+# D*H*W values), with the same conventions as above: two-pass float64
+# statistics, biased variance, rstd = 1/sqrt(var + epsilon).  The optional
+# fused activation is swish, applied to the normalized-and-scaled value.
+# Results come back in x's shape, mean and rstd as (N, G), parameter
+# gradients as (C,).
+
+
+def _grouped(x: np.ndarray, num_groups: int) -> np.ndarray:
+    """x as (N, G, C/G, positions): one group per [n, g]."""
+    n, c = x.shape[:2]
+    if num_groups < 1 or c % num_groups:
+        raise ValueError(f"num_groups {num_groups} does not divide the {c} channels")
+    return x.reshape(n, num_groups, c // num_groups, -1)
+
+
+def _per_channel(value, x_shape: tuple, default: float) -> np.ndarray:
+    """A (C,)-like parameter (or None: `default`) broadcastable against x."""
+    shape = (1, x_shape[1]) + (1,) * (len(x_shape) - 2)
+    return np.full(shape, default) if value is None else _as_float64(value).reshape(shape)
+
+
+def _per_group(values, x_shape: tuple, num_groups: int) -> np.ndarray:
+    """(N, G) statistics spread over x's shape (each channel takes its group's)."""
+    n, c = x_shape[:2]
+    spread = _as_float64(values).reshape(n, num_groups, 1).repeat(c // num_groups, axis=2)
+    return spread.reshape((n, c) + (1,) * (len(x_shape) - 2))
+
+
+def _swish_argument(z: np.ndarray, beta: float) -> np.ndarray:
+    """beta * z, where beta = 0 gives 0 even for infinite z (swish is z / 2)."""
+    return np.zeros_like(z) if beta == 0.0 else beta * z
+
+
+def swish(z, beta: float = 1.0) -> np.ndarray:
+    """z / (1 + exp(-beta * z)), and its limit 0 where exp(-beta * z)
+    overflows: swish(-inf) = 0 for beta > 0 and very negative z give 0, not
+    NaN; swish(+inf) = +inf for beta > 0."""
+    z = _as_float64(z)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(-_swish_argument(z, beta))
+        return np.where(np.isinf(e), 0.0, z / (1.0 + e))
+
+
+def swish_derivative(z, beta: float = 1.0) -> np.ndarray:
+    """d swish / dz = s * (1 + t * (1 - s)) with t = beta * z,
+    s = 1 / (1 + exp(-t)); its limits 0 where exp(-t) overflows and 1 at
+    t = +inf."""
+    z = _as_float64(z)
+    t = _swish_argument(z, beta)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(-t)
+        s = 1.0 / (1.0 + e)
+        d = s * (1.0 + t * (e * s))  # 1 - s = e * s, at most 1: no overflow
+        return np.where(np.isinf(e), 0.0, np.where(t == np.inf, 1.0, d))
+
+
+def _activation_beta(activation, swish_beta: float):
+    """The swish beta as the library sees it, or None without an activation."""
+    if activation is None:
+        return None
+    if activation != "swish":
+        raise ValueError(f"activation must be None or 'swish', got {activation!r}")
+    return _c_float(swish_beta)
+
+
+def group_statistics(x, num_groups: int, epsilon: float = 1e-5) -> tuple:
+    """Two-pass float64 mean and rstd = 1/sqrt(biased var + epsilon) of each
+    (n, g), as (N, G) arrays."""
+    grouped = _grouped(_as_float64(x), num_groups)
+    mean = grouped.mean(axis=(2, 3))
+    var = np.square(grouped - mean[:, :, None, None]).mean(axis=(2, 3))
+    return mean, inverse_std(var, _c_float(epsilon))
+
+
+def groupnorm_forward(
+    x,
+    num_groups: int,
+    weight=None,
+    bias=None,
+    epsilon: float = 1e-5,
+    activation=None,
+    swish_beta: float = 1.0,
+) -> dict:
+    """Group-norm forward.  Returns a dict with y (x's shape), mean and rstd
+    ((N, G)).  weight/bias None means 1 and 0 (no affine transform)."""
+    x = _as_float64(x)
+    beta = _activation_beta(activation, swish_beta)
+    mean, rstd = group_statistics(x, num_groups, epsilon)
+    xhat = (x - _per_group(mean, x.shape, num_groups)) * _per_group(rstd, x.shape, num_groups)
+    y = xhat * _per_channel(weight, x.shape, 1.0) + _per_channel(bias, x.shape, 0.0)
+    if beta is not None:
+        y = swish(y, beta)
+    return {"y": y, "mean": mean, "rstd": rstd}
+
+
+def groupnorm_backward(
+    x,
+    dy,
+    num_groups: int,
+    weight,
+    mean,
+    rstd,
+    bias=None,
+    activation=None,
+    swish_beta: float = 1.0,
+) -> dict:
+    """Group-norm backward from the saved (N, G) mean and rstd.  Returns a
+    dict with dx (x's shape), dweight and dbias ((C,); None without weight).
+
+    With xhat = (x - mean) * rstd and g = dy, or with a fused swish
+    g = dy * swish'(z) at its input z = xhat * w + b, recomputed:
+        dbias[c] = Σ g,  dweight[c] = Σ g * xhat   (over n and positions),
+        dx = rstd * (w*g - mean_group(w*g) - xhat * mean_group(w*g * xhat)),
+    mean_group being the average over the M values of (n, g)."""
+    x, dy = _as_float64(x), _as_float64(dy)
+    beta = _activation_beta(activation, swish_beta)
+    w = _per_channel(weight, x.shape, 1.0)
+    rstd_full = _per_group(rstd, x.shape, num_groups)
+    xhat = (x - _per_group(mean, x.shape, num_groups)) * rstd_full
+    g = dy if beta is None else dy * swish_derivative(xhat * w + _per_channel(bias, x.shape, 0.0), beta)
+
+    def group_mean(values: np.ndarray) -> np.ndarray:
+        averaged = _grouped(values, num_groups).mean(axis=(2, 3))
+        return _per_group(averaged, x.shape, num_groups)
+
+    dx = rstd_full * (w * g - group_mean(w * g) - xhat * group_mean(w * g * xhat))
+    axes = (0,) + tuple(range(2, x.ndim))
+    out = {"dx": dx, "dweight": None, "dbias": None}
+    if weight is not None:
+        out["dweight"] = (g * xhat).sum(axis=axes)
+        out["dbias"] = g.sum(axis=axes)
+    return out
 
 
 def rounded_like(values: np.ndarray, dtype) -> np.ndarray:

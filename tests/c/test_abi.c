@@ -481,6 +481,213 @@ static void test_bad_backward_calls(void) {
 #undef BACKWARD_REJECTED
 }
 
+/* Group norm: G = 2 groups of C/G = 2 channels on the same packed NCHW x. */
+enum { G = 2, CG = C / G, GROUP = CG * HW };
+
+/* Mean and rstd of group g of sample n (two-pass, in double). */
+static void group_stats(const float* x, int n, int g, double eps, double* mean, double* rstd) {
+    const float* first = x + (n * C + g * CG) * HW;
+    double sum = 0.0, sq = 0.0;
+    for (int i = 0; i < GROUP; ++i) sum += first[i];
+    *mean = sum / GROUP;
+    for (int i = 0; i < GROUP; ++i) sq += (first[i] - *mean) * (first[i] - *mean);
+    *rstd = 1.0 / sqrt(sq / GROUP + eps);
+}
+
+struct GnProblem {
+    miopenHandle_t handle;
+    miopenTensorDescriptor_t x_desc, param_desc, stats_desc;
+    float x[TOTAL], y[TOTAL], dy[TOTAL], dx[TOTAL];
+    float weight[C], bias[C], dweight[C], dbias[C], mean[N * G], rstd[N * G];
+};
+
+static void gn_setup(struct GnProblem* p) {
+    const int stats_lens[] = {N, G};
+    miopenBNCreateWithBackend(&p->handle, miopenBNBackendCPU);
+    miopenCreateTensorDescriptor(&p->x_desc);
+    miopenCreateTensorDescriptor(&p->param_desc);
+    miopenCreateTensorDescriptor(&p->stats_desc);
+    miopenSet4dTensorDescriptor(p->x_desc, miopenFloat, N, C, H, W);
+    miopenSet4dTensorDescriptor(p->param_desc, miopenFloat, 1, C, 1, 1);
+    miopenSetTensorDescriptor(p->stats_desc, miopenFloat, 2, stats_lens, NULL);
+    fill_random(p->x, TOTAL, 11u, 1.0f);
+    fill_random(p->dy, TOTAL, 12u, 0.0f);
+    fill_random(p->weight, C, 13u, 1.5f);
+    fill_random(p->bias, C, 14u, 0.0f);
+}
+
+static void gn_teardown(struct GnProblem* p) {
+    miopenDestroyTensorDescriptor(p->x_desc);
+    miopenDestroyTensorDescriptor(p->param_desc);
+    miopenDestroyTensorDescriptor(p->stats_desc);
+    miopenDestroy(p->handle);
+}
+
+static void test_group_norm_numerics(void) {
+    struct GnProblem p;
+    gn_setup(&p);
+    const float eps = 1e-5f;
+    fill_nan(p.y, TOTAL);
+    fill_nan(p.mean, N * G);
+    fill_nan(p.rstd, N * G);
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenGroupNormForward(p.handle, MIOPEN_WEIGHT_BIAS, p.x_desc, p.x, p.param_desc, p.weight,
+                                        p.param_desc, p.bias, G, eps, p.x_desc, p.y, p.stats_desc, p.mean,
+                                        p.stats_desc, p.rstd));
+    float y_swish[TOTAL], y_plain[TOTAL];
+    fill_nan(y_swish, TOTAL);
+    fill_nan(y_plain, TOTAL);
+    /* The extension with swish (beta 1.5), statistics not asked for. */
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBNGroupNormForwardActivation(p.handle, MIOPEN_WEIGHT_BIAS, p.x_desc, p.x, p.param_desc,
+                                                    p.weight, p.param_desc, p.bias, G, eps,
+                                                    miopenBNActivationSwish, 1.5f, p.x_desc, y_swish, NULL, NULL,
+                                                    NULL, NULL));
+    /* Mode 0 ignores weight and bias, which may then be NULL. */
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenGroupNormForward(p.handle, MIOPEN_ELEMENTWISE_AFFINE, p.x_desc, p.x, NULL, NULL, NULL, NULL, G,
+                                        eps, p.x_desc, y_plain, NULL, NULL, NULL, NULL));
+    int ok = 1;
+    for (int n = 0; n < N; ++n)
+        for (int g = 0; g < G; ++g) {
+            double mean, rstd;
+            group_stats(p.x, n, g, eps, &mean, &rstd);
+            ok &= close_to(p.mean[n * G + g], mean, 1e-5) && close_to(p.rstd[n * G + g], rstd, 1e-4);
+            for (int c = g * CG; c < (g + 1) * CG; ++c)
+                for (int i = 0; i < HW; ++i) {
+                    const int at = (n * C + c) * HW + i;
+                    const double xhat = (p.x[at] - mean) * rstd, z = xhat * p.weight[c] + p.bias[c];
+                    ok &= close_to(p.y[at], z, 1e-5);
+                    ok &= close_to(y_swish[at], z / (1.0 + exp(-1.5 * z)), 1e-5);
+                    ok &= close_to(y_plain[at], xhat, 1e-5);
+                }
+        }
+    CHECK(ok);
+
+    /* Backward from the saved statistics, no activation. */
+    fill_nan(p.dx, TOTAL);
+    fill_nan(p.dweight, C);
+    fill_nan(p.dbias, C);
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBNGroupNormBackward(p.handle, MIOPEN_WEIGHT_BIAS, p.x_desc, p.x, p.x_desc, p.dy, p.param_desc,
+                                           p.weight, NULL, NULL, p.stats_desc, p.mean, p.stats_desc, p.rstd, G,
+                                           miopenBNActivationNone, 1.0f, p.x_desc, p.dx, p.param_desc, p.dweight,
+                                           p.param_desc, p.dbias));
+    double dweight[C] = {0}, dbias[C] = {0};
+    ok = 1;
+    for (int n = 0; n < N; ++n)
+        for (int g = 0; g < G; ++g) {
+            const double mean = p.mean[n * G + g], rstd = p.rstd[n * G + g];
+            double sum_wg = 0.0, sum_wg_xhat = 0.0;
+            for (int c = g * CG; c < (g + 1) * CG; ++c)
+                for (int i = 0; i < HW; ++i) {
+                    const int at = (n * C + c) * HW + i;
+                    const double xhat = (p.x[at] - mean) * rstd;
+                    sum_wg += p.weight[c] * p.dy[at];
+                    sum_wg_xhat += p.weight[c] * p.dy[at] * xhat;
+                    dbias[c] += p.dy[at];
+                    dweight[c] += p.dy[at] * xhat;
+                }
+            for (int c = g * CG; c < (g + 1) * CG; ++c)
+                for (int i = 0; i < HW; ++i) {
+                    const int at = (n * C + c) * HW + i;
+                    const double xhat = (p.x[at] - mean) * rstd;
+                    const double want = rstd * (p.weight[c] * p.dy[at] - sum_wg / GROUP - xhat * sum_wg_xhat / GROUP);
+                    ok &= close_to(p.dx[at], want, 1e-4);
+                }
+        }
+    for (int c = 0; c < C; ++c) ok &= close_to(p.dweight[c], dweight[c], 1e-4) && close_to(p.dbias[c], dbias[c], 1e-4);
+    CHECK(ok);
+    gn_teardown(&p);
+}
+
+/* Each bad group-norm call returns its status and writes nothing. */
+#define GN_REJECTED(expected, call)                                                   \
+    do {                                                                              \
+        fill_nan(p.y, TOTAL);                                                         \
+        fill_nan(p.dx, TOTAL);                                                        \
+        fill_nan(p.mean, N * G);                                                      \
+        fill_nan(p.dweight, C);                                                       \
+        CHECK_STATUS(expected, call);                                                 \
+        CHECK(all_nan(p.y, TOTAL) && all_nan(p.dx, TOTAL) && all_nan(p.mean, N * G) && all_nan(p.dweight, C)); \
+    } while (0)
+
+static void test_bad_group_norm_calls(void) {
+    struct GnProblem p;
+    gn_setup(&p);
+    fill_random(p.rstd, N * G, 15u, 2.0f);
+    const miopenNormMode_t WB = MIOPEN_WEIGHT_BIAS;
+    miopenTensorDescriptor_t xd = p.x_desc, pd = p.param_desc, sd = p.stats_desc;
+
+#define FWD(handle, mode, xdesc, x, w, groups, eps, act, beta, ydesc, y, mdesc) \
+    miopenBNGroupNormForwardActivation(handle, mode, xdesc, x, pd, w, pd, p.bias, groups, eps, act, beta, ydesc, y, \
+                                       mdesc, p.mean, sd, p.rstd)
+#define BWD(mode, dy, w, b, mean, rstd, act, dx, dw) \
+    miopenBNGroupNormBackward(p.handle, mode, xd, p.x, xd, dy, pd, w, pd, b, sd, mean, sd, rstd, G, act, 1.0f, xd, \
+                              dx, pd, dw, pd, p.dbias)
+
+    const miopenBNActivation_t none = miopenBNActivationNone, swish = miopenBNActivationSwish;
+    GN_REJECTED(miopenStatusBadParm, FWD(NULL, WB, xd, p.x, p.weight, G, 1e-5f, none, 1.0f, xd, p.y, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, (miopenNormMode_t)9, xd, p.x, p.weight, G, 1e-5f, none, 1.0f, xd, p.y, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, NULL, p.x, p.weight, G, 1e-5f, none, 1.0f, xd, p.y, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, NULL, p.weight, G, 1e-5f, none, 1.0f, xd, p.y, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, p.weight, G, 1e-5f, none, 1.0f, xd, NULL, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, NULL, G, 1e-5f, none, 1.0f, xd, p.y, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, p.weight, 0, 1e-5f, none, 1.0f, xd, p.y, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, p.weight, 3, 1e-5f, none, 1.0f, xd, p.y, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, p.weight, C + 4, 1e-5f, none, 1.0f, xd, p.y, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, p.weight, G, -1.0f, none, 1.0f, xd, p.y, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, p.weight, G, NAN, none, 1.0f, xd, p.y, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, p.weight, G, 1e-5f, (miopenBNActivation_t)7, 1.0f, xd, p.y, sd));
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, p.weight, G, 1e-5f, swish, INFINITY, xd, p.y, sd));
+
+    miopenTensorDescriptor_t other;
+    miopenCreateTensorDescriptor(&other);
+    /* y of other lengths or type; statistics of other lengths or type. */
+    miopenSet4dTensorDescriptor(other, miopenFloat, N, C, H, W - 1);
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, p.weight, G, 1e-5f, none, 1.0f, other, p.y, sd));
+    miopenSet4dTensorDescriptor(other, miopenHalf, N, C, H, W);
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, p.weight, G, 1e-5f, none, 1.0f, other, p.y, sd));
+    const int wrong_stats[] = {N, G + 1};
+    miopenSetTensorDescriptor(other, miopenFloat, 2, wrong_stats, NULL);
+    GN_REJECTED(miopenStatusBadParm, FWD(p.handle, WB, xd, p.x, p.weight, G, 1e-5f, none, 1.0f, xd, p.y, other));
+    const int stats_lens[] = {N, G};
+    miopenSetTensorDescriptor(other, miopenHalf, 2, stats_lens, NULL);
+    GN_REJECTED(miopenStatusNotImplemented, FWD(p.handle, WB, xd, p.x, p.weight, G, 1e-5f, none, 1.0f, xd, p.y, other));
+    /* Groups of one value: C = G channels at a single position. */
+    miopenSet4dTensorDescriptor(other, miopenFloat, N, C, 1, 1);
+    const int one_value_stats[] = {N, C};
+    miopenTensorDescriptor_t per_channel_stats;
+    miopenCreateTensorDescriptor(&per_channel_stats);
+    miopenSetTensorDescriptor(per_channel_stats, miopenFloat, 2, one_value_stats, NULL);
+    GN_REJECTED(miopenStatusBadParm,
+                miopenGroupNormForward(p.handle, WB, other, p.x, pd, p.weight, pd, p.bias, C, 1e-5f, other, p.y,
+                                       per_channel_stats, p.mean, per_channel_stats, p.rstd));
+
+    /* Backward: NULL statistics, gradients, or the bias a fused swish needs. */
+    GN_REJECTED(miopenStatusBadParm, BWD(WB, p.dy, p.weight, NULL, NULL, p.rstd, none, p.dx, p.dweight));
+    GN_REJECTED(miopenStatusBadParm, BWD(WB, p.dy, p.weight, NULL, p.mean, NULL, none, p.dx, p.dweight));
+    GN_REJECTED(miopenStatusBadParm, BWD(WB, NULL, p.weight, NULL, p.mean, p.rstd, none, p.dx, p.dweight));
+    GN_REJECTED(miopenStatusBadParm, BWD(WB, p.dy, p.weight, NULL, p.mean, p.rstd, none, NULL, p.dweight));
+    GN_REJECTED(miopenStatusBadParm, BWD(WB, p.dy, p.weight, NULL, p.mean, p.rstd, none, p.dx, NULL));
+    GN_REJECTED(miopenStatusBadParm, BWD(WB, p.dy, NULL, NULL, p.mean, p.rstd, none, p.dx, p.dweight));
+    GN_REJECTED(miopenStatusBadParm, BWD(WB, p.dy, p.weight, NULL, p.mean, p.rstd, swish, p.dx, p.dweight));
+    /* In mode 0 the weight and its gradients may be NULL. */
+    fill_random(p.mean, N * G, 16u, 0.0f);
+    fill_nan(p.dx, TOTAL);
+    CHECK_STATUS(miopenStatusSuccess, BWD(MIOPEN_ELEMENTWISE_AFFINE, p.dy, NULL, NULL, p.mean, p.rstd, swish, p.dx, NULL));
+    int finite = 1;
+    for (int i = 0; i < TOTAL; ++i) finite &= isfinite(p.dx[i]) != 0;
+    CHECK(finite);
+
+    miopenDestroyTensorDescriptor(other);
+    miopenDestroyTensorDescriptor(per_channel_stats);
+    gn_teardown(&p);
+#undef FWD
+#undef BWD
+}
+#undef GN_REJECTED
+
 int main(void) {
     test_error_strings();
     test_handles();
@@ -489,5 +696,7 @@ int main(void) {
     test_training_numerics();
     test_bad_training_calls();
     test_bad_backward_calls();
+    test_group_norm_numerics();
+    test_bad_group_norm_calls();
     return report();
 }

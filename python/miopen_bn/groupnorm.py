@@ -1,0 +1,176 @@
+"""Group normalization on arrays: argument checks in Python, then one C call
+(see call.py for the checks every function shares).
+
+x is (N, C[, D][, H][, W]) in any layout; ``num_groups`` (G) splits the C
+channels into groups of C/G, and each (n, g) is normalized over its channels
+at every position.  weight and bias are (C,) or (1, C, 1, ...), float32 or
+x's dtype; mean and rstd are (N, G), float32 (float64 for float64 x).  Checks
+only the library can make (G dividing C, groups of at least two values) come
+back as ``MIOpenBadParmError`` (a ValueError).
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Optional
+
+from . import dtypes
+from .arrays import TensorView, allocate_like
+from .call import ArrayCall, source_of
+from .handle import Handle
+
+# miopenNormMode_t: weight and bias ignored, or applied.
+_ELEMENTWISE_AFFINE, _WEIGHT_BIAS = 0, 1
+# miopenBNActivation_t.
+_ACTIVATION_CODES = {None: 0, "swish": 1}
+
+
+class _GnCall(ArrayCall):
+    """A group-norm call: per-channel parameters and (N, G) statistics."""
+
+    def __init__(self, x, num_groups, activation, handle: Optional[Handle]):
+        if activation not in _ACTIVATION_CODES:
+            raise ValueError(f"activation must be None or 'swish', got {activation!r}")
+        self.activation_code = _ACTIVATION_CODES[activation]
+        if isinstance(num_groups, bool) or not isinstance(num_groups, Integral):
+            raise TypeError(f"num_groups must be an integer, got {type(num_groups).__name__}")
+        if num_groups < 1:
+            raise ValueError(f"num_groups is {num_groups} (must be at least 1)")
+        self.num_groups = int(num_groups)
+        super().__init__(x, handle)
+        channels = self.x.shape[1]
+        if self.num_groups > channels:  # bounds the (N, G) outputs; divisibility is the library's check
+            raise ValueError(f"num_groups {self.num_groups} exceeds the {channels} channels of x")
+        self.param_shapes = ((1, channels) + (1,) * (self.x.ndim - 2), (channels,))
+        self.stats_shape = (self.x.shape[0], self.num_groups)
+        self.stats_dtype = dtypes.FLOAT64 if self.x.dtype == dtypes.FLOAT64 else dtypes.FLOAT32
+
+    def affine_mode(self, weight, bias, *, needs_bias: bool) -> int:
+        """MIOpen's mode code for the given weight and bias: both or neither,
+        or weight alone where bias is not needed."""
+        if weight is None and bias is not None:
+            raise ValueError("bias was given without weight: give both, or neither for no affine transform")
+        if weight is not None and bias is None and needs_bias:
+            raise ValueError("weight and bias go together: give both, or neither for no affine transform")
+        return _ELEMENTWISE_AFFINE if weight is None else _WEIGHT_BIAS
+
+    def statistic(self, obj, name: str) -> TensorView:
+        view = self.view(obj, name)
+        if view.shape != self.stats_shape:
+            raise ValueError(
+                f"{name} has shape {view.shape} but must be (N, num_groups) = {self.stats_shape}"
+            )
+        allowed = {self.stats_dtype, dtypes.FLOAT32}
+        if view.dtype not in allowed:
+            raise TypeError(f"{name} has dtype {view.dtype} but must be {' or '.join(sorted(allowed))}")
+        return view
+
+    def statistic_output(self, name: str) -> TensorView:
+        view = self.view(allocate_like(self.x, name, self.stats_shape, self.stats_dtype), name, output=True)
+        self.check_writable(view)
+        return view
+
+    def stats_tensor(self, view: TensorView) -> tuple:
+        """mean/rstd's (descriptor, pointer): described with their own (N, G) shape."""
+        return self.tensor(view, as_parameter=False)
+
+
+def groupnorm_forward(
+    x,
+    num_groups: int,
+    weight=None,
+    bias=None,
+    *,
+    epsilon: float = 1e-5,
+    activation: Optional[str] = None,
+    swish_beta: float = 1.0,
+    y=None,
+    handle: Optional[Handle] = None,
+):
+    """Group-normalizes x: returns ``(y, mean, rstd)``.
+
+    Per (n, g): ``y = (x - mean) * rstd * weight[c] + bias[c]`` with the
+    biased variance and ``rstd = 1 / sqrt(var + epsilon)``; without weight
+    and bias, ``y = (x - mean) * rstd``.  ``activation="swish"`` applies
+    ``y / (1 + exp(-swish_beta * y))`` to the result (SiLU for beta 1).
+    mean and rstd are (N, G) arrays, what ``groupnorm_backward`` needs.
+    epsilon and swish_beta are passed as C floats.
+    """
+    call = _GnCall(x, num_groups, activation, handle)
+    mode = call.affine_mode(weight, bias, needs_bias=True)
+    weight_v = None if weight is None else call.param(weight, "weight")
+    bias_v = None if bias is None else call.param(bias, "bias")
+    y_v = call.data_output(y, "y", call.x.dtype, "x")
+    mean_v = call.statistic_output("mean")
+    rstd_v = call.statistic_output("rstd")
+    lib = call.library.lib
+    common = (call.handle.ptr, mode, *call.tensor(call.x), *call.tensor(weight_v), *call.tensor(bias_v),
+              call.num_groups, float(epsilon))
+    outputs = (*call.tensor(y_v), *call.stats_tensor(mean_v), *call.stats_tensor(rstd_v))
+    if activation is None:
+        call.run(lib.miopenGroupNormForward, *common, *outputs)
+    else:
+        call.run(lib.miopenBNGroupNormForwardActivation, *common, call.activation_code, float(swish_beta), *outputs)
+    return y_v.source, mean_v.source, rstd_v.source
+
+
+def groupnorm_backward(
+    x,
+    dy,
+    num_groups: int,
+    weight,
+    mean,
+    rstd,
+    *,
+    bias=None,
+    activation: Optional[str] = None,
+    swish_beta: float = 1.0,
+    dx=None,
+    dweight=None,
+    dbias=None,
+    handle: Optional[Handle] = None,
+):
+    """Gradients of group norm from the forward's saved mean and rstd:
+    returns ``(dx, dweight, dbias)``.
+
+    With ``weight`` None (no affine transform) dweight and dbias are None.
+    With ``activation="swish"`` the gradient goes through the fused swish
+    first, which needs ``bias`` when ``weight`` is given (to recompute the
+    swish's input).  dy and dx have x's shape and dtype.
+    """
+    call = _GnCall(x, num_groups, activation, handle)
+    mode = call.affine_mode(weight, bias, needs_bias=activation is not None)
+    dy_v = call.data(dy, "dy", "x")
+    weight_v = bias_v = dweight_v = dbias_v = None
+    if weight is None:
+        if dweight is not None or dbias is not None:
+            raise ValueError("dweight and dbias are only computed with a weight (affine group norm)")
+    else:
+        weight_v = call.param(weight, "weight")
+        if bias is not None:  # read only to differentiate a fused activation
+            bias_v = call.param(bias, "bias")
+    mean_v = call.statistic(mean, "mean")
+    rstd_v = call.statistic(rstd, "rstd")
+    dx_v = call.data_output(dx, "dx", call.x.dtype, "x")
+    if weight_v is not None:
+        dweight_v = call.param_output(dweight, "dweight", like=weight_v)
+        dbias_v = call.param_output(dbias, "dbias", like=weight_v)
+    lib = call.library.lib
+    call.run(
+        lib.miopenBNGroupNormBackward,
+        call.handle.ptr,
+        mode,
+        *call.tensor(call.x),
+        *call.tensor(dy_v),
+        *call.tensor(weight_v),
+        *call.tensor(bias_v),
+        *call.stats_tensor(mean_v),
+        *call.stats_tensor(rstd_v),
+        call.num_groups,
+        call.activation_code,
+        float(swish_beta),
+        *call.tensor(dx_v),
+        *call.tensor(dweight_v),
+        *call.tensor(dbias_v),
+    )
+    return dx_v.source, source_of(dweight_v), source_of(dbias_v)
