@@ -235,3 +235,21 @@ def test_size_is_the_rank(lib, ffi, desc):
     rank = ffi.new("int*")
     assert lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, 5, ints(ffi, (2, 3, 4, 5, 6)), ffi.NULL) == 0
     assert lib.miopenGetTensorDescriptorSize(desc, rank) == 0 and rank[0] == 5
+
+
+# --- counts are checked before the arrays are read ------------------------------
+
+
+def test_huge_rank_reads_no_more_than_five_lengths(lib, ffi, desc):
+    # The array holds 5 entries; a bogus count must not make the library read on.
+    five = ints(ffi, (2, 3, 4, 5, 6))
+    status = lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, 2**30, five, five)
+    expect(lib, ffi, desc, status, BAD_PARM, "rank")
+
+
+def test_layout_count_checked_before_lengths_are_read(lib, ffi, desc):
+    status = lib.miopenSetNdTensorDescriptorWithLayout(
+        desc, lib.miopenFloat, lib.miopenTensorNHWC, ints(ffi, (2, 3, 4, 5)), 2**30
+    )
+    expect(lib, ffi, desc, status, BAD_PARM, "layout", "lengths")
+

@@ -15,9 +15,13 @@ miopenTensorDescriptor& settable(miopenTensorDescriptor_t desc) {
     return *desc;
 }
 
+// The first `count` values, at most kMaxRank of them: a count beyond the
+// maximum rank is refused without reading past the entries a descriptor can
+// use (the caller's array may be shorter than a bogus count).
 std::vector<std::int64_t> widen(const int* values, int count) {
     if (values == nullptr || count <= 0) return {};
-    return std::vector<std::int64_t>(values, values + count);
+    const int used = count < miopenTensorDescriptor::kMaxRank ? count : miopenTensorDescriptor::kMaxRank;
+    return std::vector<std::int64_t>(values, values + used);
 }
 
 // Packed strides for lengths given in logical N, C, (D), H, W order, laid out
@@ -97,25 +101,29 @@ miopenStatus_t miopenSetNdTensorDescriptorWithLayout(miopenTensorDescriptor_t te
         auto& desc = settable(tensorDesc);
         require(lens != nullptr, miopenStatusInvalidValue, "lens is NULL");
         require(num_lens > 0, miopenStatusInvalidValue, "num_lens is ", num_lens);
-        const auto wide = widen(lens, num_lens);
-        for (int i = 0; i < num_lens; ++i)
-            require(wide[i] > 0, miopenStatusBadParm, "length ", i, " is ", wide[i], " (must be > 0)");
+        // The layout fixes the rank; lens is read only once num_lens matches it.
+        const auto checked_lengths = [&](int rank, const char* name) {
+            require(num_lens == rank, miopenStatusBadParm, "layout ", name, " needs ", rank, " lengths, got ",
+                    num_lens);
+            const auto wide = widen(lens, num_lens);
+            for (int i = 0; i < num_lens; ++i)
+                require(wide[i] > 0, miopenStatusBadParm, "length ", i, " is ", wide[i], " (must be > 0)");
+            return wide;
+        };
         switch (tensorLayout) {
             case miopenTensorNCHW:
             case miopenTensorNCDHW: {
-                const int rank = tensorLayout == miopenTensorNCHW ? 4 : 5;
-                require(num_lens == rank, miopenStatusBadParm, "layout ",
-                        rank == 4 ? "NCHW" : "NCDHW", " needs ", rank, " lengths, got ", num_lens);
-                mbn::set_descriptor(desc, dataType, rank, wide.data(), nullptr);
+                const bool four = tensorLayout == miopenTensorNCHW;
+                const auto wide = checked_lengths(four ? 4 : 5, four ? "NCHW" : "NCDHW");
+                mbn::set_descriptor(desc, dataType, num_lens, wide.data(), nullptr);
                 break;
             }
             case miopenTensorNHWC:
             case miopenTensorNDHWC: {
-                const int rank = tensorLayout == miopenTensorNHWC ? 4 : 5;
-                require(num_lens == rank, miopenStatusBadParm, "layout ",
-                        rank == 4 ? "NHWC" : "NDHWC", " needs ", rank, " lengths, got ", num_lens);
+                const bool four = tensorLayout == miopenTensorNHWC;
+                const auto wide = checked_lengths(four ? 4 : 5, four ? "NHWC" : "NDHWC");
                 const auto strides = channels_last_strides(wide);
-                mbn::set_descriptor(desc, dataType, rank, wide.data(), strides.data());
+                mbn::set_descriptor(desc, dataType, num_lens, wide.data(), strides.data());
                 break;
             }
             case miopenTensorCHWN: case miopenTensorNCHWc4: case miopenTensorNCHWc8:
