@@ -227,8 +227,10 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenGetKernelTime(miopenHandle_t handle, float
 /* ------------------------------------------------------------------------ */
 /* Rules shared by every setter: lengths and strides must be > 0 (BadParm);
  * a NULL lengths array or a count <= 0 gives InvalidValue; an unknown data
- * type, a rank above 5 or an element space whose byte size overflows 64 bits
- * gives BadParm.  A failing setter leaves the descriptor as it was. */
+ * type, a rank above 5, an element count or an element space whose byte
+ * size overflows 64 bits gives BadParm; a count above 5 is refused without
+ * reading the arrays past their 5th entry.  A failing setter leaves the
+ * descriptor as it was. */
 
 /* Returns: Success; BadParm (tensorDesc NULL); AllocFailed. */
 MIOPEN_BN_EXPORT miopenStatus_t miopenCreateTensorDescriptor(miopenTensorDescriptor_t* tensorDesc);

@@ -253,3 +253,10 @@ def test_layout_count_checked_before_lengths_are_read(lib, ffi, desc):
     )
     expect(lib, ffi, desc, status, BAD_PARM, "layout", "lengths")
 
+
+def test_element_count_overflow_with_overlapping_strides(lib, ffi, desc):
+    # Unit strides keep the element space tiny, but 5 lengths of INT_MAX
+    # count 2^155 elements, beyond the kernels' 64-bit arithmetic.
+    status = lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, 5, ints(ffi, [INT_MAX] * 5), ints(ffi, [1] * 5))
+    expect(lib, ffi, desc, status, BAD_PARM, "element count", "overflow")
+

@@ -88,14 +88,17 @@ void set_descriptor(miopenTensorDescriptor& desc, miopenDataType_t dtype, int ra
     next.rank = rank;
     for (int i = 0; i < rank; ++i)
         require(lens[i] > 0, miopenStatusBadParm, "length ", i, " is ", lens[i], " (must be > 0)");
+    // The element count must fit in 64 bits whatever the strides: with
+    // overlapping strides a small element space can hold a count that the
+    // kernels' int64 arithmetic could not.
     std::int64_t packed = 1;
     for (int i = rank - 1; i >= 0; --i) {
         next.lens[i] = lens[i];
         next.strides[i] = strides ? strides[i] : packed;
         require(next.strides[i] > 0, miopenStatusBadParm, "stride ", i, " is ", next.strides[i],
                 " (must be > 0)");
-        if (!strides) require(!__builtin_mul_overflow(packed, lens[i], &packed), miopenStatusBadParm,
-                               "the element count overflows 64 bits");
+        require(!__builtin_mul_overflow(packed, lens[i], &packed), miopenStatusBadParm,
+                "the element count overflows 64 bits");
     }
     // The largest byte offset, and the byte span, must fit in 64 bits.
     std::int64_t last = 0;
