@@ -260,3 +260,24 @@ def test_element_count_overflow_with_overlapping_strides(lib, ffi, desc):
     status = lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, 5, ints(ffi, [INT_MAX] * 5), ints(ffi, [1] * 5))
     expect(lib, ffi, desc, status, BAD_PARM, "element count", "overflow")
 
+
+def test_getters_refuse_strides_beyond_int(lib, ffi):
+    created = ffi.new("miopenTensorDescriptor_t*")
+    assert lib.miopenCreateTensorDescriptor(created) == 0
+    big = created[0]
+    try:
+        # Packed (2, 65536, 65536, 1): the N stride is 2^32, beyond int.
+        assert lib.miopenSet4dTensorDescriptor(big, lib.miopenHalf, 2, 65536, 65536, 1) == 0
+        outs = [ffi.new("int*", -7) for _ in range(8)]
+        dtype = ffi.new("miopenDataType_t*", 99)
+        assert lib.miopenGet4dTensorDescriptor(big, dtype, *outs) == BAD_PARM
+        assert "does not fit in an int" in ffi.string(lib.miopenBNGetLastErrorMessage()).decode()
+        assert [out[0] for out in outs] == [-7] * 8 and dtype[0] == 99  # nothing written
+        dims, strides = ffi.new("int[4]", [-7] * 4), ffi.new("int[4]", [-7] * 4)
+        assert lib.miopenGetTensorDescriptor(big, ffi.NULL, dims, strides) == BAD_PARM
+        assert list(dims) == [-7] * 4 and list(strides) == [-7] * 4
+        # Without strides the lengths are representable and returned.
+        assert lib.miopenGetTensorDescriptor(big, ffi.NULL, dims, ffi.NULL) == 0
+        assert list(dims) == [2, 65536, 65536, 1]
+    finally:
+        assert lib.miopenDestroyTensorDescriptor(big) == 0

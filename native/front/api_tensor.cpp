@@ -3,6 +3,7 @@
 #include "logging.hpp"
 #include "tensor_descriptor.hpp"
 
+#include <limits>
 #include <new>
 #include <vector>
 
@@ -38,6 +39,14 @@ std::vector<std::int64_t> channels_last_strides(const std::vector<std::int64_t>&
     }
     strides[0] = step;
     return strides;
+}
+
+// The getters return int strides: a packed stride beyond INT_MAX (a tensor
+// of more than 2^31 elements) is refused rather than truncated.
+void require_int_strides(const miopenTensorDescriptor& desc) {
+    for (int i = 0; i < desc.rank; ++i)
+        require(desc.strides[i] <= std::numeric_limits<int>::max(), miopenStatusBadParm, "stride ", i, " of ",
+                desc, " does not fit in an int");
 }
 
 }  // namespace
@@ -147,6 +156,7 @@ miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
         int* outputs[] = {n, c, h, w, nStride, cStride, hStride, wStride};
         require(dataType != nullptr, miopenStatusBadParm, "dataType is NULL");
         for (int* out : outputs) require(out != nullptr, miopenStatusBadParm, "an output pointer is NULL");
+        require_int_strides(desc);
         *dataType = desc.dtype;
         for (int i = 0; i < 4; ++i) {
             *outputs[i] = static_cast<int>(desc.lens[i]);
@@ -160,6 +170,7 @@ miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc, dataType, dimsA, stridesA);
         const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
+        if (stridesA) require_int_strides(desc);
         if (dataType) *dataType = desc.dtype;
         for (int i = 0; i < desc.rank; ++i) {
             if (dimsA) dimsA[i] = static_cast<int>(desc.lens[i]);
