@@ -13,6 +13,10 @@
  *     no call aborts or exits on bad input.
  *   - A failing call writes none of its outputs.  Its reason is kept, per
  *     thread, in miopenBNGetLastErrorMessage() and logged at Error level.
+ *   - A handle or descriptor argument that is not live (destroyed already,
+ *     or never made by this library) gives BadParm, as does destroying one
+ *     twice: the library looks it up before touching it.  Only a destroyed
+ *     address that a later create happened to reuse cannot be told apart.
  *   - Tensor data pointers belong to the handle's backend: host memory for a
  *     CPU handle, device memory for a GPU handle.
  *   - Lengths are given in logical order N, C, (D), H, W whatever the memory
@@ -206,7 +210,8 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenBNCreateWithBackend(miopenHandle_t* handle
 MIOPEN_BN_EXPORT miopenStatus_t miopenBNGetBackend(miopenHandle_t handle,
                                                    miopenBNBackend_t* backend);
 
-/* Destroys a handle; NULL is accepted.  Returns Success. */
+/* Destroys a handle; NULL is accepted.  Returns: Success; BadParm (not a
+ * live handle: destroyed already, or not made by miopenCreate*). */
 MIOPEN_BN_EXPORT miopenStatus_t miopenDestroy(miopenHandle_t handle);
 
 /* Sets / reads the stream of a handle.  Returns: Success; BadParm (handle or
@@ -287,7 +292,8 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenGetTensorDescriptorSize(miopenTensorDescri
 MIOPEN_BN_EXPORT miopenStatus_t miopenGetTensorNumBytes(miopenTensorDescriptor_t tensorDesc,
                                                         size_t* numBytes);
 
-/* NULL is accepted.  Returns Success. */
+/* NULL is accepted.  Returns: Success; BadParm (not a live descriptor:
+ * destroyed already, or not made by miopenCreateTensorDescriptor). */
 MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescriptor_t tensorDesc);
 
 /* ------------------------------------------------------------------------ */

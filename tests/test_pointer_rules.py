@@ -155,6 +155,21 @@ def test_null_descriptor(problem, ffi, function, desc):
     problem.expect_bad_parm(function, "NULL", "desc", **{desc: ffi.NULL})
 
 
+@pytest.mark.parametrize("function, desc", [(f, d) for f in ALL for d in descriptor_parameters(f)])
+def test_destroyed_descriptor(problem, lib, function, desc):
+    dead = problem._descriptor(SHAPE)
+    assert lib.miopenDestroyTensorDescriptor(dead) == 0
+    problem.expect_bad_parm(function, "not a live tensor descriptor", **{desc: dead})
+
+
+@pytest.mark.parametrize("function", ALL)
+def test_destroyed_handle(problem, ffi, lib, function):
+    created = ffi.new("miopenHandle_t*")
+    assert lib.miopenBNCreateWithBackend(created, lib.miopenBNBackendCPU) == 0
+    assert lib.miopenDestroy(created[0]) == 0
+    problem.expect_bad_parm(function, "not a live handle", handle=created[0])
+
+
 @pytest.mark.parametrize("function, scaling", [(f, s) for f in ALL for s in SCALINGS if s in PARAMETERS[f]])
 def test_null_alpha_beta(problem, ffi, function, scaling):
     problem.expect_bad_parm(function, scaling, "NULL", **{scaling: ffi.NULL})

@@ -1,10 +1,11 @@
 // Tensor descriptor entry points.
 #include "api_guard.hpp"
+#include "live_objects.hpp"
 #include "logging.hpp"
 #include "tensor_descriptor.hpp"
 
 #include <limits>
-#include <new>
+#include <memory>
 #include <vector>
 
 namespace {
@@ -12,8 +13,7 @@ namespace {
 using mbn::require;
 
 miopenTensorDescriptor& settable(miopenTensorDescriptor_t desc) {
-    require(desc != nullptr, miopenStatusBadParm, "tensorDesc is NULL");
-    return *desc;
+    return mbn::require_live_descriptor(desc, "tensorDesc");
 }
 
 // The first `count` values, at most kMaxRank of them: a count beyond the
@@ -57,13 +57,18 @@ miopenStatus_t miopenCreateTensorDescriptor(miopenTensorDescriptor_t* tensorDesc
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc);
         require(tensorDesc != nullptr, miopenStatusBadParm, "tensorDesc is NULL");
-        *tensorDesc = new miopenTensorDescriptor();
+        auto created = std::make_unique<miopenTensorDescriptor>();
+        mbn::add_live(mbn::ObjectKind::descriptor, created.get());
+        *tensorDesc = created.release();
     });
 }
 
 miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescriptor_t tensorDesc) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc);
+        if (tensorDesc == nullptr) return;
+        require(mbn::remove_live(mbn::ObjectKind::descriptor, tensorDesc), miopenStatusBadParm, "tensorDesc (",
+                static_cast<const void*>(tensorDesc), ") is not a live tensor descriptor (destroyed already?)");
         delete tensorDesc;
     });
 }
@@ -182,9 +187,9 @@ miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
 miopenStatus_t miopenGetTensorDescriptorSize(miopenTensorDescriptor_t tensorDesc, int* size) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc, size);
-        require(tensorDesc != nullptr, miopenStatusBadParm, "tensorDesc is NULL");
+        const auto& desc = mbn::require_live_descriptor(tensorDesc, "tensorDesc");
         require(size != nullptr, miopenStatusBadParm, "size is NULL");
-        *size = tensorDesc->rank;
+        *size = desc.rank;
     });
 }
 

@@ -1,6 +1,7 @@
 #include "tensor_descriptor.hpp"
 
 #include "common/error.hpp"
+#include "live_objects.hpp"
 
 #include <sstream>
 
@@ -114,11 +115,19 @@ void set_descriptor(miopenTensorDescriptor& desc, miopenDataType_t dtype, int ra
     desc = next;
 }
 
+miopenTensorDescriptor& require_live_descriptor(miopenTensorDescriptor* desc, const char* what, const char* prefix) {
+    require(desc != nullptr, miopenStatusBadParm, prefix, what, " is NULL");
+    require(is_live(ObjectKind::descriptor, desc), miopenStatusBadParm, prefix, what, " (",
+            static_cast<const void*>(desc),
+            ") is not a live tensor descriptor (destroyed, or not made by miopenCreateTensorDescriptor)");
+    return *desc;
+}
+
 const miopenTensorDescriptor& require_descriptor(const miopenTensorDescriptor* desc, const char* what,
                                                  const char* prefix) {
-    require(desc != nullptr, miopenStatusBadParm, prefix, what, " is NULL");
-    require(desc->is_set(), miopenStatusBadParm, prefix, what, " has no lengths set");
-    return *desc;
+    const auto& live = require_live_descriptor(const_cast<miopenTensorDescriptor*>(desc), what, prefix);
+    require(live.is_set(), miopenStatusBadParm, prefix, what, " has no lengths set");
+    return live;
 }
 
 TensorArg normalize(const miopenTensorDescriptor& desc, const void* data, DType dtype) {
