@@ -304,7 +304,11 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescri
  * views; each tensor may have its own layout), lengths equal across them.
  * Parameter tensors (scale, bias, means, variances and their gradients) have
  * x's rank and lengths (1,C,1,..) in spatial mode, (1,C,D,H,W) per
- * activation; any positive strides.
+ * activation; any positive strides.  An output (y, dx, saved and running
+ * statistics, gradients) whose strides let two of its elements share memory
+ * is BadParm (checked conservatively: sorted by stride, each dimension must
+ * step past the extent of those inside it, as every packed, padded or
+ * permuted layout does).
  *
  * Types.  x and y share a type: miopenFloat, miopenHalf, miopenBFloat16 or
  * miopenDouble.  Parameters all share one type, given by the scale
@@ -428,7 +432,8 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationBackward_V2(
 /* Group normalization                                                       */
 /* ------------------------------------------------------------------------ */
 /* x, y, dx, dy: rank 2 to 5 ((N,C), (N,C,W), (N,C,H,W), (N,C,D,H,W)), any
- * positive strides (NCHW, NHWC, ...), equal lengths, one type: miopenFloat,
+ * positive strides (NCHW, NHWC, ...; outputs without elements sharing memory,
+ * as for batch norm), equal lengths, one type: miopenFloat,
  * miopenHalf, miopenBFloat16 or miopenDouble.  G = num_groups divides C; each
  * (n, g) normalizes its C/G channels over all spatial positions with the
  * biased variance: y = (x - mean) * rstd * weight[c] + bias[c],

@@ -87,14 +87,13 @@ class Problem:
         }
         self.values.update(self._scalings)
 
-    def _descriptor(self, shape):
+    def _descriptor(self, shape, strides=None):
         created = self.ffi.new("miopenTensorDescriptor_t*")
         assert self.lib.miopenCreateTensorDescriptor(created) == 0
         dims = self.ffi.new("int[]", list(shape))
+        c_strides = self.ffi.NULL if strides is None else self.ffi.new("int[]", list(strides))
         assert (
-            self.lib.miopenSetTensorDescriptor(
-                created[0], self.lib.miopenFloat, len(shape), dims, self.ffi.NULL
-            )
+            self.lib.miopenSetTensorDescriptor(created[0], self.lib.miopenFloat, len(shape), dims, c_strides)
             == 0
         )
         return created[0]
@@ -343,6 +342,50 @@ def test_training_needs_more_than_one_value(problem, ffi, lib, function):
     one = problem._descriptor((1, 3, 1, 1))  # N*H*W == 1
     problem.descs.append(one)
     problem.expect_bad_parm(function, "more than one", xDesc=one, yDesc=one)
+
+
+# --- outputs need each element in its own memory --------------------------------
+
+# (function, descriptor given overlapping strides, the output it makes refused).
+# Per activation, so parameter tensors (1, C, H, W) have dimensions to overlap.
+OVERLAPPING_OUTPUTS = [(f, "yDesc", "y") for f in TRAINING + INFERENCE]
+OVERLAPPING_OUTPUTS += [(f, "dxDesc", "dx") for f in BACKWARD]
+OVERLAPPING_OUTPUTS += [
+    (TRAINING[0], "bnScaleBiasMeanVarDesc", "resultRunningMean"),
+    (TRAINING[1], "savedMeanDesc", "resultRunningMean"),
+    (TRAINING[1], "savedVarDesc", "resultRunningVariance"),
+    (BACKWARD[0], "bnScaleBiasDiffDesc", "resultBnScaleDiff"),
+    (BACKWARD[1], "scaleDesc", "resultBnScaleDiff"),
+    (BACKWARD[1], "biasDesc", "resultBnBiasDiff"),
+]
+
+
+@pytest.mark.parametrize("function, desc, output", OVERLAPPING_OUTPUTS)
+def test_output_with_overlapping_strides_is_refused(lib, ffi, cpu_handle, function, desc, output):
+    problem = Problem(lib, ffi, cpu_handle, mode="per_activation")
+    shape = SHAPE if desc in ("yDesc", "dxDesc") else reference.param_shape(SHAPE, "per_activation")
+    overlapping = problem._descriptor(shape, strides=(1,) * len(shape))  # fits in the buffer, repeats elements
+    problem.descs.append(overlapping)
+    problem.expect_bad_parm(function, output, "share memory", **{desc: overlapping})
+    problem.close()
+
+
+def test_input_with_overlapping_strides_is_read_as_described(lib, ffi, cpu_handle):
+    """Inputs may repeat elements (a broadcast-like view): only outputs are checked."""
+    problem = Problem(lib, ffi, cpu_handle)
+    strides = (1, 1, 1, 1)
+    overlapping = problem._descriptor(SHAPE, strides=strides)
+    problem.descs.append(overlapping)
+    x = problem.arrays["x"]
+    view = np.lib.stride_tricks.as_strided(x, SHAPE, [s * x.itemsize for s in strides])
+    expected = reference.batchnorm_forward_inference(
+        view, problem.arrays["bnScale"], problem.arrays["bnBias"], epsilon=1e-5
+    )
+    nulls = null(ffi, "estimatedMean", "estimatedVariance", "estMeanDesc", "estVarianceDesc")
+    status = problem.call(INFERENCE[1], xDesc=overlapping, **nulls)
+    assert status == 0, problem.message()
+    check(problem.arrays["y"], expected, "float32", "elementwise", "y")
+    problem.close()
 
 
 # --- the pair rules as properties: every NULL pattern, both modes, V1 and V2 ---
