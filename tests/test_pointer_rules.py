@@ -12,19 +12,24 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from entry_points import (
+    BACKWARD,
+    BATCH_NORM,
+    INFERENCE,
+    PARAMETERS,
+    TRAINING,
+    descriptor_parameters,
+    invoke,
+    last_error,
+)
 from strategies import modes, pair_patterns, seeds
 
 import miopen_bn
-from miopen_bn import cdef, reference
+from miopen_bn import reference
 from miopen_bn.tolerances import check
 
 BAD_PARM = 3
-TRAINING = ("miopenBatchNormalizationForwardTraining", "miopenBatchNormalizationForwardTraining_V2")
-INFERENCE = ("miopenBatchNormalizationForwardInference", "miopenBatchNormalizationForwardInference_V2")
-BACKWARD = ("miopenBatchNormalizationBackward", "miopenBatchNormalizationBackward_V2")
-ALL = TRAINING + INFERENCE + BACKWARD
-
-PARAMETERS = cdef.declared_parameters(cdef.generate_cdef(cdef.header_path().read_text()))
+ALL = BATCH_NORM
 
 # Buffers by parameter name: data tensors have x's shape, the rest C values.
 DATA_BUFFERS = ("x", "y", "dy", "dx")
@@ -106,11 +111,10 @@ class Problem:
         return {name: array.copy() for name, array in self.arrays.items()}
 
     def call(self, function, **overrides):
-        values = dict(self.values, **overrides)
-        return getattr(self.lib, function)(*[values[name] for name in PARAMETERS[function]])
+        return invoke(self.lib, function, dict(self.values, **overrides))
 
     def message(self) -> str:
-        return self.ffi.string(self.lib.miopenBNGetLastErrorMessage()).decode()
+        return last_error(self.lib, self.ffi)
 
     def expect_bad_parm(self, function, *keywords, **overrides):
         before = self.snapshot()
@@ -130,10 +134,6 @@ def problem(lib, ffi, cpu_handle):
     p = Problem(lib, ffi, cpu_handle)
     yield p
     p.close()
-
-
-def descriptor_parameters(function):
-    return [name for name in PARAMETERS[function] if name.endswith("Desc")]
 
 
 def null(ffi, *names):
