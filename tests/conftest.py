@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import zlib
 
+import fuzz_record
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
@@ -57,3 +58,10 @@ def cpu_handle():
 def rng(request):
     """A generator seeded from the test's name: fresh data per test, reproducible."""
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The fuzzer's case counts (tests/test_fuzz_abi.py), for the record."""
+    for line in fuzz_record.summary_lines():
+        terminalreporter.write_line(line)
+    fuzz_record.write_report()
