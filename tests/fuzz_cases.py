@@ -108,51 +108,118 @@ def state_for(shape: tuple, dtype, layout=PACKED) -> DescriptorState:
 
 
 # --------------------------------------------------------------------------- #
-# Base problems
+# Base problems: built from explicit choices (fixed workloads use these), or
+# drawn (the strategies below)
 # --------------------------------------------------------------------------- #
+SHARED_PARAM_DESCS = ("bnScaleBiasMeanVarDesc", "bnScaleBiasDiffDesc")
+
+
+def batch_norm_base(
+    function: str,
+    mode: str,
+    shape: tuple,
+    x_dtype,
+    p_dtype=dtypes.FLOAT32,
+    g_dtype=None,
+    layouts_by_desc: Optional[dict] = None,
+    in_place: Optional[str] = None,
+    absent_pairs: tuple = (),
+    null_unused_descs: bool = False,
+    scalars: Optional[dict] = None,
+) -> Base:
+    """A valid batch-norm call.  layouts_by_desc: descriptor parameter ->
+    Layout (default packed); in_place: the buffer the output shares ("x", or
+    "dy" for dx); absent_pairs: first members of the optional pairs passed as
+    NULL, whose V2 descriptors are NULL too with null_unused_descs; scalars
+    overrides the defaults (epsilon 1e-5, factor 0.1, alpha 1, beta 0)."""
+    names = PARAMETERS[function]
+    layout_of = (layouts_by_desc or {}).get
+    pshape = reference.param_shape(shape, mode)
+    g_dtype = g_dtype or x_dtype
+    states, aliases = {}, {}
+    for name in (n for n in names if n.endswith("Desc")):
+        if name == "xDesc":
+            states[name] = state_for(shape, x_dtype, layout_of(name, PACKED))
+        elif name in ("dyDesc", "dxDesc"):
+            states[name] = state_for(shape, g_dtype, layout_of(name, PACKED))
+        elif name == "yDesc":
+            states[name] = state_for(shape, x_dtype, layout_of(name, PACKED))
+        else:
+            states[name] = state_for(pshape, p_dtype, layout_of(name, PACKED))
+    output = "dx" if function in BACKWARD else "y"
+    if in_place is not None:
+        states[output + "Desc"] = states[in_place + "Desc"]
+        aliases[output] = in_place
+    null_buffers = {member for pair in PAIRS if pair[0] in absent_pairs for member in pair}
+    if null_unused_descs:
+        for desc in set(states) - set(SHARED_PARAM_DESCS):
+            users = [b for b in buffer_parameters(function) if descriptor_of(function, b) == desc]
+            if users and all(b in null_buffers for b in users):
+                states[desc] = None
+    values = {"bn_mode": 1 if mode == "spatial" else 0, "epsilon": 1e-5}
+    if "expAvgFactor" in names:
+        values["expAvgFactor"] = 0.1
+    for beta, (alpha, _) in SCALING_PAIRS.items():
+        if beta in names:
+            values[alpha], values[beta] = 1.0, 0.0
+    values.update(scalars or {})
+    return Base(function, mode, states, values, null_buffers, aliases)
+
+
 @st.composite
 def batch_norm_bases(draw) -> Base:
     function = draw(st.sampled_from(BATCH_NORM), label="function")
     mode = draw(modes(), label="mode")
     shape = draw(bn_shapes(mode=mode, training=True), label="shape")
-    rank = len(shape)
     x_dtype = draw(io_dtypes(), label="x dtype")
     p_dtype = draw(param_dtypes(x_dtype), label="param dtype")
-    pshape = reference.param_shape(shape, mode)
+    g_dtype = draw(grad_dtypes(x_dtype), label="grad dtype") if function in BACKWARD else x_dtype
     names = PARAMETERS[function]
-    states = {"xDesc": state_for(shape, x_dtype, draw(layouts(rank), label="x layout"))}
-    null_buffers, aliases = set(), {}
-    if function in BACKWARD:
-        g_dtype = draw(grad_dtypes(x_dtype), label="grad dtype")
-        states["dyDesc"] = state_for(shape, g_dtype, draw(layouts(rank), label="dy layout"))
-        states["dxDesc"] = state_for(shape, g_dtype, draw(layouts(rank), label="dx layout"))
-        in_place = draw(st.sampled_from(("no", "dy", "x")), label="in place")
-        if in_place == "dy":
-            states["dxDesc"], aliases["dx"] = states["dyDesc"], "dy"
-        elif in_place == "x" and g_dtype == x_dtype:
-            states["dxDesc"], aliases["dx"] = states["xDesc"], "x"
-    else:
-        states["yDesc"] = state_for(shape, x_dtype, draw(layouts(rank), label="y layout"))
-        if draw(st.booleans(), label="in place"):
-            states["yDesc"], aliases["y"] = states["xDesc"], "x"
-    for name in names:
-        if name.endswith("Desc") and name not in states:
-            states[name] = state_for(pshape, p_dtype, draw(layouts(rank), label=name))
-    for pair in PAIRS:
-        if pair[0] in names and not draw(st.booleans(), label=f"{pair[0]} pair given"):
-            null_buffers.update(pair)
-            # V2: the descriptors of a pair given as NULL may be NULL too.
-            for desc in {descriptor_of(function, b) for b in pair} - {"bnScaleBiasMeanVarDesc", "bnScaleBiasDiffDesc"}:
-                if all(descriptor_of(function, b) != desc or b in null_buffers for b in buffer_parameters(function)):
-                    if draw(st.booleans(), label=f"{desc} NULL"):
-                        states[desc] = None
-    scalars = {"bn_mode": 1 if mode == "spatial" else 0, "epsilon": draw(epsilons(), label="epsilon")}
+    layouts_by_desc = {n: draw(layouts(len(shape)), label=n) for n in names if n.endswith("Desc")}
+    in_place = draw(st.sampled_from((None, "dy", "x") if function in BACKWARD else (None, "x")), label="in place")
+    if in_place == "x" and g_dtype != x_dtype:
+        in_place = None  # dx over x needs x's type
+    absent = tuple(pair[0] for pair in PAIRS if pair[0] in names and draw(st.booleans(), label=f"no {pair[0]}"))
+    scalars = {"epsilon": draw(epsilons(), label="epsilon")}
     if "expAvgFactor" in names:
         scalars["expAvgFactor"] = draw(exp_avg_factors(), label="factor")
     for beta, (alpha, _) in SCALING_PAIRS.items():
         if beta in names:
             scalars[alpha], scalars[beta] = draw(alpha_betas(), label=f"{alpha}/{beta}")
-    return Base(function, mode, states, scalars, null_buffers, aliases)
+    return batch_norm_base(
+        function, mode, shape, x_dtype, p_dtype, g_dtype, layouts_by_desc, in_place, absent,
+        draw(st.booleans(), label="NULL descriptors for absent pairs"), scalars,
+    )
+
+
+def group_norm_base(
+    function: str,
+    shape: tuple,
+    groups: int,
+    x_dtype,
+    p_dtype=dtypes.FLOAT32,
+    stats_dtype=dtypes.FLOAT32,
+    channel_params: bool = True,
+    layouts_by_desc: Optional[dict] = None,
+    absent: tuple = (),
+    scalars: Optional[dict] = None,
+) -> Base:
+    """A valid group-norm call: parameters (C,) with channel_params, else
+    (1, C, 1, ...); absent: forward statistics passed as NULL; scalars
+    overrides mode 1 (affine), epsilon 1e-5, no activation."""
+    layout_of = (layouts_by_desc or {}).get
+    pshape = (shape[1],) if channel_params else (1, shape[1]) + (1,) * (len(shape) - 2)
+    states = {}
+    for name in (n for n in PARAMETERS[function] if n.endswith("Desc")):
+        if name in ("xDesc", "yDesc", "dyDesc", "dxDesc"):
+            states[name] = state_for(shape, x_dtype, layout_of(name, PACKED))
+        elif name in ("meanDesc", "rstdDesc"):
+            states[name] = state_for((shape[0], groups), stats_dtype)
+        else:
+            states[name] = state_for(pshape, p_dtype)
+    values = {"mode": 1, "num_groups": groups, "epsilon": 1e-5, "activation": 0, "activationBeta": 1.0}
+    values.update(scalars or {})
+    return Base(function, "spatial", states, values, set(absent))
 
 
 @st.composite
@@ -163,30 +230,28 @@ def group_norm_bases(draw) -> Base:
     if per_group * int(np.prod(spatial)) < 2:
         per_group = 2
     shape = (draw(st.integers(1, 3), label="N"), groups * per_group) + spatial
-    rank = len(shape)
     x_dtype = draw(io_dtypes(), label="x dtype")
-    p_dtype = draw(param_dtypes(x_dtype), label="param dtype")
-    s_dtype = draw(st.sampled_from(sorted({dtypes.FLOAT32, x_dtype if x_dtype == dtypes.FLOAT64 else dtypes.FLOAT32})))
-    pshape = (shape[1],) if draw(st.booleans(), label="(C) parameters") else (1, shape[1]) + (1,) * (rank - 2)
-    states = {}
-    for name in PARAMETERS[function]:
-        if name in ("xDesc", "yDesc", "dyDesc", "dxDesc"):
-            states[name] = state_for(shape, x_dtype, draw(layouts(rank), label=name))
-        elif name in ("meanDesc", "rstdDesc"):
-            states[name] = state_for((shape[0], groups), s_dtype)
-        elif name.endswith("Desc"):
-            states[name] = state_for(pshape, p_dtype)
-    null_buffers = set()
+    stats = sorted({dtypes.FLOAT32, x_dtype if x_dtype == dtypes.FLOAT64 else dtypes.FLOAT32})
+    absent = ()
     if function != "miopenBNGroupNormBackward":
-        null_buffers = {name for name in ("mean", "rstd") if not draw(st.booleans(), label=f"{name} given")}
-    scalars = {
-        "mode": draw(st.integers(0, 5), label="norm mode"),
-        "num_groups": groups,
-        "epsilon": draw(epsilons(), label="epsilon"),
-        "activation": draw(st.integers(0, 1), label="activation"),
-        "activationBeta": draw(st.sampled_from((1.0, 0.5, 2.0)), label="activation beta"),
-    }
-    return Base(function, "spatial", states, scalars, null_buffers)
+        absent = tuple(name for name in ("mean", "rstd") if draw(st.booleans(), label=f"no {name}"))
+    return group_norm_base(
+        function,
+        shape,
+        groups,
+        x_dtype,
+        draw(param_dtypes(x_dtype), label="param dtype"),
+        draw(st.sampled_from(stats), label="statistics dtype"),
+        draw(st.booleans(), label="(C) parameters"),
+        {n: draw(layouts(len(shape)), label=n) for n in ("xDesc", "yDesc", "dyDesc", "dxDesc")},
+        absent,
+        {
+            "mode": draw(st.integers(0, 5), label="norm mode"),
+            "epsilon": draw(epsilons(), label="epsilon"),
+            "activation": draw(st.integers(0, 1), label="activation"),
+            "activationBeta": draw(st.sampled_from((1.0, 0.5, 2.0)), label="activation beta"),
+        },
+    )
 
 
 # --------------------------------------------------------------------------- #
@@ -260,9 +325,10 @@ def mutations(draw, base: Base) -> list:
 # The case itself
 # --------------------------------------------------------------------------- #
 class Case:
-    """Arguments and memory of one call; ``close()`` frees what it made."""
+    """Arguments and memory of one call; ``close()`` frees what it made.
+    With `handle` the call goes through that (shared) handle, else its own."""
 
-    def __init__(self, lib, ffi, base: Base, mutation_list: list, seed: int):
+    def __init__(self, lib, ffi, base: Base, mutation_list: list, seed: int, handle=None):
         self.lib, self.ffi, self.base = lib, ffi, base
         self.function = base.function
         self.rng = np.random.default_rng(seed)
@@ -274,8 +340,8 @@ class Case:
         self.buffers: dict = {}
         self.states: dict = {}
         self.snapshots: dict = {}
-        self.handle = self._new_handle()
-        self.values["handle"] = self.handle
+        self.handle = self._new_handle() if handle is None else None
+        self.values["handle"] = handle if handle is not None else self.handle
         for name, state in base.states.items():
             self.values[name] = self.ffi.NULL if state is None else self._new_descriptor(state)
         for name, value in base.scalars.items():
@@ -479,6 +545,10 @@ class Case:
 
     def outputs(self) -> list:
         return [name for name, b in self.buffers.items() if b is not None and is_output(self.function, name)]
+
+    def output_bytes(self) -> dict:
+        """Every output's elements as bytes, in logical order."""
+        return {name: self._after(name).tobytes() for name in self.outputs()}
 
     def stray_writes(self) -> list:
         """Buffers written outside what an output descriptor addresses: inputs
