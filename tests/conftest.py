@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import zlib
 
+import backends
 import fuzz_record
 import numpy as np
 import pytest
@@ -52,6 +53,18 @@ def lib(library):
 def cpu_handle():
     with miopen_bn.Handle("cpu") as handle:
         yield handle
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def backend(request):
+    """A backends.Side: the same test on a CPU handle and (device runs) a GPU one."""
+    if request.param == "gpu":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("torch sees no CUDA device")
+    side = backends.Side(request.param)
+    yield side
+    side.close()
 
 
 @pytest.fixture
