@@ -23,6 +23,10 @@ settings.load_profile(os.environ.get("MIOPEN_BN_HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("MIOPEN_BN_STRESS") != "1":
+        for item in items:
+            if item.get_closest_marker("stress"):
+                item.add_marker(pytest.mark.skip(reason="stress case: set MIOPEN_BN_STRESS=1 to run it"))
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if gpu_items and not miopen_bn.gpu_available():
         reason = (
