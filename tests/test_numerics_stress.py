@@ -182,3 +182,31 @@ def test_subnormal_inputs(backend, rng, mode):
     scale, bias = params_for(shape, mode, rng)
     _, _, inv_std = backend.forward_training(x, scale, bias, mode=mode, epsilon=0.0)
     assert np.isposinf(inv_std).all()
+
+
+# --------------------------------------------------------------------------- #
+# One value per statistic
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("shape, mode", [((1, 5, 1, 1), "spatial"), ((1, 3, 4, 5), "per_activation"),
+                                         ((1, 7), "spatial")])
+def test_one_value_per_statistic(backend, rng, shape, mode):
+    """N*D*H*W = 1 (spatially) or N = 1 (per activation): training is refused
+    (no variance to take), but inference with the batch's own statistics
+    gives the bias exactly (x - mean = 0, var = 0, epsilon > 0), with
+    estimates it normalizes as usual, and backward gives dx = 0, dscale = 0,
+    dbias = dy."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    scale, bias = params_for(shape, mode, rng)
+    y = backend.forward_inference(x, scale, bias, mode=mode)
+    np.testing.assert_array_equal(y, bias.reshape(y.shape))
+    mean, var = rng.uniform(-1, 1, scale.shape).astype(np.float32), rng.uniform(0.5, 2, scale.shape).astype(np.float32)
+    y = backend.forward_inference(x, scale, bias, mean, var, mode=mode)
+    check(y, reference.batchnorm_forward_inference(x, scale, bias, mean, var, mode=mode), "float32", ELEMENTWISE, "y")
+    dy = rng.standard_normal(shape).astype(np.float32)
+    dx, dscale, dbias = backend.backward(x, dy, scale, mode=mode)
+    grads = reference.batchnorm_backward(x, dy, scale, mode=mode)
+    check(dx, grads["dx"], "float32", ELEMENTWISE, "dx")
+    check(dscale, grads["dscale"], "float32", REDUCTION, "dscale")
+    check(dbias, dy.reshape(dbias.shape), "float32", REDUCTION, "dbias")
+    with pytest.raises(ValueError, match="more than one value"):
+        backend.forward_training(x, scale, bias, mode=mode)
