@@ -54,6 +54,16 @@ def lib(library):
 
 
 @pytest.fixture
+def desc(lib, ffi):
+    """A raw descriptor already set to float32 (2, 3, 4, 5), destroyed afterwards."""
+    created = ffi.new("miopenTensorDescriptor_t*")
+    assert lib.miopenCreateTensorDescriptor(created) == 0
+    assert lib.miopenSet4dTensorDescriptor(created[0], lib.miopenFloat, 2, 3, 4, 5) == 0
+    yield created[0]
+    assert lib.miopenDestroyTensorDescriptor(created[0]) == 0
+
+
+@pytest.fixture
 def cpu_handle():
     with miopen_bn.Handle("cpu") as handle:
         yield handle

@@ -12,16 +12,6 @@ BAD_PARM, INVALID_VALUE, NOT_IMPLEMENTED = 3, 2, 6
 INT_MAX = 2**31 - 1
 
 
-@pytest.fixture
-def desc(lib, ffi):
-    """A raw descriptor already set to float32 (2, 3, 4, 5), destroyed afterwards."""
-    created = ffi.new("miopenTensorDescriptor_t*")
-    assert lib.miopenCreateTensorDescriptor(created) == 0
-    assert lib.miopenSet4dTensorDescriptor(created[0], lib.miopenFloat, 2, 3, 4, 5) == 0
-    yield created[0]
-    assert lib.miopenDestroyTensorDescriptor(created[0]) == 0
-
-
 def state(lib, ffi, desc):
     dtype, dims, strides = ffi.new("miopenDataType_t*"), ffi.new("int[5]"), ffi.new("int[5]")
     rank = ffi.new("int*")

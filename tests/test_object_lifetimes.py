@@ -12,27 +12,16 @@ import subprocess
 import sys
 
 import pytest
+from entry_points import last_error as message
 
 BAD_PARM = 3
 
 
-def message(lib, ffi) -> str:
-    return ffi.string(lib.miopenBNGetLastErrorMessage()).decode()
-
-
-@pytest.fixture
-def live_descriptor(lib, ffi):
-    created = ffi.new("miopenTensorDescriptor_t*")
-    assert lib.miopenCreateTensorDescriptor(created) == 0
-    assert lib.miopenSet4dTensorDescriptor(created[0], lib.miopenFloat, 2, 3, 4, 5) == 0
-    yield created[0]
-    assert lib.miopenDestroyTensorDescriptor(created[0]) == 0
-
-
 @pytest.fixture
 def dead_descriptor(lib, ffi):
-    """Destroyed before the test creates anything else: a descriptor created
-    later could reuse the address, which no registry can tell apart."""
+    """Destroyed before the test creates anything else (request it after any
+    live one): a descriptor created later could reuse the address, which no
+    registry can tell apart."""
     created = ffi.new("miopenTensorDescriptor_t*")
     assert lib.miopenCreateTensorDescriptor(created) == 0
     assert lib.miopenSet4dTensorDescriptor(created[0], lib.miopenFloat, 2, 3, 4, 5) == 0
@@ -67,8 +56,8 @@ def test_foreign_pointers_are_not_objects(lib, ffi):
     assert bytes(ffi.buffer(foreign)) == bytes(4096)  # nothing was written into it
 
 
-def test_every_descriptor_entry_point_refuses_a_destroyed_one(lib, ffi, live_descriptor, dead_descriptor):
-    d, live = dead_descriptor, live_descriptor
+def test_every_descriptor_entry_point_refuses_a_destroyed_one(lib, ffi, desc, dead_descriptor):
+    d, live = dead_descriptor, desc
     dims, ints = ffi.new("int[]", [2, 3, 4, 5]), [ffi.new("int*", -1) for _ in range(8)]
     dtype, size, nbytes = ffi.new("miopenDataType_t*"), ffi.new("int*", -1), ffi.new("size_t*", 7)
     calls = {
