@@ -271,3 +271,13 @@ def test_getters_refuse_strides_beyond_int(lib, ffi):
         assert list(dims) == [2, 65536, 65536, 1]
     finally:
         assert lib.miopenDestroyTensorDescriptor(big) == 0
+
+
+@pytest.mark.parametrize("layout, rank", [("miopenTensorNHWC", 4), ("miopenTensorNDHWC", 5)])
+def test_channels_last_element_count_overflow(lib, ffi, desc, layout, rank):
+    # The channels-last strides themselves overflow 64 bits: refused before
+    # they are computed past it (the sanitizer run would report the overflow).
+    status = lib.miopenSetNdTensorDescriptorWithLayout(
+        desc, lib.miopenFloat, getattr(lib, layout), ints(ffi, [INT_MAX] * rank), rank
+    )
+    expect(lib, ffi, desc, status, BAD_PARM, "overflow")

@@ -26,16 +26,21 @@ std::vector<std::int64_t> widen(const int* values, int count) {
 }
 
 // Packed strides for lengths given in logical N, C, (D), H, W order, laid out
-// channels-last (NHWC / NDHWC).
+// channels-last (NHWC / NDHWC).  The products are checked: with lengths near
+// INT_MAX they overflow 64 bits before set_descriptor could say so.
 std::vector<std::int64_t> channels_last_strides(const std::vector<std::int64_t>& lens) {
     const int rank = static_cast<int>(lens.size());
     std::vector<std::int64_t> strides(rank);
     std::int64_t step = 1;
+    const auto next = [&step](std::int64_t length) {
+        require(!__builtin_mul_overflow(step, length, &step), miopenStatusBadParm,
+                "the element count overflows 64 bits");
+    };
     strides[1] = step;
-    step *= lens[1];
+    next(lens[1]);
     for (int i = rank - 1; i >= 2; --i) {
         strides[i] = step;
-        step *= lens[i];
+        next(lens[i]);
     }
     strides[0] = step;
     return strides;
