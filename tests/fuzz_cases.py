@@ -33,7 +33,6 @@ from entry_points import (
 from fuzz_memory import Buffer, DescriptorState, element_space, read_state, strided_view
 from hypothesis import strategies as st
 from strategies import (
-    INT_MAX,
     PACKED,
     activations,
     alpha_betas,
@@ -275,6 +274,29 @@ def setter_calls(draw) -> tuple:
     return setter, dtype, (draw(c_enum_codes(9)), lens, count)
 
 
+def call_setter(lib, ffi, desc, call: tuple) -> int:
+    """Makes a setter_calls() call on `desc`; returns its status."""
+    setter, dtype, args = call
+    if setter == "4d":
+        return lib.miopenSet4dTensorDescriptor(desc, dtype, *args)
+    if setter == "4dEx":
+        return lib.miopenSet4dTensorDescriptorEx(desc, dtype, *args)
+    if setter == "nd":
+        count, lens, strides = args
+        c_strides = ffi.NULL if strides is None else ffi.new("int[]", list(strides))
+        return lib.miopenSetTensorDescriptor(desc, dtype, count, ffi.new("int[]", list(lens)), c_strides)
+    layout, lens, count = args
+    return lib.miopenSetNdTensorDescriptorWithLayout(desc, dtype, layout, ffi.new("int[]", list(lens)), count)
+
+
+SETTER_NAMES = {
+    "4d": "miopenSet4dTensorDescriptor",
+    "4dEx": "miopenSet4dTensorDescriptorEx",
+    "nd": "miopenSetTensorDescriptor",
+    "layout": "miopenSetNdTensorDescriptorWithLayout",
+}
+
+
 @st.composite
 def mutations(draw, base: Base) -> list:
     names = PARAMETERS[base.function]
@@ -400,7 +422,7 @@ class Case:
             if desc == ffi.NULL:
                 desc = self.values[target] = self._new_descriptor()
             if kind == "setter":
-                self._call_setter(desc, payload)
+                call_setter(lib, ffi, desc, payload)
                 return
             state = read_state(lib, ffi, desc)
             if state is None:
@@ -453,21 +475,6 @@ class Case:
             self.null_buffers.add(target)
         else:
             self.aliases[target] = payload
-
-    def _call_setter(self, desc, call: tuple) -> None:
-        ffi, lib = self.ffi, self.lib
-        setter, dtype, args = call
-        if setter == "4d":
-            lib.miopenSet4dTensorDescriptor(desc, dtype, *args)
-        elif setter == "4dEx":
-            lib.miopenSet4dTensorDescriptorEx(desc, dtype, *args)
-        elif setter == "nd":
-            count, lens, strides = args
-            c_strides = ffi.NULL if strides is None else ffi.new("int[]", list(strides))
-            lib.miopenSetTensorDescriptor(desc, dtype, count, ffi.new("int[]", list(lens)), c_strides)
-        else:
-            layout, lens, count = args
-            lib.miopenSetNdTensorDescriptorWithLayout(desc, dtype, layout, ffi.new("int[]", list(lens)), count)
 
     # -- memory ----------------------------------------------------------------
     def _back_buffers(self) -> None:

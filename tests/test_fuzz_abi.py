@@ -32,7 +32,7 @@ import os
 
 import fuzz_record
 from entry_points import PARAMETERS, invoke, last_error
-from fuzz_cases import Case, batch_norm_bases, group_norm_bases, mutations, setter_calls
+from fuzz_cases import SETTER_NAMES, Case, batch_norm_bases, call_setter, group_norm_bases, mutations, setter_calls
 from fuzz_memory import read_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -170,23 +170,13 @@ class DescriptorPrograms(RuleBasedStateMachine):
 
     @rule(desc=descriptors, call=setter_calls())
     def set(self, desc, call):
-        setter, dtype, args = call
-        ffi = self.ffi
-        if setter == "4d":
-            status = self.call("miopenSet4dTensorDescriptor", desc, dtype, *args)
-        elif setter == "4dEx":
-            status = self.call("miopenSet4dTensorDescriptorEx", desc, dtype, *args)
-        elif setter == "nd":
-            count, lens, strides = args
-            c_strides = ffi.NULL if strides is None else ffi.new("int[]", list(strides))
-            status = self.call("miopenSetTensorDescriptor", desc, dtype, count, ffi.new("int[]", list(lens)), c_strides)
-        else:
-            layout, lens, count = args
-            status = self.call("miopenSetNdTensorDescriptorWithLayout", desc, dtype, layout, ffi.new("int[]", list(lens)), count)
+        status = call_setter(self.lib, self.ffi, desc, call)
+        fuzz_record.record(SETTER_NAMES[call[0]], status)
+        assert status in STATUSES
         if status == SUCCESS:
             self.model[desc] = expected_after_setter(call)
         else:
-            assert last_error(self.lib, ffi)
+            assert last_error(self.lib, self.ffi)
         self.verify(desc)
 
     @rule(derived=descriptors, x=descriptors, mode=c_enum_codes(2))
