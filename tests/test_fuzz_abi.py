@@ -1,7 +1,7 @@
 """A fuzzer over the whole C ABI: hypothesis drives every entry point through cffi.
 
-Tensor entry points (batch norm, group norm) get a valid problem with up to
-three mutations (fuzz_cases.py): malformed descriptors (wrong ranks,
+Tensor entry points (batch norm, group norm) get a valid problem
+(fuzz_bases.py) with up to three mutations (fuzz_mutations.py): malformed descriptors (wrong ranks,
 zero/negative/huge lengths and strides, overlapping strides, mismatched C,
 type codes out of range, never set, destroyed, NULL, foreign), NULL buffers,
 exactly one of a pair, in-place aliases, NULL or non-finite alpha/beta,
@@ -32,8 +32,10 @@ import os
 
 import fuzz_record
 from entry_points import PARAMETERS, invoke, last_error
-from fuzz_cases import SETTER_NAMES, Case, batch_norm_bases, call_setter, group_norm_bases, mutations, setter_calls
+from fuzz_bases import batch_norm_bases, group_norm_bases
+from fuzz_cases import Case
 from fuzz_memory import read_state
+from fuzz_mutations import SETTER_NAMES, call_setter, mutations, setter_calls
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, rule

@@ -15,7 +15,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # when run as a script
 
 from entry_points import BATCH_NORM, GROUP_NORM  # noqa: E402
-from fuzz_cases import Case, batch_norm_base, group_norm_base  # noqa: E402
+from fuzz_bases import batch_norm_base, group_norm_base  # noqa: E402
+from fuzz_cases import Case  # noqa: E402
 from strategies import CHANNELS_LAST, PACKED, Layout  # noqa: E402
 
 from miopen_bn import dtypes  # noqa: E402
