@@ -5,6 +5,11 @@
 #   3. the GPU tests: python -m pytest -m gpu -q tests/, then the C program
 #      tests/c/gpu_vs_cpu.cpp (every entry point, GPU handle against CPU
 #      handle, plus one float16 call on more than 2^31 elements)
+#   3c. compute-sanitizer memcheck and racecheck on that C program, on a
+#      subset of its cases (GPU_CHECK_SANITIZER_FILTER, default one small
+#      shape through every op, type and layout; GPU_CHECK_SANITIZER_S seconds
+#      per tool, default 150); summary lines "sanitizer-memcheck: ERROR
+#      SUMMARY: 0 errors" and "sanitizer-racecheck: RACECHECK SUMMARY: ..."
 #   4. the bench: python bench/bench.py --backend gpu, under a time cap
 # Every step says what it runs and how long it took; logs go to $OUT
 # (gpu_check.log = everything; build.log, pytest.log, bench.log; the bench's
@@ -13,8 +18,9 @@
 # Needs the cffi and pycparser wheels in .whl/ (carry ".whl"): the device
 # has no network and no cffi.  Whole run capped near GPU_CHECK_BUDGET_S
 # seconds (default 520).
-# GPU_CHECK_SKIP="pytest c_check driver" leaves those steps out (say, a bench-only
-# run after the tests passed in an earlier one).
+# GPU_CHECK_SKIP="pytest c_check driver sanitizer" leaves those steps out (say,
+# a bench-only run after the tests passed in an earlier one); the time the
+# skipped steps would have had goes to the others.
 # Local dry run without a GPU: GPU_CHECK_SIMULATE=1 bash bench/gpu_check.sh
 # (CPU-only build, GPU tests must skip, a quick CPU bench); add
 # GPU_CHECK_FORCE_CMAKE=1 to exercise the plain-CMake fallback build.
@@ -23,6 +29,9 @@ set -euo pipefail
 OUT="${OUT:-$PWD/build/gpu_check_out}"
 mkdir -p "$OUT"
 BUDGET_S="${GPU_CHECK_BUDGET_S:-520}"
+PYTEST_S="${GPU_CHECK_PYTEST_S:-300}"
+SANITIZER_S="${GPU_CHECK_SANITIZER_S:-150}"
+SANITIZER_FILTER="${GPU_CHECK_SANITIZER_FILTER:-4x16x9x11}"
 SIMULATE="${GPU_CHECK_SIMULATE:-0}"
 SKIP=" ${GPU_CHECK_SKIP:-} "
 SITE=/tmp/site        # carried wheels
@@ -187,11 +196,19 @@ EOF
     fi
 }
 
+# Seconds to keep for the steps after pytest that will run.
+later_steps_reserve() {
+    local reserve=0
+    [[ "$SKIP" == *" sanitizer "* ]] || reserve=$(( reserve + 2 * SANITIZER_S + 20 ))
+    [[ "$SKIP" == *" bench "* ]] || reserve=$(( reserve + 200 ))
+    echo "$reserve"
+}
+
 step_pytest() {
     banner "3. GPU tests"
     local start=$SECONDS cap extra=()
-    cap=$(( BUDGET_S - SECONDS - 200 ))   # keep at least ~200 s for the bench
-    [ "$cap" -gt 240 ] && cap=240
+    cap=$(( BUDGET_S - SECONDS - $(later_steps_reserve) ))
+    [ "$cap" -gt "$PYTEST_S" ] && cap=$PYTEST_S
     [ "$cap" -lt 60 ] && cap=60
     if "$PYTHON" -c "import pytest_timeout" 2>/dev/null; then extra+=(--timeout=120); fi
     note "time cap ${cap}s"
@@ -243,6 +260,36 @@ step_driver() {
     record driver "$RC" $((SECONDS - start)) "$(grep -c '^stats: bn_' "$OUT/driver.log") stats lines"
 }
 
+# compute-sanitizer's memcheck (out-of-bounds and misaligned accesses, leaks
+# of device memory) and racecheck (shared-memory hazards in our block
+# reductions) on the C program: only our kernels and copies, no framework.
+step_sanitizer() {
+    banner "3c. compute-sanitizer memcheck + racecheck: $(basename "${C_CHECK:-gpu_vs_cpu}") --quick --filter '$SANITIZER_FILTER'"
+    local start=$SECONDS sanitizer tool rc=0 line
+    : > "$OUT/sanitizer.log"
+    sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    if [ "$SIMULATE" = 1 ] || [ ! -x "${C_CHECK:-}" ] || [ ! -x "$sanitizer" ]; then
+        note "no GPU build of the C program or no compute-sanitizer ($sanitizer): skipped"
+        record sanitizer 0 0 "skipped (no GPU build or no compute-sanitizer)"
+        RC=0
+        return 0
+    fi
+    for tool in memcheck racecheck; do
+        local extra=()
+        [ "$tool" = memcheck ] && extra=(--leak-check full)
+        run_logged "sanitizer-$tool" "$OUT/sanitizer_$tool.log" timeout -k 10 "$SANITIZER_S" "$sanitizer" \
+            --tool "$tool" "${extra[@]}" --error-exitcode 97 --print-limit 20 \
+            "$C_CHECK" --quick --filter "$SANITIZER_FILTER"
+        [ "$RC" = 0 ] || rc=$RC
+        line=$(grep -E '(ERROR|RACECHECK) SUMMARY' "$OUT/sanitizer_$tool.log" | tail -n 1 | sed 's/^=* *//')
+        [ "$RC" = 124 ] && line="TIMED OUT after ${SANITIZER_S}s; last: $line"
+        printf 'sanitizer-%s: %s; program: %s\n' "$tool" "${line:-no summary}" \
+            "$(grep -E 'passed, .* failed' "$OUT/sanitizer_$tool.log" | tail -n 1)" | tee -a "$OUT/sanitizer.log"
+    done
+    RC=$rc
+    record sanitizer "$RC" $((SECONDS - start)) "$(tr '\n' ' ' < "$OUT/sanitizer.log")"
+}
+
 step_bench() {
     banner "4. bench"
     local start=$SECONDS budget dev args=()
@@ -269,7 +316,7 @@ main() {
     step_machine
     if step_wheels && step_build; then
         BUILD_OK=1
-        for step in pytest c_check driver bench; do
+        for step in pytest c_check sanitizer driver bench; do
             if [[ "$SKIP" == *" $step "* ]]; then
                 record "$step" - 0 "skipped (GPU_CHECK_SKIP)"
                 continue

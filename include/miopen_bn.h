@@ -13,6 +13,10 @@
  *     no call aborts or exits on bad input.
  *   - A failing call writes none of its outputs.  Its reason is kept, per
  *     thread, in miopenBNGetLastErrorMessage() and logged at Error level.
+ *   - A handle or descriptor argument that is not live (destroyed already,
+ *     or never made by this library) gives BadParm, as does destroying one
+ *     twice: the library looks it up before touching it.  Only a destroyed
+ *     address that a later create happened to reuse cannot be told apart.
  *   - Tensor data pointers belong to the handle's backend: host memory for a
  *     CPU handle, device memory for a GPU handle.
  *   - Lengths are given in logical order N, C, (D), H, W whatever the memory
@@ -206,7 +210,8 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenBNCreateWithBackend(miopenHandle_t* handle
 MIOPEN_BN_EXPORT miopenStatus_t miopenBNGetBackend(miopenHandle_t handle,
                                                    miopenBNBackend_t* backend);
 
-/* Destroys a handle; NULL is accepted.  Returns Success. */
+/* Destroys a handle; NULL is accepted.  Returns: Success; BadParm (not a
+ * live handle: destroyed already, or not made by miopenCreate*). */
 MIOPEN_BN_EXPORT miopenStatus_t miopenDestroy(miopenHandle_t handle);
 
 /* Sets / reads the stream of a handle.  Returns: Success; BadParm (handle or
@@ -227,8 +232,10 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenGetKernelTime(miopenHandle_t handle, float
 /* ------------------------------------------------------------------------ */
 /* Rules shared by every setter: lengths and strides must be > 0 (BadParm);
  * a NULL lengths array or a count <= 0 gives InvalidValue; an unknown data
- * type, a rank above 5 or an element space whose byte size overflows 64 bits
- * gives BadParm.  A failing setter leaves the descriptor as it was. */
+ * type, a rank above 5, an element count or an element space whose byte
+ * size overflows 64 bits gives BadParm; a count above 5 is refused without
+ * reading the arrays past their 5th entry.  A failing setter leaves the
+ * descriptor as it was. */
 
 /* Returns: Success; BadParm (tensorDesc NULL); AllocFailed. */
 MIOPEN_BN_EXPORT miopenStatus_t miopenCreateTensorDescriptor(miopenTensorDescriptor_t* tensorDesc);
@@ -246,7 +253,8 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenSet4dTensorDescriptorEx(miopenTensorDescri
                                                               int hStride, int wStride);
 
 /* Reads a rank-4 descriptor; NULL outputs are not allowed here, as in
- * MIOpen.  Returns: Success; BadParm (NULL argument or rank != 4). */
+ * MIOpen.  Returns: Success; BadParm (NULL argument, rank != 4, or a stride
+ * beyond INT_MAX, which an int cannot return). */
 MIOPEN_BN_EXPORT miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                                             miopenDataType_t* dataType,
                                                             int* n, int* c, int* h, int* w,
@@ -268,7 +276,8 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenSetNdTensorDescriptorWithLayout(
     miopenTensorLayout_t tensorLayout, const int* lens, int num_lens);
 
 /* Reads type, lengths and strides; NULL outputs are skipped; dimsA and
- * stridesA must hold the descriptor's rank.  Returns: Success; BadParm. */
+ * stridesA must hold the descriptor's rank.  Returns: Success; BadParm (NULL
+ * or unset descriptor; stridesA given and a stride beyond INT_MAX). */
 MIOPEN_BN_EXPORT miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                                           miopenDataType_t* dataType,
                                                           int* dimsA, int* stridesA);
@@ -283,7 +292,8 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenGetTensorDescriptorSize(miopenTensorDescri
 MIOPEN_BN_EXPORT miopenStatus_t miopenGetTensorNumBytes(miopenTensorDescriptor_t tensorDesc,
                                                         size_t* numBytes);
 
-/* NULL is accepted.  Returns Success. */
+/* NULL is accepted.  Returns: Success; BadParm (not a live descriptor:
+ * destroyed already, or not made by miopenCreateTensorDescriptor). */
 MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescriptor_t tensorDesc);
 
 /* ------------------------------------------------------------------------ */
@@ -294,7 +304,11 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescri
  * views; each tensor may have its own layout), lengths equal across them.
  * Parameter tensors (scale, bias, means, variances and their gradients) have
  * x's rank and lengths (1,C,1,..) in spatial mode, (1,C,D,H,W) per
- * activation; any positive strides.
+ * activation; any positive strides.  An output (y, dx, saved and running
+ * statistics, gradients) whose strides let two of its elements share memory
+ * is BadParm (checked conservatively: sorted by stride, each dimension must
+ * step past the extent of those inside it, as every packed, padded or
+ * permuted layout does).
  *
  * Types.  x and y share a type: miopenFloat, miopenHalf, miopenBFloat16 or
  * miopenDouble.  Parameters all share one type, given by the scale
@@ -418,7 +432,8 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationBackward_V2(
 /* Group normalization                                                       */
 /* ------------------------------------------------------------------------ */
 /* x, y, dx, dy: rank 2 to 5 ((N,C), (N,C,W), (N,C,H,W), (N,C,D,H,W)), any
- * positive strides (NCHW, NHWC, ...), equal lengths, one type: miopenFloat,
+ * positive strides (NCHW, NHWC, ...; outputs without elements sharing memory,
+ * as for batch norm), equal lengths, one type: miopenFloat,
  * miopenHalf, miopenBFloat16 or miopenDouble.  G = num_groups divides C; each
  * (n, g) normalizes its C/G channels over all spatial positions with the
  * biased variance: y = (x - mean) * rstd * weight[c] + bias[c],

@@ -256,3 +256,62 @@ def group_activations(rng: np.random.Generator, shape: tuple, num_groups: int) -
     mean = rng.uniform(-3, 3, (n, num_groups, 1))
     std = rng.uniform(0.5, 2, (n, num_groups, 1))
     return (mean + std * grouped).reshape(shape)
+
+
+# --------------------------------------------------------------------------- #
+# C ABI values, ordinary and malformed (the fuzzer's alphabet)
+# --------------------------------------------------------------------------- #
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+# cffi passes the header's enums (no negative enumerator) as unsigned int:
+# these are the bit patterns of C's -1 and INT_MIN.
+ENUM_MINUS_ONE, ENUM_INT_MIN = 2**32 - 1, 2**31
+DTYPE_CODES = tuple(dtypes.MIOPEN_CODE.values())  # the four batch norm computes on
+OTHER_DTYPE_CODES = (2, 3, 7, 8, 9)  # int32, int8, fp8, bf8, int64: valid, unsupported
+BAD_DTYPE_CODES = (4, 10, ENUM_MINUS_ONE, 99, INT_MAX)  # not in miopenDataType_t
+
+
+def c_lengths() -> st.SearchStrategy:
+    """Lengths as a caller might pass them: mostly ordinary, else degenerate or huge."""
+    return st.one_of(dims(), st.sampled_from((0, -1, -7, INT_MIN, INT_MAX, 65536, 2**20 + 1)))
+
+
+def c_strides() -> st.SearchStrategy:
+    return st.one_of(
+        st.integers(1, 64), st.sampled_from((0, -1, INT_MIN, INT_MAX, 2**31 - 2, 2**24 + 1, 2**20))
+    )
+
+
+def huge_strides() -> st.SearchStrategy:
+    """Valid strides that put elements gigabytes apart (64-bit offsets)."""
+    return st.sampled_from((1, 7, 2**20, 2**24 + 1, 2**28 - 3, INT_MAX))
+
+
+def c_counts() -> st.SearchStrategy:
+    """nbDims / num_lens: the valid ranks 1 to 5, and what lies around them."""
+    return st.sampled_from((-1, 0, 1, 2, 3, 4, 5, 6, 7, 2**30, INT_MAX))
+
+
+def c_dtype_codes() -> st.SearchStrategy:
+    return st.one_of(
+        st.sampled_from(DTYPE_CODES), st.sampled_from(OTHER_DTYPE_CODES), st.sampled_from(BAD_DTYPE_CODES)
+    )
+
+
+def c_enum_codes(valid: int) -> st.SearchStrategy:
+    """An enum argument: one of its `valid` values 0..valid-1, or not."""
+    return st.one_of(
+        st.integers(0, valid - 1), st.sampled_from((ENUM_MINUS_ONE, valid, valid + 7, INT_MAX, ENUM_INT_MIN))
+    )
+
+
+def c_scalings() -> st.SearchStrategy:
+    """alpha/beta values beyond alpha_betas(): zeros, non-finite, extreme."""
+    return st.sampled_from((0.0, -0.0, 1.0, 3.0, float("nan"), float("inf"), -float("inf"), 1e30, 1e-45))
+
+
+def c_epsilons() -> st.SearchStrategy:
+    return st.sampled_from((-1e-5, float("nan"), float("inf"), -0.0, 1e30, 1e-300))
+
+
+def c_factors() -> st.SearchStrategy:
+    return st.sampled_from((float("nan"), float("inf"), -float("inf"), 1e30, -3.0, 2.0))

@@ -12,16 +12,6 @@ BAD_PARM, INVALID_VALUE, NOT_IMPLEMENTED = 3, 2, 6
 INT_MAX = 2**31 - 1
 
 
-@pytest.fixture
-def desc(lib, ffi):
-    """A raw descriptor already set to float32 (2, 3, 4, 5), destroyed afterwards."""
-    created = ffi.new("miopenTensorDescriptor_t*")
-    assert lib.miopenCreateTensorDescriptor(created) == 0
-    assert lib.miopenSet4dTensorDescriptor(created[0], lib.miopenFloat, 2, 3, 4, 5) == 0
-    yield created[0]
-    assert lib.miopenDestroyTensorDescriptor(created[0]) == 0
-
-
 def state(lib, ffi, desc):
     dtype, dims, strides = ffi.new("miopenDataType_t*"), ffi.new("int[5]"), ffi.new("int[5]")
     rank = ffi.new("int*")
@@ -235,3 +225,59 @@ def test_size_is_the_rank(lib, ffi, desc):
     rank = ffi.new("int*")
     assert lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, 5, ints(ffi, (2, 3, 4, 5, 6)), ffi.NULL) == 0
     assert lib.miopenGetTensorDescriptorSize(desc, rank) == 0 and rank[0] == 5
+
+
+# --- counts are checked before the arrays are read ------------------------------
+
+
+def test_huge_rank_reads_no_more_than_five_lengths(lib, ffi, desc):
+    # The array holds 5 entries; a bogus count must not make the library read on.
+    five = ints(ffi, (2, 3, 4, 5, 6))
+    status = lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, 2**30, five, five)
+    expect(lib, ffi, desc, status, BAD_PARM, "rank")
+
+
+def test_layout_count_checked_before_lengths_are_read(lib, ffi, desc):
+    status = lib.miopenSetNdTensorDescriptorWithLayout(
+        desc, lib.miopenFloat, lib.miopenTensorNHWC, ints(ffi, (2, 3, 4, 5)), 2**30
+    )
+    expect(lib, ffi, desc, status, BAD_PARM, "layout", "lengths")
+
+
+def test_element_count_overflow_with_overlapping_strides(lib, ffi, desc):
+    # Unit strides keep the element space tiny, but 5 lengths of INT_MAX
+    # count 2^155 elements, beyond the kernels' 64-bit arithmetic.
+    status = lib.miopenSetTensorDescriptor(desc, lib.miopenFloat, 5, ints(ffi, [INT_MAX] * 5), ints(ffi, [1] * 5))
+    expect(lib, ffi, desc, status, BAD_PARM, "element count", "overflow")
+
+
+def test_getters_refuse_strides_beyond_int(lib, ffi):
+    created = ffi.new("miopenTensorDescriptor_t*")
+    assert lib.miopenCreateTensorDescriptor(created) == 0
+    big = created[0]
+    try:
+        # Packed (2, 65536, 65536, 1): the N stride is 2^32, beyond int.
+        assert lib.miopenSet4dTensorDescriptor(big, lib.miopenHalf, 2, 65536, 65536, 1) == 0
+        outs = [ffi.new("int*", -7) for _ in range(8)]
+        dtype = ffi.new("miopenDataType_t*", 99)
+        assert lib.miopenGet4dTensorDescriptor(big, dtype, *outs) == BAD_PARM
+        assert "does not fit in an int" in ffi.string(lib.miopenBNGetLastErrorMessage()).decode()
+        assert [out[0] for out in outs] == [-7] * 8 and dtype[0] == 99  # nothing written
+        dims, strides = ffi.new("int[4]", [-7] * 4), ffi.new("int[4]", [-7] * 4)
+        assert lib.miopenGetTensorDescriptor(big, ffi.NULL, dims, strides) == BAD_PARM
+        assert list(dims) == [-7] * 4 and list(strides) == [-7] * 4
+        # Without strides the lengths are representable and returned.
+        assert lib.miopenGetTensorDescriptor(big, ffi.NULL, dims, ffi.NULL) == 0
+        assert list(dims) == [2, 65536, 65536, 1]
+    finally:
+        assert lib.miopenDestroyTensorDescriptor(big) == 0
+
+
+@pytest.mark.parametrize("layout, rank", [("miopenTensorNHWC", 4), ("miopenTensorNDHWC", 5)])
+def test_channels_last_element_count_overflow(lib, ffi, desc, layout, rank):
+    # The channels-last strides themselves overflow 64 bits: refused before
+    # they are computed past it (the sanitizer run would report the overflow).
+    status = lib.miopenSetNdTensorDescriptorWithLayout(
+        desc, lib.miopenFloat, getattr(lib, layout), ints(ffi, [INT_MAX] * rank), rank
+    )
+    expect(lib, ffi, desc, status, BAD_PARM, "overflow")

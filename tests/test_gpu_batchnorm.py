@@ -3,9 +3,11 @@
 Every entry point is checked against the float64 reference on fresh random
 data, with NaN-poisoned outputs: both modes, fp32/fp16/bf16/fp64 inputs with
 fp32 parameters, NCHW / NHWC (channels_last) / a strided view, each statistics
-pattern, alpha/beta blending, in-place calls, SPEC 5's shapes including one
-tensor of more than 2^31 elements, host arrays refused, agreement with
-PyTorch's cuDNN batch norm, and a call on a non-default stream.
+pattern, alpha/beta blending, in-place calls, SPEC 5's shapes, every op on
+float16 tensors of more than 2^31 elements, host arrays refused, agreement
+with PyTorch's cuDNN batch norm, calls on non-default streams, threads on
+their own streams or sharing a handle (bitwise equal to serial runs), and
+repeated calls giving the same bits.
 
 The whole module skips when torch, a CUDA device or the library's GPU backend
 is missing.
@@ -353,11 +355,12 @@ def select64(tensor, picked, dim):
     return host64(select(tensor, picked, dim))
 
 
-def check_all_ops_sampled(handle, x, dy, dtype, seed):
+def check_all_ops_sampled(handle, x, dy, dtype, seed, picked=None):
     """Spatial training, inference and backward on big tensors; the reference
-    runs on the sampled channels only (spatial BN keeps channels apart)."""
+    runs on the sampled channels only (spatial BN keeps channels apart):
+    `picked`, or a spread sample."""
     channels = x.shape[1]
-    picked = sample_channels(tuple(x.shape))
+    picked = picked or sample_channels(tuple(x.shape))
     scale = random_param((channels,), seed + 1, 0.5, 1.5)
     bias = random_param((channels,), seed + 2, -0.5, 0.5)
     running_mean = random_param((channels,), seed + 3, -0.2, 0.2)
@@ -377,6 +380,7 @@ def check_all_ops_sampled(handle, x, dy, dtype, seed):
     check("saved_inv_var", select(saved_inv_var, picked, 0), ref["saved_inv_var"], REDUCTION)
     check("running_mean", select(running_mean, picked, 0), ref["running_mean"], REDUCTION)
     check("running_var", select(running_var, picked, 0), ref["running_var"], REDUCTION)
+    assert not torch.isnan(y).any()  # every element written, unsampled and far ones too
 
     y = poisoned(x)
     mbn.batchnorm_forward_inference(x, scale, bias, running_mean, running_var, epsilon=EPS, y=y,
@@ -386,6 +390,7 @@ def check_all_ops_sampled(handle, x, dy, dtype, seed):
         xs, ss, bs, select64(running_mean, picked, 0), select64(running_var, picked, 0),
         epsilon=EPS)
     check("infer y", select(y, picked, 1), expected, ELEMENTWISE)
+    assert not torch.isnan(y).any()
     del y
 
     if dy is None:
@@ -399,6 +404,7 @@ def check_all_ops_sampled(handle, x, dy, dtype, seed):
                                        saved_inv_var=select64(saved_inv_var, picked, 0),
                                        epsilon=EPS)
     check("dx", select(dx, picked, 1), ref["dx"], ELEMENTWISE)
+    assert not torch.isnan(dx).any()
     check("dscale", select(dscale, picked, 0), ref["dscale"], REDUCTION)
     check("dbias", select(dbias, picked, 0), ref["dbias"], REDUCTION)
 
@@ -430,40 +436,24 @@ def test_spec_shapes(handle, shape, dtype, layout):
 
 @pytest.mark.slow
 def test_tensor_over_2_31_elements(handle):
-    """fp16 training forward on 2^31 + 69M elements: 64-bit offsets.  Every
-    channel has elements beyond 2^31 (sample n = 1023); channels 0 and 63 are
-    checked against the host reference."""
+    """Training, inference and backward on float16 tensors of 2^31 + 69M
+    elements each: 64-bit offsets.  Every channel has elements beyond 2^31
+    (sample n = 1023); the last channel, whose far end is the tensors' last
+    element, is checked against the host reference (34M values per op)."""
     shape = (1024, 64, 182, 182)
     numel = int(np.prod(shape))
     assert numel > 2**31
     free, _ = torch.cuda.mem_get_info()
-    if free < 3 * numel * 2:
-        pytest.skip(f"needs {3 * numel * 2 / 2**30:.1f} GiB of GPU memory, {free / 2**30:.1f} free")
+    needed = 5 * numel * 2  # x, dy, dx and two y at once
+    if free < needed:
+        pytest.skip(f"needs {needed / 2**30:.1f} GiB of GPU memory, {free / 2**30:.1f} free")
     gen = _generator(91)
     x = torch.randn(shape, generator=gen, device=DEVICE, dtype=torch.float16)
     x.mul_(torch.linspace(0.5, 2.0, 64, device=DEVICE, dtype=torch.float16).view(1, 64, 1, 1))
     x.add_(torch.linspace(-2.0, 2.0, 64, device=DEVICE, dtype=torch.float16).view(1, 64, 1, 1))
+    dy = torch.randn(shape, generator=gen, device=DEVICE, dtype=torch.float16)
     torch.cuda.synchronize()
-    picked = [0, 63]
-    channels = shape[1]
-    scale = random_param((channels,), 92, 0.5, 1.5)
-    bias = random_param((channels,), 93, -0.5, 0.5)
-    running_mean = random_param((channels,), 94, -0.2, 0.2)
-    running_var = random_param((channels,), 95, 0.5, 1.5)
-    before = (select64(running_mean, picked, 0), select64(running_var, picked, 0))
-    y = poisoned(x)
-    _, saved_mean, saved_inv_var = mbn.batchnorm_forward_training(
-        x, scale, bias, epsilon=EPS, exp_avg_factor=FACTOR, running_mean=running_mean,
-        running_var=running_var, y=y, handle=handle)
-    torch.cuda.synchronize()
-    ref = reference.batchnorm_forward_training(
-        select64(x, picked, 1), select64(scale, picked, 0), select64(bias, picked, 0),
-        epsilon=EPS, exp_avg_factor=FACTOR, running_mean=before[0], running_var=before[1])
-    check("y", select(y, picked, 1), ref["y"], ELEMENTWISE)
-    check("saved_mean", select(saved_mean, picked, 0), ref["saved_mean"], REDUCTION)
-    check("saved_inv_var", select(saved_inv_var, picked, 0), ref["saved_inv_var"], REDUCTION)
-    check("running_var", select(running_var, picked, 0), ref["running_var"], REDUCTION)
-    assert not torch.isnan(y).any()  # every element written, the far ones too
+    check_all_ops_sampled(handle, x, dy, "fp16", 91, picked=[shape[1] - 1])
 
 
 # --------------------------------------------------------------------------
@@ -600,6 +590,125 @@ def test_calls_on_a_non_default_stream(handle):
     ref = reference.batchnorm_forward_training(host64(source), host64(scale), host64(bias),
                                                epsilon=EPS)
     check("y", y, ref["y"], ELEMENTWISE)
+
+
+# --------------------------------------------------------------------------
+# Concurrency on streams, and determinism
+# --------------------------------------------------------------------------
+# (op, shape, dtype, layout, mode): every op, big enough for many blocks per feature.
+CONCURRENT_JOBS = [
+    ("train", (16, 32, 28, 28), "fp32", "nchw", "spatial"),
+    ("train", (16, 32, 28, 28), "fp16", "nhwc", "spatial"),
+    ("infer", (16, 32, 28, 28), "fp32", "nhwc", "spatial"),
+    ("infer", (64, 8, 14, 14), "bf16", "nchw", "per_activation"),
+    ("backward", (16, 32, 28, 28), "fp32", "nchw", "spatial"),
+    ("backward", (16, 32, 28, 28), "fp16", "nhwc", "spatial"),
+    ("train", (64, 8, 14, 14), "fp32", "strided", "per_activation"),
+    ("backward", (64, 8, 14, 14), "fp32", "nchw", "per_activation"),
+]
+STREAM_THREADS = 6
+STREAM_ROUNDS = 3
+
+
+def job_inputs(index):
+    """Inputs of CONCURRENT_JOBS[index], made once and only read afterwards."""
+    op, shape, dtype, layout, mode = CONCURRENT_JOBS[index]
+    seed = 200 + 10 * index
+    pshape = param_shape(shape, mode)
+    inputs = {"x": random_data(shape, dtype, seed, layout), "dy": random_data(shape, dtype, seed + 1, layout),
+              "scale": random_param(pshape, seed + 2, 0.5, 1.5), "bias": random_param(pshape, seed + 3, -0.5, 0.5),
+              "mean": random_param(pshape, seed + 4, -0.2, 0.2), "var": random_param(pshape, seed + 5, 0.5, 1.5)}
+    inputs["saved"] = saved_statistics(inputs["x"], mode)
+    return inputs
+
+
+def run_job(index, inputs, handle):
+    """The job's outputs, allocated on the current stream (running
+    statistics updated in copies, so the job can run again)."""
+    op, _, _, _, mode = CONCURRENT_JOBS[index]
+    a = inputs
+    if op == "train":
+        running_mean, running_var = a["mean"].clone(), a["var"].clone()
+        out = mbn.batchnorm_forward_training(a["x"], a["scale"], a["bias"], mode=mode, running_mean=running_mean,
+                                             running_var=running_var, handle=handle)
+        return (*out, running_mean, running_var)
+    if op == "infer":
+        return (mbn.batchnorm_forward_inference(a["x"], a["scale"], a["bias"], a["mean"], a["var"], mode=mode,
+                                                handle=handle),)
+    return mbn.batchnorm_backward(a["x"], a["dy"], a["scale"], saved_mean=a["saved"][0],
+                                  saved_inv_var=a["saved"][1], mode=mode, handle=handle)
+
+
+def bits(tensors):
+    """The outputs' bytes on the host, for bitwise comparison."""
+    return [t.contiguous().view(torch.uint8).cpu() for t in tensors]
+
+
+def same_bits(a, b):
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.fixture(scope="module")
+def serial_jobs(handle):
+    inputs = [job_inputs(i) for i in range(len(CONCURRENT_JOBS))]
+    torch.cuda.synchronize()
+    expected = [bits(run_job(i, inputs[i], handle)) for i in range(len(CONCURRENT_JOBS))]
+    return inputs, expected
+
+
+def test_threads_on_their_own_streams_match_serial_runs(serial_jobs):
+    """Six threads, each with its own handle on its own stream, run every job
+    three times at once: each result is bitwise the serial one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    inputs, expected = serial_jobs
+
+    def body(thread):
+        stream = torch.cuda.Stream()
+        outputs = []
+        with mbn.Handle(backend="gpu", stream=stream.cuda_stream) as own, torch.cuda.stream(stream):
+            for step in range(STREAM_ROUNDS * len(CONCURRENT_JOBS)):
+                index = (step + thread) % len(CONCURRENT_JOBS)
+                outputs.append((index, run_job(index, inputs[index], own)))
+            stream.synchronize()
+            return [(index, bits(out)) for index, out in outputs]
+
+    with ThreadPoolExecutor(STREAM_THREADS) as pool:
+        results = [r for future in [pool.submit(body, t) for t in range(STREAM_THREADS)] for r in future.result()]
+    assert len(results) == STREAM_THREADS * STREAM_ROUNDS * len(CONCURRENT_JOBS)
+    for index, got in results:
+        assert same_bits(got, expected[index]), f"job {CONCURRENT_JOBS[index]} differs from its serial run"
+
+
+def test_threads_sharing_one_handle_match_serial_runs(handle, serial_jobs):
+    """The module's handle (default stream) shared by six threads at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    inputs, expected = serial_jobs
+
+    def body(thread):
+        got = []
+        for step in range(len(CONCURRENT_JOBS)):
+            index = (step + thread) % len(CONCURRENT_JOBS)
+            got.append((index, run_job(index, inputs[index], handle)))
+        torch.cuda.synchronize()
+        return [(index, bits(out)) for index, out in got]
+
+    with ThreadPoolExecutor(STREAM_THREADS) as pool:
+        results = [r for future in [pool.submit(body, t) for t in range(STREAM_THREADS)] for r in future.result()]
+    for index, got in results:
+        assert same_bits(got, expected[index]), f"job {CONCURRENT_JOBS[index]} differs from its serial run"
+
+
+def test_repeated_calls_are_bitwise_identical(handle, serial_jobs):
+    """Fixed-order merges, no atomics: the same call on the same device gives
+    the same bits, every time and through any handle or stream."""
+    inputs, expected = serial_jobs
+    stream = torch.cuda.Stream()
+    with mbn.Handle(backend="gpu", stream=stream.cuda_stream) as other, torch.cuda.stream(stream):
+        for index in range(len(CONCURRENT_JOBS)):
+            for _ in range(3):
+                assert same_bits(bits(run_job(index, inputs[index], other)), expected[index]), CONCURRENT_JOBS[index]
 
 
 # --------------------------------------------------------------------------

@@ -12,19 +12,24 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from entry_points import (
+    BACKWARD,
+    BATCH_NORM,
+    INFERENCE,
+    PARAMETERS,
+    TRAINING,
+    descriptor_parameters,
+    invoke,
+    last_error,
+)
 from strategies import modes, pair_patterns, seeds
 
 import miopen_bn
-from miopen_bn import cdef, reference
+from miopen_bn import reference
 from miopen_bn.tolerances import check
 
 BAD_PARM = 3
-TRAINING = ("miopenBatchNormalizationForwardTraining", "miopenBatchNormalizationForwardTraining_V2")
-INFERENCE = ("miopenBatchNormalizationForwardInference", "miopenBatchNormalizationForwardInference_V2")
-BACKWARD = ("miopenBatchNormalizationBackward", "miopenBatchNormalizationBackward_V2")
-ALL = TRAINING + INFERENCE + BACKWARD
-
-PARAMETERS = cdef.declared_parameters(cdef.generate_cdef(cdef.header_path().read_text()))
+ALL = BATCH_NORM
 
 # Buffers by parameter name: data tensors have x's shape, the rest C values.
 DATA_BUFFERS = ("x", "y", "dy", "dx")
@@ -87,14 +92,13 @@ class Problem:
         }
         self.values.update(self._scalings)
 
-    def _descriptor(self, shape):
+    def _descriptor(self, shape, strides=None):
         created = self.ffi.new("miopenTensorDescriptor_t*")
         assert self.lib.miopenCreateTensorDescriptor(created) == 0
         dims = self.ffi.new("int[]", list(shape))
+        c_strides = self.ffi.NULL if strides is None else self.ffi.new("int[]", list(strides))
         assert (
-            self.lib.miopenSetTensorDescriptor(
-                created[0], self.lib.miopenFloat, len(shape), dims, self.ffi.NULL
-            )
+            self.lib.miopenSetTensorDescriptor(created[0], self.lib.miopenFloat, len(shape), dims, c_strides)
             == 0
         )
         return created[0]
@@ -107,11 +111,10 @@ class Problem:
         return {name: array.copy() for name, array in self.arrays.items()}
 
     def call(self, function, **overrides):
-        values = dict(self.values, **overrides)
-        return getattr(self.lib, function)(*[values[name] for name in PARAMETERS[function]])
+        return invoke(self.lib, function, dict(self.values, **overrides))
 
     def message(self) -> str:
-        return self.ffi.string(self.lib.miopenBNGetLastErrorMessage()).decode()
+        return last_error(self.lib, self.ffi)
 
     def expect_bad_parm(self, function, *keywords, **overrides):
         before = self.snapshot()
@@ -133,10 +136,6 @@ def problem(lib, ffi, cpu_handle):
     p.close()
 
 
-def descriptor_parameters(function):
-    return [name for name in PARAMETERS[function] if name.endswith("Desc")]
-
-
 def null(ffi, *names):
     return {name: ffi.NULL for name in names}
 
@@ -153,6 +152,21 @@ def test_null_handle(problem, ffi, function):
 def test_null_descriptor(problem, ffi, function, desc):
     # With every optional buffer present, no descriptor may be NULL.
     problem.expect_bad_parm(function, "NULL", "desc", **{desc: ffi.NULL})
+
+
+@pytest.mark.parametrize("function, desc", [(f, d) for f in ALL for d in descriptor_parameters(f)])
+def test_destroyed_descriptor(problem, lib, function, desc):
+    dead = problem._descriptor(SHAPE)
+    assert lib.miopenDestroyTensorDescriptor(dead) == 0
+    problem.expect_bad_parm(function, "not a live tensor descriptor", **{desc: dead})
+
+
+@pytest.mark.parametrize("function", ALL)
+def test_destroyed_handle(problem, ffi, lib, function):
+    created = ffi.new("miopenHandle_t*")
+    assert lib.miopenBNCreateWithBackend(created, lib.miopenBNBackendCPU) == 0
+    assert lib.miopenDestroy(created[0]) == 0
+    problem.expect_bad_parm(function, "not a live handle", handle=created[0])
 
 
 @pytest.mark.parametrize("function, scaling", [(f, s) for f in ALL for s in SCALINGS if s in PARAMETERS[f]])
@@ -328,6 +342,50 @@ def test_training_needs_more_than_one_value(problem, ffi, lib, function):
     one = problem._descriptor((1, 3, 1, 1))  # N*H*W == 1
     problem.descs.append(one)
     problem.expect_bad_parm(function, "more than one", xDesc=one, yDesc=one)
+
+
+# --- outputs need each element in its own memory --------------------------------
+
+# (function, descriptor given overlapping strides, the output it makes refused).
+# Per activation, so parameter tensors (1, C, H, W) have dimensions to overlap.
+OVERLAPPING_OUTPUTS = [(f, "yDesc", "y") for f in TRAINING + INFERENCE]
+OVERLAPPING_OUTPUTS += [(f, "dxDesc", "dx") for f in BACKWARD]
+OVERLAPPING_OUTPUTS += [
+    (TRAINING[0], "bnScaleBiasMeanVarDesc", "resultRunningMean"),
+    (TRAINING[1], "savedMeanDesc", "resultRunningMean"),
+    (TRAINING[1], "savedVarDesc", "resultRunningVariance"),
+    (BACKWARD[0], "bnScaleBiasDiffDesc", "resultBnScaleDiff"),
+    (BACKWARD[1], "scaleDesc", "resultBnScaleDiff"),
+    (BACKWARD[1], "biasDesc", "resultBnBiasDiff"),
+]
+
+
+@pytest.mark.parametrize("function, desc, output", OVERLAPPING_OUTPUTS)
+def test_output_with_overlapping_strides_is_refused(lib, ffi, cpu_handle, function, desc, output):
+    problem = Problem(lib, ffi, cpu_handle, mode="per_activation")
+    shape = SHAPE if desc in ("yDesc", "dxDesc") else reference.param_shape(SHAPE, "per_activation")
+    overlapping = problem._descriptor(shape, strides=(1,) * len(shape))  # fits in the buffer, repeats elements
+    problem.descs.append(overlapping)
+    problem.expect_bad_parm(function, output, "share memory", **{desc: overlapping})
+    problem.close()
+
+
+def test_input_with_overlapping_strides_is_read_as_described(lib, ffi, cpu_handle):
+    """Inputs may repeat elements (a broadcast-like view): only outputs are checked."""
+    problem = Problem(lib, ffi, cpu_handle)
+    strides = (1, 1, 1, 1)
+    overlapping = problem._descriptor(SHAPE, strides=strides)
+    problem.descs.append(overlapping)
+    x = problem.arrays["x"]
+    view = np.lib.stride_tricks.as_strided(x, SHAPE, [s * x.itemsize for s in strides])
+    expected = reference.batchnorm_forward_inference(
+        view, problem.arrays["bnScale"], problem.arrays["bnBias"], epsilon=1e-5
+    )
+    nulls = null(ffi, "estimatedMean", "estimatedVariance", "estMeanDesc", "estVarianceDesc")
+    status = problem.call(INFERENCE[1], xDesc=overlapping, **nulls)
+    assert status == 0, problem.message()
+    check(problem.arrays["y"], expected, "float32", "elementwise", "y")
+    problem.close()
 
 
 # --- the pair rules as properties: every NULL pattern, both modes, V1 and V2 ---

@@ -145,3 +145,17 @@ def test_reduction_counts():
     assert reference.param_shape((4, 3, 5, 7), "per_activation") == (1, 3, 5, 7)
     with pytest.raises(ValueError, match="mode"):
         reference.reduction_axes(4, "channel")
+
+
+def test_ieee_special_values_are_results_not_warnings():
+    """A constant channel with epsilon 0 gives 0 * inf = NaN in y and dx, as
+    the library must; the oracle computes it without NumPy warnings (which
+    the test configuration turns into errors)."""
+    x = np.array([[1.0, 2.0], [1.0, 4.0]])
+    training = reference.batchnorm_forward_training(x, [1.0, 1.0], [0.0, 0.0], epsilon=0.0)
+    assert np.isnan(training["y"][:, 0]).all() and np.isposinf(training["saved_inv_var"][0, 0])
+    assert np.isfinite(training["y"][:, 1]).all()
+    grads = reference.batchnorm_backward(x, np.ones_like(x), [1.0, 1.0], epsilon=0.0)
+    assert np.isnan(grads["dx"][:, 0]).all() and np.isfinite(grads["dbias"]).all()
+    y = reference.batchnorm_forward_inference(x, [1.0, 1.0], [0.0, 0.0], [1.0, 2.0], [0.0, 0.0], epsilon=0.0)
+    assert np.isnan(y[0, 0]) and np.isposinf(y[1, 1])

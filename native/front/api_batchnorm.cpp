@@ -71,8 +71,8 @@ miopenStatus_t miopenDeriveBNTensorDescriptor(miopenTensorDescriptor_t derivedBn
                                               miopenBatchNormMode_t bn_mode) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, derivedBnDesc, xDesc, bn_mode);
-        mbn::require(derivedBnDesc != nullptr, miopenStatusBadParm, "derivedBnDesc is NULL");
-        mbn::derive_bn_descriptor(*derivedBnDesc, mbn::require_descriptor(xDesc, "xDesc"), bn_mode);
+        auto& derived = mbn::require_live_descriptor(derivedBnDesc, "derivedBnDesc");
+        mbn::derive_bn_descriptor(derived, mbn::require_descriptor(xDesc, "xDesc"), bn_mode);
     });
 }
 

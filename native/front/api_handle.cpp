@@ -1,6 +1,7 @@
 // Handle, stream, profiling and version entry points.
 #include "api_guard.hpp"
 #include "handle.hpp"
+#include "live_objects.hpp"
 #include "logging.hpp"
 
 #include <cstdlib>
@@ -10,6 +11,8 @@ namespace mbn {
 
 miopenHandle& require_handle(miopenHandle* handle) {
     require(handle != nullptr, miopenStatusBadParm, "handle is NULL");
+    require(is_live(ObjectKind::handle, handle), miopenStatusBadParm, "handle (", static_cast<const void*>(handle),
+            ") is not a live handle (destroyed, or not made by miopenCreate)");
     return *handle;
 }
 
@@ -60,6 +63,7 @@ void create(miopenHandle_t* handle, miopenBNBackend_t wanted, void* stream) {
     auto created = std::make_unique<miopenHandle>();
     created->backend = make_backend(wanted, stream);
     log_info("miopenCreate", concat("created a handle on the ", created->backend->name(), " backend"));
+    add_live(ObjectKind::handle, created.get());
     *handle = created.release();
 }
 
@@ -127,6 +131,9 @@ miopenStatus_t miopenBNGetBackend(miopenHandle_t handle, miopenBNBackend_t* back
 miopenStatus_t miopenDestroy(miopenHandle_t handle) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, handle);
+        if (handle == nullptr) return;
+        mbn::require(mbn::remove_live(mbn::ObjectKind::handle, handle), miopenStatusBadParm, "handle (",
+                     static_cast<const void*>(handle), ") is not a live handle (destroyed already?)");
         delete handle;
     });
 }

@@ -1,9 +1,11 @@
 // Tensor descriptor entry points.
 #include "api_guard.hpp"
+#include "live_objects.hpp"
 #include "logging.hpp"
 #include "tensor_descriptor.hpp"
 
-#include <new>
+#include <limits>
+#include <memory>
 #include <vector>
 
 namespace {
@@ -11,29 +13,45 @@ namespace {
 using mbn::require;
 
 miopenTensorDescriptor& settable(miopenTensorDescriptor_t desc) {
-    require(desc != nullptr, miopenStatusBadParm, "tensorDesc is NULL");
-    return *desc;
+    return mbn::require_live_descriptor(desc, "tensorDesc");
 }
 
+// The first `count` values, at most kMaxRank of them: a count beyond the
+// maximum rank is refused without reading past the entries a descriptor can
+// use (the caller's array may be shorter than a bogus count).
 std::vector<std::int64_t> widen(const int* values, int count) {
     if (values == nullptr || count <= 0) return {};
-    return std::vector<std::int64_t>(values, values + count);
+    const int used = count < miopenTensorDescriptor::kMaxRank ? count : miopenTensorDescriptor::kMaxRank;
+    return std::vector<std::int64_t>(values, values + used);
 }
 
 // Packed strides for lengths given in logical N, C, (D), H, W order, laid out
-// channels-last (NHWC / NDHWC).
+// channels-last (NHWC / NDHWC).  The products are checked: with lengths near
+// INT_MAX they overflow 64 bits before set_descriptor could say so.
 std::vector<std::int64_t> channels_last_strides(const std::vector<std::int64_t>& lens) {
     const int rank = static_cast<int>(lens.size());
     std::vector<std::int64_t> strides(rank);
     std::int64_t step = 1;
+    const auto next = [&step](std::int64_t length) {
+        require(!__builtin_mul_overflow(step, length, &step), miopenStatusBadParm,
+                "the element count overflows 64 bits");
+    };
     strides[1] = step;
-    step *= lens[1];
+    next(lens[1]);
     for (int i = rank - 1; i >= 2; --i) {
         strides[i] = step;
-        step *= lens[i];
+        next(lens[i]);
     }
     strides[0] = step;
     return strides;
+}
+
+// The getters return int strides: a packed stride beyond INT_MAX (a tensor
+// of more than 2^31 elements) is refused rather than truncated.
+void require_int_strides(const miopenTensorDescriptor& desc) {
+    for (int i = 0; i < desc.rank; ++i)
+        require(desc.strides[i] <= std::numeric_limits<int>::max(), miopenStatusBadParm, "stride ", i, " of ",
+                desc, " does not fit in an int");
 }
 
 }  // namespace
@@ -44,13 +62,18 @@ miopenStatus_t miopenCreateTensorDescriptor(miopenTensorDescriptor_t* tensorDesc
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc);
         require(tensorDesc != nullptr, miopenStatusBadParm, "tensorDesc is NULL");
-        *tensorDesc = new miopenTensorDescriptor();
+        auto created = std::make_unique<miopenTensorDescriptor>();
+        mbn::add_live(mbn::ObjectKind::descriptor, created.get());
+        *tensorDesc = created.release();
     });
 }
 
 miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescriptor_t tensorDesc) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc);
+        if (tensorDesc == nullptr) return;
+        require(mbn::remove_live(mbn::ObjectKind::descriptor, tensorDesc), miopenStatusBadParm, "tensorDesc (",
+                static_cast<const void*>(tensorDesc), ") is not a live tensor descriptor (destroyed already?)");
         delete tensorDesc;
     });
 }
@@ -97,25 +120,29 @@ miopenStatus_t miopenSetNdTensorDescriptorWithLayout(miopenTensorDescriptor_t te
         auto& desc = settable(tensorDesc);
         require(lens != nullptr, miopenStatusInvalidValue, "lens is NULL");
         require(num_lens > 0, miopenStatusInvalidValue, "num_lens is ", num_lens);
-        const auto wide = widen(lens, num_lens);
-        for (int i = 0; i < num_lens; ++i)
-            require(wide[i] > 0, miopenStatusBadParm, "length ", i, " is ", wide[i], " (must be > 0)");
+        // The layout fixes the rank; lens is read only once num_lens matches it.
+        const auto checked_lengths = [&](int rank, const char* name) {
+            require(num_lens == rank, miopenStatusBadParm, "layout ", name, " needs ", rank, " lengths, got ",
+                    num_lens);
+            const auto wide = widen(lens, num_lens);
+            for (int i = 0; i < num_lens; ++i)
+                require(wide[i] > 0, miopenStatusBadParm, "length ", i, " is ", wide[i], " (must be > 0)");
+            return wide;
+        };
         switch (tensorLayout) {
             case miopenTensorNCHW:
             case miopenTensorNCDHW: {
-                const int rank = tensorLayout == miopenTensorNCHW ? 4 : 5;
-                require(num_lens == rank, miopenStatusBadParm, "layout ",
-                        rank == 4 ? "NCHW" : "NCDHW", " needs ", rank, " lengths, got ", num_lens);
-                mbn::set_descriptor(desc, dataType, rank, wide.data(), nullptr);
+                const bool four = tensorLayout == miopenTensorNCHW;
+                const auto wide = checked_lengths(four ? 4 : 5, four ? "NCHW" : "NCDHW");
+                mbn::set_descriptor(desc, dataType, num_lens, wide.data(), nullptr);
                 break;
             }
             case miopenTensorNHWC:
             case miopenTensorNDHWC: {
-                const int rank = tensorLayout == miopenTensorNHWC ? 4 : 5;
-                require(num_lens == rank, miopenStatusBadParm, "layout ",
-                        rank == 4 ? "NHWC" : "NDHWC", " needs ", rank, " lengths, got ", num_lens);
+                const bool four = tensorLayout == miopenTensorNHWC;
+                const auto wide = checked_lengths(four ? 4 : 5, four ? "NHWC" : "NDHWC");
                 const auto strides = channels_last_strides(wide);
-                mbn::set_descriptor(desc, dataType, rank, wide.data(), strides.data());
+                mbn::set_descriptor(desc, dataType, num_lens, wide.data(), strides.data());
                 break;
             }
             case miopenTensorCHWN: case miopenTensorNCHWc4: case miopenTensorNCHWc8:
@@ -139,6 +166,7 @@ miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
         int* outputs[] = {n, c, h, w, nStride, cStride, hStride, wStride};
         require(dataType != nullptr, miopenStatusBadParm, "dataType is NULL");
         for (int* out : outputs) require(out != nullptr, miopenStatusBadParm, "an output pointer is NULL");
+        require_int_strides(desc);
         *dataType = desc.dtype;
         for (int i = 0; i < 4; ++i) {
             *outputs[i] = static_cast<int>(desc.lens[i]);
@@ -152,6 +180,7 @@ miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc, dataType, dimsA, stridesA);
         const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
+        if (stridesA) require_int_strides(desc);
         if (dataType) *dataType = desc.dtype;
         for (int i = 0; i < desc.rank; ++i) {
             if (dimsA) dimsA[i] = static_cast<int>(desc.lens[i]);
@@ -163,9 +192,9 @@ miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
 miopenStatus_t miopenGetTensorDescriptorSize(miopenTensorDescriptor_t tensorDesc, int* size) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc, size);
-        require(tensorDesc != nullptr, miopenStatusBadParm, "tensorDesc is NULL");
+        const auto& desc = mbn::require_live_descriptor(tensorDesc, "tensorDesc");
         require(size != nullptr, miopenStatusBadParm, "size is NULL");
-        *size = tensorDesc->rank;
+        *size = desc.rank;
     });
 }
 

@@ -60,6 +60,7 @@ public:
         require(desc.dtype == x_desc_.dtype, miopenStatusBadParm, "x (", miopen_dtype_name(x_desc_.dtype),
                 ") and y (", miopen_dtype_name(desc.dtype), ") have different types");
         TensorArg out = data_tensor(desc, y, "y", x_dtype_);
+        require_distinct_elements(out, "y");
         check_in_place(x_, out, "x", "y");
         return out;
     }
@@ -99,6 +100,14 @@ public:
         return t;
     }
 
+    // A parameter-shaped output (saved and running statistics, gradients).
+    TensorArg param_output(const miopenTensorDescriptor* desc_ptr, void* data, const char* what,
+                           bool optional = false) const {
+        TensorArg t = param_tensor(desc_ptr, data, what, optional);
+        require_distinct_elements(t, what);
+        return t;
+    }
+
 private:
     const Backend& backend_;
     const miopenTensorDescriptor& x_desc_;
@@ -124,10 +133,10 @@ BnForwardTraining build_forward_training(const Backend& backend, const BnTrainin
     const bool running = pair_present(call.running_mean, call.running_var, "resultRunningMean",
                                       "resultRunningVariance");
     pair_present(call.saved_mean, call.saved_inv_std, "resultSaveMean", "resultSaveInvVariance");
-    p.running_mean = check.param_tensor(call.params.mean, call.running_mean, "resultRunningMean", true);
-    p.running_var = check.param_tensor(call.params.var, call.running_var, "resultRunningVariance", true);
-    p.saved_mean = check.param_tensor(call.params.mean, call.saved_mean, "resultSaveMean", true);
-    p.saved_inv_std = check.param_tensor(call.params.var, call.saved_inv_std, "resultSaveInvVariance", true);
+    p.running_mean = check.param_output(call.params.mean, call.running_mean, "resultRunningMean", true);
+    p.running_var = check.param_output(call.params.var, call.running_var, "resultRunningVariance", true);
+    p.saved_mean = check.param_output(call.params.mean, call.saved_mean, "resultSaveMean", true);
+    p.saved_inv_std = check.param_output(call.params.var, call.saved_inv_std, "resultSaveInvVariance", true);
     check_epsilon(call.epsilon);
     if (running)
         require(std::isfinite(call.exp_avg_factor), miopenStatusBadParm, "expAvgFactor is ",
@@ -195,14 +204,15 @@ BnBackward build_backward(const Backend& backend, const BnBackwardCall& call) {
             " with dy/dx of type ", dtype_name(grad), " (dy/dx must be x's type or float32)");
     p.dy = check.data_tensor(dy_desc, call.dy, "dy", grad);
     p.dx = check.data_tensor(dx_desc, call.dx, "dx", grad);
+    require_distinct_elements(p.dx, "dx");
     check_in_place(p.dy, p.dx, "dy", "dx");
     require(p.dx.data != p.x.data || grad == check.x_dtype(), miopenStatusBadParm,
             "dx aliases x but has a different type");
     check_in_place(p.x, p.dx, "x", "dx");
     check.set_param_dtype(call.params.scale);
     p.scale = check.param_tensor(call.params.scale, call.scale, "bnScale");
-    p.dscale = check.param_tensor(call.params.scale, call.dscale, "resultBnScaleDiff");
-    p.dbias = check.param_tensor(call.params.bias, call.dbias, "resultBnBiasDiff");
+    p.dscale = check.param_output(call.params.scale, call.dscale, "resultBnScaleDiff");
+    p.dbias = check.param_output(call.params.bias, call.dbias, "resultBnBiasDiff");
     pair_present(call.saved_mean, call.saved_inv_std, "savedMean", "savedInvVariance");
     p.saved_mean = check.param_tensor(call.params.mean, call.saved_mean, "savedMean", true);
     p.saved_inv_std = check.param_tensor(call.params.var, call.saved_inv_std, "savedInvVariance", true);

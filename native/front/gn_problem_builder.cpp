@@ -113,6 +113,7 @@ GnForward build_gn_forward(const Backend& backend, const GnForwardCall& call) {
     p.shape = check.shape();
     p.x = check.x();
     p.y = check.data_like_x(call.y_desc, call.y, "y");
+    require_distinct_elements(p.y, "y");
     check_in_place(p.x, p.y, "x", "y");
     if (p.affine) {
         p.weight = check.param(call.weight_desc, call.weight, "weight");
@@ -120,6 +121,8 @@ GnForward build_gn_forward(const Backend& backend, const GnForwardCall& call) {
     }
     if (call.mean) p.mean = check.statistic(call.mean_desc, call.mean, "mean");
     if (call.rstd) p.rstd = check.statistic(call.rstd_desc, call.rstd, "rstd");
+    require_distinct_elements(p.mean, "mean");
+    require_distinct_elements(p.rstd, "rstd");
     check_epsilon(call.epsilon);
     p.epsilon = call.epsilon;
     p.activation = checked_activation(call.activation, call.activation_beta);
@@ -135,6 +138,7 @@ GnBackward build_gn_backward(const Backend& backend, const GnBackwardCall& call)
     p.x = check.x();
     p.dy = check.data_like_x(call.dy_desc, call.dy, "dy");
     p.dx = check.data_like_x(call.dx_desc, call.dx, "dx");
+    require_distinct_elements(p.dx, "dx");
     check_in_place(p.dy, p.dx, "dy", "dx");
     check_in_place(p.x, p.dx, "x", "dx");
     p.activation = checked_activation(call.activation, call.activation_beta);
@@ -144,6 +148,8 @@ GnBackward build_gn_backward(const Backend& backend, const GnBackwardCall& call)
         if (p.activation != Activation::none) p.bias = check.param(call.bias_desc, call.bias, "bias");
         p.dweight = check.param(call.dweight_desc, call.dweight, "dweight");
         p.dbias = check.param(call.dbias_desc, call.dbias, "dbias");
+        require_distinct_elements(p.dweight, "dweight");
+        require_distinct_elements(p.dbias, "dbias");
     }
     p.mean = check.statistic(call.mean_desc, call.mean, "mean");
     p.rstd = check.statistic(call.rstd_desc, call.rstd, "rstd");

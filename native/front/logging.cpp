@@ -1,5 +1,6 @@
 #include "logging.hpp"
 
+#include "live_objects.hpp"
 #include "tensor_descriptor.hpp"
 
 #include <cstdio>
@@ -86,6 +87,12 @@ void emit_api_call(const char* function, const std::string& arguments) {
 void format_descriptor(std::ostream& out, const miopenTensorDescriptor* desc) {
     if (desc == nullptr) {
         out << "NULL";
+        return;
+    }
+    // Arguments are logged before they are checked: a destroyed descriptor
+    // must not be read.
+    if (!is_live(ObjectKind::descriptor, desc)) {
+        out << static_cast<const void*>(desc) << " (not a live descriptor)";
         return;
     }
     // An unset descriptor has no contents to tell it apart: show its address.

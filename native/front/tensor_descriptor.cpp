@@ -1,6 +1,7 @@
 #include "tensor_descriptor.hpp"
 
 #include "common/error.hpp"
+#include "live_objects.hpp"
 
 #include <sstream>
 
@@ -88,14 +89,17 @@ void set_descriptor(miopenTensorDescriptor& desc, miopenDataType_t dtype, int ra
     next.rank = rank;
     for (int i = 0; i < rank; ++i)
         require(lens[i] > 0, miopenStatusBadParm, "length ", i, " is ", lens[i], " (must be > 0)");
+    // The element count must fit in 64 bits whatever the strides: with
+    // overlapping strides a small element space can hold a count that the
+    // kernels' int64 arithmetic could not.
     std::int64_t packed = 1;
     for (int i = rank - 1; i >= 0; --i) {
         next.lens[i] = lens[i];
         next.strides[i] = strides ? strides[i] : packed;
         require(next.strides[i] > 0, miopenStatusBadParm, "stride ", i, " is ", next.strides[i],
                 " (must be > 0)");
-        if (!strides) require(!__builtin_mul_overflow(packed, lens[i], &packed), miopenStatusBadParm,
-                               "the element count overflows 64 bits");
+        require(!__builtin_mul_overflow(packed, lens[i], &packed), miopenStatusBadParm,
+                "the element count overflows 64 bits");
     }
     // The largest byte offset, and the byte span, must fit in 64 bits.
     std::int64_t last = 0;
@@ -111,11 +115,19 @@ void set_descriptor(miopenTensorDescriptor& desc, miopenDataType_t dtype, int ra
     desc = next;
 }
 
+miopenTensorDescriptor& require_live_descriptor(miopenTensorDescriptor* desc, const char* what, const char* prefix) {
+    require(desc != nullptr, miopenStatusBadParm, prefix, what, " is NULL");
+    require(is_live(ObjectKind::descriptor, desc), miopenStatusBadParm, prefix, what, " (",
+            static_cast<const void*>(desc),
+            ") is not a live tensor descriptor (destroyed, or not made by miopenCreateTensorDescriptor)");
+    return *desc;
+}
+
 const miopenTensorDescriptor& require_descriptor(const miopenTensorDescriptor* desc, const char* what,
                                                  const char* prefix) {
-    require(desc != nullptr, miopenStatusBadParm, prefix, what, " is NULL");
-    require(desc->is_set(), miopenStatusBadParm, prefix, what, " has no lengths set");
-    return *desc;
+    const auto& live = require_live_descriptor(const_cast<miopenTensorDescriptor*>(desc), what, prefix);
+    require(live.is_set(), miopenStatusBadParm, prefix, what, " has no lengths set");
+    return live;
 }
 
 TensorArg normalize(const miopenTensorDescriptor& desc, const void* data, DType dtype) {

@@ -38,8 +38,12 @@ namespace mbn {
 void set_descriptor(miopenTensorDescriptor& desc, miopenDataType_t dtype, int rank,
                     const std::int64_t* lens, const std::int64_t* strides);
 
-// The descriptor behind a handle argument, or BadParm naming `prefix what`
-// (e.g. "the descriptor of " "bias") when it is NULL or was never set.
+// The descriptor behind an argument, set or not, or BadParm naming
+// `prefix what` (e.g. "the descriptor of " "bias") when it is NULL or not a
+// live descriptor (destroyed, or never created).
+miopenTensorDescriptor& require_live_descriptor(miopenTensorDescriptor* desc, const char* what,
+                                                const char* prefix = "");
+// The same, and BadParm when it was never set.
 const miopenTensorDescriptor& require_descriptor(const miopenTensorDescriptor* desc,
                                                  const char* what, const char* prefix = "");
 

@@ -1,6 +1,7 @@
 #include "validation.hpp"
 
 #include <cmath>
+#include <utility>
 
 namespace mbn {
 
@@ -38,6 +39,24 @@ void require_same_lengths(const miopenTensorDescriptor& a, const miopenTensorDes
     for (int i = 0; same && i < a.rank; ++i) same = a.lens[i] == b.lens[i];
     require(same, miopenStatusBadParm, b_prefix, b_name, " (", b, ") and ", a_name, " (", a,
             ") must have the same lengths");
+}
+
+void require_distinct_elements(const TensorArg& output, const char* what) {
+    if (!output.present()) return;
+    std::array<int, kDims> dims{};
+    int count = 0;
+    for (int d = 0; d < kDims; ++d)
+        if (output.len[d] > 1) dims[count++] = d;
+    for (int i = 1; i < count; ++i)  // insertion sort by stride: at most 5 dimensions
+        for (int j = i; j > 0 && output.stride[dims[j - 1]] > output.stride[dims[j]]; --j)
+            std::swap(dims[j - 1], dims[j]);
+    std::int64_t extent = 1;  // one past the largest offset of the dimensions seen so far
+    for (int i = 0; i < count; ++i) {
+        const int d = dims[i];
+        require(output.stride[d] >= extent, miopenStatusBadParm, "the strides of ", what,
+                " let two of its elements share memory (an output needs each element in its own place)");
+        extent += (output.len[d] - 1) * output.stride[d];
+    }
 }
 
 void check_in_place(const TensorArg& in, const TensorArg& out, const char* in_name, const char* out_name) {

@@ -26,6 +26,13 @@ DType checked_io_dtype(const miopenTensorDescriptor& desc, const char* what);
 void require_same_lengths(const miopenTensorDescriptor& a, const miopenTensorDescriptor& b,
                           const char* a_name, const char* b_name, const char* b_prefix = "");
 
+// An output whose strides let two of its elements share memory would get
+// one of two results there (a race on the GPU): BadParm.  Checked
+// conservatively: ordered by stride, each dimension must step past the whole
+// extent of the ones inside it, which every packed, padded or permuted
+// layout does.  An absent tensor passes.
+void require_distinct_elements(const TensorArg& output, const char* what);
+
 // In place is supported only with identical addressing.
 void check_in_place(const TensorArg& in, const TensorArg& out, const char* in_name, const char* out_name);
 

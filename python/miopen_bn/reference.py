@@ -24,9 +24,24 @@ or with the leading 1, and results come back in the broadcastable shape
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 SPATIAL, PER_ACTIVATION = "spatial", "per_activation"
+
+
+def _ieee(function):
+    """Runs a reference function with NumPy's floating-point warnings off:
+    0 * inf = NaN, 1 / 0 = inf and overflow to inf are results here (they
+    propagate exactly as the library must propagate them), not errors."""
+
+    @functools.wraps(function)
+    def quiet(*args, **kwargs):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            return function(*args, **kwargs)
+
+    return quiet
 
 
 def reduction_axes(ndim: int, mode: str) -> tuple:
@@ -88,6 +103,7 @@ def inverse_std(var: np.ndarray, epsilon: float) -> np.ndarray:
         return 1.0 / np.sqrt(var + epsilon)
 
 
+@_ieee
 def batchnorm_forward_training(
     x,
     scale,
@@ -120,6 +136,7 @@ def batchnorm_forward_training(
     return out
 
 
+@_ieee
 def batchnorm_forward_inference(
     x,
     scale,
@@ -145,6 +162,7 @@ def batchnorm_forward_inference(
     return blend(result, alpha, beta, y_prior)
 
 
+@_ieee
 def batchnorm_backward(
     x,
     dy,

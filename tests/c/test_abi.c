@@ -88,6 +88,9 @@ static void test_handles(void) {
 
     CHECK_STATUS(miopenStatusSuccess, miopenDestroy(handle));
     CHECK_STATUS(miopenStatusSuccess, miopenDestroy(NULL));
+    /* A destroyed handle is refused, not read (ASan would see a use after free). */
+    CHECK_STATUS(miopenStatusBadParm, miopenDestroy(handle));
+    CHECK_STATUS(miopenStatusBadParm, miopenGetStream(handle, &got));
 
     miopenHandle_t with_stream = NULL;
     if (miopenBNHasGpuSupport() == 0) {
@@ -164,6 +167,10 @@ static void test_descriptors(void) {
     CHECK_STATUS(miopenStatusSuccess, miopenDestroyTensorDescriptor(unset));
     CHECK_STATUS(miopenStatusSuccess, miopenDestroyTensorDescriptor(desc));
     CHECK_STATUS(miopenStatusSuccess, miopenDestroyTensorDescriptor(NULL));
+    /* Destroyed descriptors are refused, not read or freed again. */
+    CHECK_STATUS(miopenStatusBadParm, miopenDestroyTensorDescriptor(desc));
+    CHECK_STATUS(miopenStatusBadParm, miopenGetTensorNumBytes(unset, &bytes));
+    CHECK_STATUS(miopenStatusBadParm, miopenSet4dTensorDescriptor(desc, miopenFloat, 1, 2, 3, 4));
 }
 
 static void test_derive(void) {
