@@ -46,9 +46,12 @@ __device__ __forceinline__ void release(ArrivalCounter* counter) {
     atomicExch(counter, 0ull);
 }
 
+// Eases the polling of a waiting thread (plain spinning before sm_70).
 __device__ __forceinline__ void pause_briefly() {
 #if MBN_GPU_CUDA
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
     __nanosleep(64);
+#endif
 #else
     __builtin_amdgcn_s_sleep(2);
 #endif

@@ -67,8 +67,10 @@ bool allows_vectors(const GnGroupShape& s, const GnPlacement& p, const TensorArg
     return p.pitch == 1 && s.positions % width == 0 && p.channel % width == 0;
 }
 
-// Chunks of at most one team's registers; for few large groups, more
-// chunks so that every multiprocessor gets a block.
+// Chunks of at most one team's registers.  A group that needs several
+// blocks anyway is cut finer when that gives every multiprocessor a block;
+// one that fits a block stays whole (a hand-over between blocks costs more
+// than idle multiprocessors save on data this small).
 GnChunks cut_into_chunks(const GnGroupShape& s, int width, const DeviceShape& device) {
     const std::int64_t per_thread = static_cast<std::int64_t>(gn_slots(width)) * width;
     const int wave = std::max(1, std::min(device.wave_size, kBlockThreads));
@@ -79,9 +81,11 @@ GnChunks cut_into_chunks(const GnGroupShape& s, int width, const DeviceShape& de
     } else {
         c.team_threads = kBlockThreads;
         c.parts = ceil_div(s.size, kBlockThreads * per_thread);
-        const std::int64_t to_fill = ceil_div(std::max(1, device.multiprocessors), s.group_count());
-        const std::int64_t at_most = std::max<std::int64_t>(1, s.size / (2 * kBlockThreads * width));
-        c.parts = std::max(c.parts, std::min(to_fill, at_most));
+        if (c.parts > 1) {
+            const std::int64_t to_fill = ceil_div(std::max(1, device.multiprocessors), s.group_count());
+            const std::int64_t at_most = std::max<std::int64_t>(1, s.size / (2 * kBlockThreads * width));
+            c.parts = std::max(c.parts, std::min(to_fill, at_most));
+        }
     }
     c.length = ceil_div(ceil_div(s.size, c.parts), width) * width;
     c.parts = ceil_div(s.size, c.length);
