@@ -21,6 +21,16 @@ torch = pytest.importorskip("torch")
 import miopen_bn as mbn  # noqa: E402
 from miopen_bn import reference, tolerances  # noqa: E402
 from miopen_bn.tolerances import ELEMENTWISE, REDUCTION  # noqa: E402
+from torch_tensors import (  # noqa: E402
+    DEVICE,
+    TORCH_DTYPE,
+    check,
+    generator,
+    host64,
+    poisoned,
+    random_data,
+    random_param,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -37,11 +47,8 @@ if _why_no_gpu():
     pytest.skip(_why_no_gpu(), allow_module_level=True)
 
 F = torch.nn.functional
-DEVICE = "cuda"
 EPS = 1e-5
 FACTOR = 0.1
-TORCH_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-               "fp64": torch.float64}
 MODES = ("spatial", "per_activation")
 LAYOUTS = ("nchw", "nhwc", "strided")
 # Small, odd lengths: no power-of-two alignment hides an indexing slip.
@@ -57,65 +64,8 @@ def handle():
 # --------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------
-def _generator(seed):
-    return torch.Generator(device=DEVICE).manual_seed(seed)
-
-
-def arrange(tensor, layout):
-    """The same logical values stored NCHW, NHWC or as a padded strided view."""
-    if layout == "nchw":
-        return tensor.contiguous()
-    if layout == "nhwc":
-        if tensor.dim() == 4:
-            return tensor.contiguous(memory_format=torch.channels_last)
-        if tensor.dim() == 5:
-            return tensor.contiguous(memory_format=torch.channels_last_3d)
-        return tensor.movedim(1, -1).contiguous().movedim(-1, 1)
-    # strided: channels sliced out of a wider buffer, innermost dim stepped by 2
-    padded = list(tensor.shape)
-    padded[1] += 3
-    index = [slice(None), slice(1, 1 + tensor.shape[1])]
-    if tensor.dim() > 2:
-        padded[-1] = 2 * tensor.shape[-1] + 1
-        index += [slice(None)] * (tensor.dim() - 3) + [slice(1, None, 2)]
-    base = torch.full(padded, float("nan"), dtype=tensor.dtype, device=tensor.device)
-    view = base[tuple(index)]
-    view.copy_(tensor)
-    return view
-
-
-def random_data(shape, dtype, seed, layout="nchw"):
-    """Channels (or features) with their own mean and spread, never zeros."""
-    gen = _generator(seed)
-    view = (1, shape[1]) + (1,) * (len(shape) - 2)
-    mean = torch.rand(view, generator=gen, device=DEVICE, dtype=torch.float64) * 4 - 2
-    std = torch.rand(view, generator=gen, device=DEVICE, dtype=torch.float64) * 1.5 + 0.5
-    x = torch.randn(shape, generator=gen, device=DEVICE, dtype=torch.float64) * std + mean
-    return arrange(x.to(TORCH_DTYPE[dtype]), layout)
-
-
 def param_shape(shape, mode):
     return (shape[1],) if mode == "spatial" else tuple(shape[1:])
-
-
-def random_param(shape, seed, low, high):
-    gen = _generator(seed)
-    return torch.rand(shape, generator=gen, device=DEVICE, dtype=torch.float32) * (high - low) + low
-
-
-def poisoned(like):
-    return torch.full_like(like, float("nan"))
-
-
-def host64(tensor):
-    return tensor.detach().to(torch.float64).cpu().numpy()
-
-
-def check(name, out, expected, kind, tol=None):
-    """The package's tolerance table for `out`'s own dtype (a torch tensor);
-    `expected` is the float64 reference, in any shape of the same size."""
-    __tracebackhide__ = True
-    tolerances.check(host64(out), expected, out.dtype, kind, name=name, tol=tol)
 
 
 # --------------------------------------------------------------------------
@@ -447,7 +397,7 @@ def test_tensor_over_2_31_elements(handle):
     needed = 5 * numel * 2  # x, dy, dx and two y at once
     if free < needed:
         pytest.skip(f"needs {needed / 2**30:.1f} GiB of GPU memory, {free / 2**30:.1f} free")
-    gen = _generator(91)
+    gen = generator(91)
     x = torch.randn(shape, generator=gen, device=DEVICE, dtype=torch.float16)
     x.mul_(torch.linspace(0.5, 2.0, 64, device=DEVICE, dtype=torch.float16).view(1, 64, 1, 1))
     x.add_(torch.linspace(-2.0, 2.0, 64, device=DEVICE, dtype=torch.float16).view(1, 64, 1, 1))

@@ -11,6 +11,12 @@
 namespace mbn {
 namespace gpu {
 
+// A failed runtime call becomes InternalError.
+inline void check_runtime(hipError_t status, const char* what) {
+    if (status != hipSuccess)
+        fail(miopenStatusInternalError, "GPU runtime call ", what, " failed: ", hipGetErrorString(status));
+}
+
 // Called right after each launch: a failed launch becomes InternalError.
 inline void check_launch(const char* kernel) {
     const hipError_t status = hipGetLastError();
@@ -34,7 +40,8 @@ inline FinalizeShape finalize_shape(const BnLayout& layout) {
 
 struct LaunchTarget {
     hipStream_t stream;
-    void* scratch;  // at least scratch_bytes(layout) bytes
+    void* scratch;  // at least the bytes the op asked for (scratch_bytes(layout) for batch norm)
+    unsigned long long* counters;  // zero-initialized, as many as the op asked for (group norm)
 };
 
 void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, const LaunchTarget& target);

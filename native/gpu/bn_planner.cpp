@@ -12,6 +12,8 @@ constexpr int kSpatialFeatureDims[] = {kC};
 constexpr int kSpatialReduceDims[] = {kN, kD, kH, kW};
 constexpr int kActivationFeatureDims[] = {kC, kD, kH, kW};
 constexpr int kActivationReduceDims[] = {kN};
+constexpr int kRowFeatureDims[] = {kN, kC};
+constexpr int kRowReduceDims[] = {kD, kH, kW};
 
 bool slot_used(const SlotTensors& t, int slot) {
     return t.slot[slot] != nullptr && t.slot[slot]->present();
@@ -127,15 +129,14 @@ int pow2_at_least(std::int64_t v) {
     return p;
 }
 
-}  // namespace
-
-BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device) {
+// The layout whose features are the logical dimensions `feature_dims` and
+// whose reduction runs over `reduce_dims`.
+template <std::size_t F, std::size_t R>
+BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], const Lengths& len,
+                    const SlotTensors& tensors, const DeviceShape& device) {
     BnLayout layout{};
-    const bool spatial = geom.mode == BnMode::spatial;
-    layout.feature = spatial ? build_nest(kSpatialFeatureDims, 1, geom.len, tensors, false)
-                             : build_nest(kActivationFeatureDims, 4, geom.len, tensors, false);
-    layout.reduce = spatial ? build_nest(kSpatialReduceDims, 4, geom.len, tensors, true)
-                            : build_nest(kActivationReduceDims, 1, geom.len, tensors, true);
+    layout.feature = build_nest(feature_dims, static_cast<int>(F), len, tensors, false);
+    layout.reduce = build_nest(reduce_dims, static_cast<int>(R), len, tensors, true);
     const std::int64_t features = layout.feature.size;
 
     // Threads run along whichever nest is contiguous in x: along the
@@ -190,6 +191,18 @@ BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const D
     layout.chunk = (positions + splits - 1) / splits;
     layout.splits = static_cast<int>((positions + layout.chunk - 1) / layout.chunk);
     return layout;
+}
+
+}  // namespace
+
+BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device) {
+    if (geom.mode == BnMode::spatial)
+        return plan_nests(kSpatialFeatureDims, kSpatialReduceDims, geom.len, tensors, device);
+    return plan_nests(kActivationFeatureDims, kActivationReduceDims, geom.len, tensors, device);
+}
+
+BnLayout plan_row_layout(const Lengths& len, const SlotTensors& tensors, const DeviceShape& device) {
+    return plan_nests(kRowFeatureDims, kRowReduceDims, len, tensors, device);
 }
 
 }  // namespace gpu

@@ -23,5 +23,9 @@ struct DeviceShape {
 
 BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device);
 
+// The same walk over rows: one feature per (sample, channel) pair, reduced
+// over its positions (group norm's per-row sums).
+BnLayout plan_row_layout(const Lengths& len, const SlotTensors& tensors, const DeviceShape& device);
+
 }  // namespace gpu
 }  // namespace mbn

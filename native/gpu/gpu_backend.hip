@@ -1,18 +1,23 @@
-// The GPU backend object: device facts, the stream, the scratch workspace and
-// profiling events of one handle.  The kernels live in bn_*.hip.
+// The GPU backend object: device facts, the stream, the scratch workspace,
+// the counter buffer and profiling events of one handle.  The kernels live in
+// bn_*.hip and gn_*.hip.
 //
 // Graph capture: an op never allocates or waits on the host, except when its
-// problem needs more scratch than any earlier call on this handle (then the
-// workspace grows before the first launch, which is not capturable).  The
+// problem needs more scratch or counters than any earlier call on this handle
+// (then they grow before the first launch, which is not capturable).  The
 // workspace starts at kInitialScratchBytes, enough for every spatial problem
-// with up to ~100k channels and per-activation problems with ~100k features.
+// with up to ~100k channels and per-activation problems with ~100k features;
+// the counters (group norm's cross-block hand-overs, gn_arrival.h) at
+// kInitialCounters, enough for ~30k groups.
 #include "common/backend.hpp"
 #include "gpu/bn_launch.hpp"
 #include "gpu/bn_planner.hpp"
 #include "gpu/bn_scratch.hpp"
+#include "gpu/gn_launch.hpp"
 #include "gpu/hip_compat.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 
 namespace mbn {
@@ -20,10 +25,7 @@ namespace gpu {
 namespace {
 
 constexpr std::size_t kInitialScratchBytes = std::size_t(8) << 20;
-
-void check_runtime(hipError_t status, const char* what) {
-    if (status != hipSuccess) fail(miopenStatusInternalError, "GPU runtime call ", what, " failed: ", hipGetErrorString(status));
-}
+constexpr std::int64_t kInitialCounters = std::int64_t(1) << 16;
 
 // True when kernels may dereference `data`: device, managed or registered
 // (pinned) host memory.  Pageable host memory is not.
@@ -51,10 +53,12 @@ public:
         check_runtime(hipEventCreate(&start_), "hipEventCreate");
         check_runtime(hipEventCreate(&stop_), "hipEventCreate");
         grow_scratch(kInitialScratchBytes);
+        grow_counters(kInitialCounters);
     }
 
     ~GpuBackend() override {
         if (scratch_ != nullptr) (void)hipFree(scratch_);
+        if (counters_ != nullptr) (void)hipFree(counters_);
         (void)hipEventDestroy(start_);
         (void)hipEventDestroy(stop_);
     }
@@ -87,7 +91,7 @@ public:
         t.slot[kFwdSavedMean] = &p.saved_mean;
         t.slot[kFwdSavedInvStd] = &p.saved_inv_std;
         const BnLayout layout = plan_layout(p.geom, t, shape_);
-        run(layout, [&](const LaunchTarget& target) { run_forward_training(p, layout, target); });
+        run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_forward_training(p, layout, target); });
     }
 
     void bn_forward_inference(const BnForwardInference& p) override {
@@ -99,7 +103,7 @@ public:
         t.slot[kFwdMean] = &p.mean;
         t.slot[kFwdVar] = &p.var;
         const BnLayout layout = plan_layout(p.geom, t, shape_);
-        run(layout, [&](const LaunchTarget& target) { run_forward_inference(p, layout, target); });
+        run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_forward_inference(p, layout, target); });
     }
 
     void bn_backward(const BnBackward& p) override {
@@ -113,22 +117,36 @@ public:
         t.slot[kBwdSavedMean] = &p.saved_mean;
         t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
         const BnLayout layout = plan_layout(p.geom, t, shape_);
-        run(layout, [&](const LaunchTarget& target) { run_backward(p, layout, target); });
+        run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_backward(p, layout, target); });
+    }
+
+    void gn_forward(const GnForward& p) override {
+        const GnForwardPlan plan = plan_gn_forward(p, shape_);
+        run(plan.needs.bytes, plan.needs.counters,
+            [&](const LaunchTarget& target) { run_gn_forward(p, plan, shape_, target); });
+    }
+
+    void gn_backward(const GnBackward& p) override {
+        const GnBackwardPlan plan = plan_gn_backward(p, shape_);
+        run(plan.needs.bytes, plan.needs.counters,
+            [&](const LaunchTarget& target) { run_gn_backward(p, plan, target); });
     }
 
 private:
     // Launches `op` on the handle's stream on this backend's device, with
-    // enough scratch, between the profiling events when profiling is on.
+    // enough scratch and counters, between the profiling events when
+    // profiling is on.
     template <typename Op>
-    void run(const BnLayout& layout, Op&& op) {
+    void run(std::size_t bytes, std::int64_t counters, Op&& op) {
         int current = 0;
         check_runtime(hipGetDevice(&current), "hipGetDevice");
         if (current != device_) check_runtime(hipSetDevice(device_), "hipSetDevice");
-        grow_scratch(scratch_bytes(layout));
+        grow_scratch(bytes);
+        grow_counters(counters);
 
         const hipStream_t stream = static_cast<hipStream_t>(stream_);
         if (profiling_) check_runtime(hipEventRecord(start_, stream), "hipEventRecord");
-        op(LaunchTarget{stream, scratch_});
+        op(LaunchTarget{stream, scratch_, counters_});
         if (profiling_) {
             check_runtime(hipEventRecord(stop_, stream), "hipEventRecord");
             timed_ = true;
@@ -155,10 +173,39 @@ private:
         scratch_bytes_ = size;
     }
 
+    // Grows (never shrinks) the counter buffer, zeroed before any kernel
+    // uses it; kernels leave every counter at zero.
+    void grow_counters(std::int64_t count) {
+        if (count <= counter_count_) return;
+        const std::int64_t size = std::max(count + count / 2, kInitialCounters);
+        if (counters_ != nullptr) {
+            check_runtime(hipFree(counters_), "hipFree");
+            counters_ = nullptr;
+            counter_count_ = 0;
+        }
+        const std::size_t bytes = static_cast<std::size_t>(size) * sizeof(unsigned long long);
+        void* fresh = nullptr;
+        if (hipMalloc(&fresh, bytes) != hipSuccess) {
+            (void)hipGetLastError();
+            fail(miopenStatusAllocFailed, "cannot allocate ", bytes, " bytes of GPU counters");
+        }
+        const hipStream_t stream = static_cast<hipStream_t>(stream_);
+        hipError_t status = hipMemsetAsync(fresh, 0, bytes, stream);
+        if (status == hipSuccess) status = hipStreamSynchronize(stream);
+        if (status != hipSuccess) {
+            (void)hipFree(fresh);
+            check_runtime(status, "zeroing the GPU counters");
+        }
+        counters_ = static_cast<unsigned long long*>(fresh);
+        counter_count_ = size;
+    }
+
     int device_;
     DeviceShape shape_;
     void* scratch_ = nullptr;
     std::size_t scratch_bytes_ = 0;
+    unsigned long long* counters_ = nullptr;
+    std::int64_t counter_count_ = 0;
     hipEvent_t start_ = nullptr;
     hipEvent_t stop_ = nullptr;
     bool timed_ = false;

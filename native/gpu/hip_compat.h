@@ -58,6 +58,7 @@ using mbn_bfloat16 = __nv_bfloat16;
 #define hipStreamSynchronize cudaStreamSynchronize
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipPointerGetAttributes cudaPointerGetAttributes
+#define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 // Graph capture (the check program captures calls to prove they are capturable).
 #define hipGraph_t cudaGraph_t
 #define hipGraphExec_t cudaGraphExec_t

@@ -1,0 +1,26 @@
+// The kernel sequences of group norm (gn_forward.hip, gn_backward.hip).  All
+// work goes to the target's stream; nothing allocates or waits on the host.
+#pragma once
+
+#include "common/group_norm_problem.hpp"
+#include "gpu/bn_launch.hpp"
+#include "gpu/gn_planner.hpp"
+
+namespace mbn {
+namespace gpu {
+
+// One launch when each group fits one team, or when all chunks of every
+// group can be resident at once; two (statistics, then output) otherwise.
+void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device,
+                    const LaunchTarget& target);
+
+// Two launches: per-row sums, finalized per group and per channel by the
+// last block to finish each; then dx.
+void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const LaunchTarget& target);
+
+inline GnStatTensor stat_tensor(const TensorArg& t) {
+    return GnStatTensor{t.data, t.dtype == DType::f64, t.stride[kN], t.stride[kC]};
+}
+
+}  // namespace gpu
+}  // namespace mbn

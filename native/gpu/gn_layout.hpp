@@ -1,0 +1,85 @@
+// How the group-norm kernels address a problem.  Plain data only: shared by
+// the host planner (g++) and the kernels (hipcc / nvcc), passed by value.
+//
+// Forward: each group (n, g) is a list of M = C/G * S elements, numbered in
+// x's memory order -- channel k (0 <= k < C/G) and position s (0 <= s < S,
+// S = D*H*W) with either the position fastest (NCHW-like) or the channel
+// fastest (NHWC-like).  A group is cut into `parts` chunks; one team of
+// threads (a wave, or the whole block) holds one chunk in registers.
+//
+// Backward: the per-(sample, channel) sums run over a BnLayout whose features
+// are the (n, c) pairs and whose reduction is the positions (bn_layout.hpp).
+#pragma once
+
+#include "gpu/bn_layout.hpp"
+
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+
+// Vector slots each thread of a forward team holds: 16-byte vectors, or
+// scalars when the layout allows no vectors.
+constexpr int kGnVectorSlots = 8;
+constexpr int kGnScalarSlots = 16;
+MBN_HOST_DEVICE constexpr int gn_slots(int width) { return width > 1 ? kGnVectorSlots : kGnScalarSlots; }
+
+struct GnGroupShape {
+    std::int64_t samples;    // N
+    std::int64_t groups;     // G
+    std::int64_t channels;   // C / G
+    std::int64_t positions;  // S = D*H*W
+    std::int64_t height;     // H: positions are (d, h, w) digits ...
+    std::int64_t width;      // ... with w fastest
+    std::int64_t size;       // M = C/G * S
+
+    MBN_HOST_DEVICE std::int64_t group_count() const { return samples * groups; }
+};
+
+// Where one data tensor keeps the elements of a group, in elements.
+struct GnPlacement {
+    std::int64_t sample;       // stride of n
+    std::int64_t channel;      // stride of c
+    std::int64_t position[3];  // strides of d, h, w
+    // Positions are linear when position s sits at s * pitch (packed
+    // spatial dimensions, any pitch): then no digits are needed.
+    bool linear;
+    std::int64_t pitch;
+};
+
+struct GnForwardWalk {
+    GnGroupShape shape;
+    GnPlacement x, y;
+    bool channels_inner;  // element order: channel fastest (else position fastest)
+};
+
+// How the groups are cut into chunks, one team per chunk.
+struct GnChunks {
+    std::int64_t parts;   // chunks per group (K)
+    std::int64_t length;  // elements per chunk, a multiple of the vector width; the last may be shorter
+    std::int64_t total;   // chunks in all: groups * parts
+    int team_threads;     // threads per team: a wave (then parts == 1) or the whole block
+};
+
+// A mean or rstd tensor of lengths (N, G): float, or double.
+struct GnStatTensor {
+    void* data;  // nullptr: absent
+    bool wide;   // elements are double
+    std::int64_t stride_n;
+    std::int64_t stride_g;
+};
+
+// The counters of cross-block hand-overs (gn_arrival.h).
+using ArrivalCounter = unsigned long long;
+
+// The statistics of one group: xhat = ((x - shift) - mean_offset) * rstd,
+// the shift being the group's first element (so float arithmetic sees only
+// deviations; a constant group gives exact zeros).
+struct GnGroupStats {
+    double shift;
+    double mean_offset;
+    double rstd;
+};
+
+}  // namespace gpu
+}  // namespace mbn

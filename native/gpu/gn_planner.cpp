@@ -1,0 +1,133 @@
+#include "gpu/gn_planner.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+namespace {
+
+constexpr int kPositionDims[] = {kD, kH, kW};
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+GnGroupShape group_shape(const GnShape& shape) {
+    GnGroupShape s;
+    s.samples = shape.len[kN];
+    s.groups = shape.groups;
+    s.channels = shape.channels_per_group();
+    s.positions = shape.spatial_size();
+    s.height = shape.len[kH];
+    s.width = shape.len[kW];
+    s.size = shape.group_size();
+    return s;
+}
+
+// Linear positions: position s (w fastest) at s * pitch, which holds when
+// each spatial dimension of length > 1 steps over the ones inside it.
+GnPlacement placement_of(const TensorArg& t) {
+    GnPlacement p{};
+    p.sample = t.stride[kN];
+    p.channel = t.stride[kC];
+    p.linear = true;
+    p.pitch = 0;
+    std::int64_t next = -1;  // the stride that continues the line
+    for (int i = 2; i >= 0; --i) {
+        const int dim = kPositionDims[i];
+        p.position[i] = t.stride[dim];
+        if (t.len[dim] == 1) continue;
+        if (next < 0)
+            p.pitch = t.stride[dim];
+        else if (t.stride[dim] != next)
+            p.linear = false;
+        next = t.stride[dim] * t.len[dim];
+    }
+    return p;
+}
+
+// The smallest stride among x's spatial dimensions of length > 1.
+std::int64_t innermost_position_stride(const TensorArg& x) {
+    std::int64_t smallest = INT64_MAX;
+    for (int dim : kPositionDims)
+        if (x.len[dim] > 1) smallest = std::min(smallest, x.stride[dim]);
+    return smallest;
+}
+
+bool aligned(const TensorArg& t, int width) {
+    return reinterpret_cast<std::uintptr_t>(t.data) % (static_cast<std::size_t>(width) * dtype_size(t.dtype)) == 0;
+}
+
+// True when `width` neighbours along the fastest direction of the walk are
+// contiguous in tensor t, and every access starts aligned.
+bool allows_vectors(const GnGroupShape& s, const GnPlacement& p, const TensorArg& t, bool channels_inner, int width) {
+    if (!p.linear || !aligned(t, width)) return false;
+    if (s.samples > 1 && p.sample % width != 0) return false;
+    if (channels_inner)
+        return p.channel == 1 && s.channels % width == 0 && (s.positions == 1 || p.pitch % width == 0);
+    return p.pitch == 1 && s.positions % width == 0 && p.channel % width == 0;
+}
+
+// Chunks of at most one team's registers.  A group that needs several
+// blocks anyway is cut finer when that gives every multiprocessor a block;
+// one that fits a block stays whole (a hand-over between blocks costs more
+// than idle multiprocessors save on data this small).
+GnChunks cut_into_chunks(const GnGroupShape& s, int width, const DeviceShape& device) {
+    const std::int64_t per_thread = static_cast<std::int64_t>(gn_slots(width)) * width;
+    const int wave = std::max(1, std::min(device.wave_size, kBlockThreads));
+    GnChunks c{};
+    if (s.size <= wave * per_thread) {
+        c.team_threads = wave;
+        c.parts = 1;
+    } else {
+        c.team_threads = kBlockThreads;
+        c.parts = ceil_div(s.size, kBlockThreads * per_thread);
+        if (c.parts > 1) {
+            const std::int64_t to_fill = ceil_div(std::max(1, device.multiprocessors), s.group_count());
+            const std::int64_t at_most = std::max<std::int64_t>(1, s.size / (2 * kBlockThreads * width));
+            c.parts = std::max(c.parts, std::min(to_fill, at_most));
+        }
+    }
+    c.length = ceil_div(ceil_div(s.size, c.parts), width) * width;
+    c.parts = ceil_div(s.size, c.length);
+    c.total = s.group_count() * c.parts;
+    return c;
+}
+
+}  // namespace
+
+GnForwardPlan plan_gn_forward(const GnForward& p, const DeviceShape& device) {
+    GnForwardPlan plan{};
+    GnForwardWalk& walk = plan.walk;
+    walk.shape = group_shape(p.shape);
+    walk.x = placement_of(p.x);
+    walk.y = placement_of(p.y);
+    const GnGroupShape& s = walk.shape;
+    // Follow x's memory: channel fastest when its channel stride is the
+    // smallest (NHWC-like), position fastest otherwise.
+    walk.channels_inner = s.channels > 1 && s.positions > 1 && p.x.stride[kC] < innermost_position_stride(p.x);
+
+    const int width = static_cast<int>(16 / dtype_size(p.x.dtype));
+    const bool vectors = allows_vectors(s, walk.x, p.x, walk.channels_inner, width) &&
+                         allows_vectors(s, walk.y, p.y, walk.channels_inner, width);
+    plan.width = vectors ? width : 1;
+    plan.chunks = cut_into_chunks(s, plan.width, device);
+    plan.needs = forward_scratch_needs(plan.chunks, s.group_count());
+    return plan;
+}
+
+GnBackwardPlan plan_gn_backward(const GnBackward& p, const DeviceShape& device) {
+    GnBackwardPlan plan{};
+    SlotTensors tensors;
+    tensors.slot[kSlotX] = &p.x;
+    tensors.slot[kSlotY] = &p.dy;
+    tensors.slot[kSlotDx] = &p.dx;
+    const Lengths& len = p.shape.len;
+    plan.layout = plan_row_layout(len, tensors, device);
+    plan.channel_major = len[kN] > 1 && len[kC] > 1 && p.x.stride[kC] > p.x.stride[kN];
+    const std::int64_t groups = len[kN] * p.shape.groups;
+    plan.needs = backward_scratch_needs(plan.layout.feature.size, plan.layout.splits, groups, len[kC]);
+    return plan;
+}
+
+}  // namespace gpu
+}  // namespace mbn

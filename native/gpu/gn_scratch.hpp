@@ -1,0 +1,88 @@
+// The scratch memory and counters of one group-norm call, carved from the
+// backend's workspace and its zero-initialized counter buffer.
+//
+// Forward, when groups are cut into several chunks:
+//   partials      per chunk: count, mean and M2 of its shifted values
+//   stats         per group: the merged statistics (gn_layout.hpp)
+//   arrivals      per group (gn_arrival.h)
+// Backward, over the (n, c) rows of its BnLayout:
+//   sum_g, sum_g_xhat  per (split, row): sums of the pre-activation gradient g
+//                      and of g * xhat
+//   group_terms        per group: mean of w g and mean of w g xhat
+//   group_arrivals     per group, channel_arrivals per channel
+#pragma once
+
+#include "gpu/gn_layout.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+
+constexpr int kGnPartialFields = 3;  // count, mean, M2
+constexpr int kGnGroupTerms = 2;
+
+struct GnForwardScratch {
+    double* partials;  // [chunk * kGnPartialFields + field]
+    GnGroupStats* stats;
+    ArrivalCounter* arrivals;
+};
+
+struct GnBackwardScratch {
+    double* sum_g;  // [split * rows + row]
+    double* sum_g_xhat;
+    double* group_terms;  // [group * kGnGroupTerms + term]
+    ArrivalCounter* group_arrivals;
+    ArrivalCounter* channel_arrivals;
+};
+
+// Arrays start on 256-byte boundaries.
+inline std::size_t gn_padded_bytes(std::int64_t count, std::size_t size) {
+    return (static_cast<std::size_t>(count) * size + 255) / 256 * 256;
+}
+
+// Sizes of what a call needs: workspace bytes and counters.
+struct GnScratchNeeds {
+    std::size_t bytes;
+    std::int64_t counters;
+};
+
+inline GnScratchNeeds forward_scratch_needs(const GnChunks& chunks, std::int64_t groups) {
+    if (chunks.parts == 1) return GnScratchNeeds{0, 0};
+    return GnScratchNeeds{gn_padded_bytes(chunks.total * kGnPartialFields, sizeof(double)) +
+                              gn_padded_bytes(groups, sizeof(GnGroupStats)),
+                          groups};
+}
+
+inline GnForwardScratch carve_forward_scratch(void* base, ArrivalCounter* counters, const GnChunks& chunks) {
+    char* p = static_cast<char*>(base);
+    GnForwardScratch s;
+    s.partials = reinterpret_cast<double*>(p);
+    s.stats = reinterpret_cast<GnGroupStats*>(p + gn_padded_bytes(chunks.total * kGnPartialFields, sizeof(double)));
+    s.arrivals = counters;
+    return s;
+}
+
+inline GnScratchNeeds backward_scratch_needs(std::int64_t rows, int splits, std::int64_t groups,
+                                             std::int64_t channels) {
+    return GnScratchNeeds{2 * gn_padded_bytes(rows * splits, sizeof(double)) +
+                              gn_padded_bytes(groups * kGnGroupTerms, sizeof(double)),
+                          groups + channels};
+}
+
+inline GnBackwardScratch carve_backward_scratch(void* base, ArrivalCounter* counters, std::int64_t rows, int splits,
+                                                std::int64_t groups) {
+    char* p = static_cast<char*>(base);
+    const std::size_t sums = gn_padded_bytes(rows * splits, sizeof(double));
+    GnBackwardScratch s;
+    s.sum_g = reinterpret_cast<double*>(p);
+    s.sum_g_xhat = reinterpret_cast<double*>(p + sums);
+    s.group_terms = reinterpret_cast<double*>(p + 2 * sums);
+    s.group_arrivals = counters;
+    s.channel_arrivals = counters + groups;
+    return s;
+}
+
+}  // namespace gpu
+}  // namespace mbn
