@@ -415,8 +415,9 @@ class CaseRunner:
 
 
 def plan_cases(backend, quick, ops, dtypes, layouts):
-    """(shape, dtype, layout, ops) to run, batch norm's shapes with its ops
-    first, then group norm's; NHWC only where it differs from NCHW."""
+    """(shape, dtype, layout, ops) to run, group norm's shapes with its ops
+    first (few rows, fast), then batch norm's; NHWC only where it differs
+    from NCHW."""
     import bench_shapes
     if quick:
         bn_shapes = bench_shapes.quick_shapes(backend)
@@ -424,8 +425,8 @@ def plan_cases(backend, quick, ops, dtypes, layouts):
         bn_shapes = bench_shapes.full_shapes()
     else:
         bn_shapes = bench_shapes.cpu_default_shapes()
-    families = ((bn_shapes, [op for op in ops if op in BN_OPS]),
-                (bench_shapes.group_norm_shapes(quick), [op for op in ops if op in GN_OPS]))
+    families = ((bench_shapes.group_norm_shapes(quick), [op for op in ops if op in GN_OPS]),
+                (bn_shapes, [op for op in ops if op in BN_OPS]))
     return [(shape, dtype, layout, family_ops) for shapes, family_ops in families if family_ops
             for shape in shapes for dtype in dtypes for layout in layouts
             if layout == "nchw" or bench_shapes.has_distinct_nhwc(shape)]
