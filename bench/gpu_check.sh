@@ -18,6 +18,7 @@
 # Needs the cffi and pycparser wheels in .whl/ (carry ".whl"): the device
 # has no network and no cffi.  Whole run capped near GPU_CHECK_BUDGET_S
 # seconds (default 520).
+# GPU_CHECK_BENCH_RESERVE_S (default 200) is the time the tests leave the bench.
 # GPU_CHECK_SKIP="pytest c_check driver sanitizer" leaves those steps out (say,
 # a bench-only run after the tests passed in an earlier one); the time the
 # skipped steps would have had goes to the others.
@@ -200,7 +201,7 @@ EOF
 later_steps_reserve() {
     local reserve=0
     [[ "$SKIP" == *" sanitizer "* ]] || reserve=$(( reserve + 2 * SANITIZER_S + 20 ))
-    [[ "$SKIP" == *" bench "* ]] || reserve=$(( reserve + 200 ))
+    [[ "$SKIP" == *" bench "* ]] || reserve=$(( reserve + ${GPU_CHECK_BENCH_RESERVE_S:-200} ))
     echo "$reserve"
 }
 
