@@ -233,9 +233,16 @@ SHAPES = [
 @pytest.mark.parametrize("layout", ("nchw", "nhwc"))
 @pytest.mark.parametrize("dtype", ("fp32", "fp16"))
 @pytest.mark.parametrize("shape, groups", SHAPES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else f"G{v}")
-def test_shapes(handle, shape, groups, dtype, layout):
+def test_shapes(handle, shape, groups, dtype, layout, request):
     if layout == "nhwc" and torch.Size(shape[2:]).numel() == 1:
         pytest.skip("NHWC is NCHW for this shape")
+    if shape == (7, 6, 2) and dtype == "fp32":
+        # Seen on the H100, 2026-11-23: one dx element off by 2e-5 (bound
+        # 1.2e-5).  With two values a group's xhat is +-1 and dx cancels, so
+        # the kernel's float arithmetic shows; batch norm's backward computes
+        # in double for this reason, group norm's does not yet.
+        request.applymarker(pytest.mark.xfail(
+            strict=True, reason="GPU group-norm backward in float cancels for 2-value groups (fp32 dx)"))
     run_both(handle, shape, groups, dtype, layout, 41, activation="swish")
 
 
