@@ -317,25 +317,31 @@ class CaseRunner:
         from bench_data import EPSILON
         functional = self.env.torch.nn.functional
         p, groups = self.params, self.groups
+        # PyTorch's CUDA group norm takes weight and bias only in x's type (it
+        # has no mixed-precision path, unlike batch norm): cast once, outside
+        # the timed calls.
+        dtype = self.slots[0].x.dtype
+        weight, bias = p["scale"].to(dtype), p["bias"].to(dtype)
         if op != "gn_bwd":
             after = functional.silu if op == "gn_fwd_swish" else (lambda y: y)
-            return [lambda s=s: after(functional.group_norm(s.x, groups, p["scale"], p["bias"], EPSILON))
+            return [lambda s=s: after(functional.group_norm(s.x, groups, weight, bias, EPSILON))
                     for s in self.slots], None
         return self._autograd_calls(
-            flag, lambda xg, wg, bg: functional.group_norm(xg, groups, wg, bg, EPSILON))
+            flag, lambda xg, wg, bg: functional.group_norm(xg, groups, wg, bg, EPSILON), (weight, bias))
 
-    def _autograd_calls(self, flag, forward):
+    def _autograd_calls(self, flag, forward, params=None):
         """Backward anchors: forward(x, weight, bias) run once per slot with
         gradients on, then a callable per slot computing the gradients of x,
-        weight and bias for the slot's dy; and the backward node's name."""
+        weight and bias for the slot's dy; and the backward node's name.
+        ``params`` is (weight, bias), by default the bench's float32 ones."""
         torch = self.env.torch
-        p = self.params
+        weight, bias = params if params is not None else (self.params["scale"], self.params["bias"])
         calls, note = [], None
         with self.env.anchor_context(flag):
             for s in self.slots:
                 xg = s.x.detach().requires_grad_(True)
-                wg = p["scale"].detach().clone().requires_grad_(True)
-                bg = p["bias"].detach().clone().requires_grad_(True)
+                wg = weight.detach().clone().requires_grad_(True)
+                bg = bias.detach().clone().requires_grad_(True)
                 out = forward(xg, wg, bg)
                 note = type(out.grad_fn).__name__
                 calls.append(lambda out=out, xg=xg, wg=wg, bg=bg, dy=s.dy: torch.autograd.grad(
