@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import Optional, Sequence
 
 from . import dtypes
 from .library import load
+from .native_object import NativeObject
 
 LAYOUT_CODES = {"NCHW": 0, "NHWC": 1, "NCDHW": 7, "NDHWC": 8}  # miopenTensorLayout_t
 MODE_CODES = {"per_activation": 0, "spatial": 1}  # miopenBatchNormMode_t
@@ -25,7 +25,7 @@ def _c_ints(ffi, values: Sequence[int], what: str):
         raise ValueError(f"{what} {tuple(values)} do not fit in C int") from None
 
 
-class TensorDescriptor:
+class TensorDescriptor(NativeObject):
     """A ``miopenTensorDescriptor_t``.
 
     ``TensorDescriptor(dtype, shape, strides=None)`` sets it at once (strides
@@ -33,6 +33,8 @@ class TensorDescriptor:
     derives packed strides for that layout from lengths given as N, C, (D,) H, W.
     Context manager with an idempotent ``close()``; a finalizer is the backstop.
     """
+
+    _what = "tensor descriptor"
 
     def __init__(
         self,
@@ -46,8 +48,7 @@ class TensorDescriptor:
         created = library.ffi.new("miopenTensorDescriptor_t*")
         library.check(library.lib.miopenCreateTensorDescriptor(created))
         self._library = library
-        self._ptr = created[0]
-        self._finalizer = weakref.finalize(self, library.lib.miopenDestroyTensorDescriptor, self._ptr)
+        self._own(created[0], library.lib.miopenDestroyTensorDescriptor)
         if shape is not None or dtype is not None:
             if shape is None or dtype is None:
                 self.close()
@@ -62,26 +63,6 @@ class TensorDescriptor:
             except BaseException:
                 self.close()
                 raise
-
-    @property
-    def ptr(self):
-        """The ``miopenTensorDescriptor_t`` (a cffi pointer)."""
-        if not self._finalizer.alive:
-            raise ValueError("the tensor descriptor is closed")
-        return self._ptr
-
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
-
-    def close(self) -> None:
-        self._finalizer()
-
-    def __enter__(self) -> "TensorDescriptor":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
 
     def set(self, dtype, shape: Sequence[int], strides: Optional[Sequence[int]] = None) -> None:
         """miopenSetTensorDescriptor: lengths in logical order, element strides."""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-import weakref
 
 from .library import load
+from .native_object import NativeObject
 
 BACKEND_CODES = {"auto": 0, "cpu": 1, "gpu": 2}  # miopenBNBackend_t
 BACKEND_NAMES = {1: "cpu", 2: "gpu"}
@@ -30,13 +30,15 @@ def stream_address(stream) -> int:
         ) from None
 
 
-class Handle:
+class Handle(NativeObject):
     """A library handle on ``backend`` ("auto", "cpu" or "gpu").
 
     ``stream`` (GPU only; a CPU handle keeps and ignores it) is the queue work
     goes to.  Use as a context manager, or call ``close()`` (idempotent); a
     finalizer destroys forgotten handles.
     """
+
+    _what = "handle"
 
     def __init__(self, backend: str = "auto", stream=None):
         if backend not in BACKEND_CODES:
@@ -46,34 +48,13 @@ class Handle:
         created = ffi.new("miopenHandle_t*")
         library.check(lib.miopenBNCreateWithBackend(created, BACKEND_CODES[backend]))
         self._library = library
-        self._ptr = created[0]
-        self._finalizer = weakref.finalize(self, lib.miopenDestroy, self._ptr)
+        self._own(created[0], lib.miopenDestroy)
         if stream is not None:
             try:
                 self.stream = stream
             except BaseException:
                 self.close()
                 raise
-
-    @property
-    def ptr(self):
-        """The ``miopenHandle_t`` (a cffi pointer)."""
-        if not self._finalizer.alive:
-            raise ValueError("the handle is closed")
-        return self._ptr
-
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
-
-    def close(self) -> None:
-        self._finalizer()
-
-    def __enter__(self) -> "Handle":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
 
     @property
     def backend(self) -> str:
