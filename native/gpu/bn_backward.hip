@@ -102,8 +102,6 @@ void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarge
         return;
     }
     const std::int64_t feature_blocks = (layout.feature.size + kBlockThreads - 1) / kBlockThreads;
-    const dim3 grid(static_cast<unsigned>(layout.tiles), static_cast<unsigned>(layout.splits));
-    const dim3 block(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
 
     if (!p.saved_mean.present()) run_batch_statistics(p.x, p.scale.dtype, p.epsilon, StatsWrites{}, layout, target);
 
@@ -123,7 +121,7 @@ void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarge
             using G = typename decltype(g_tag)::type;
             with_walk_shape_of<T, G>(layout, [&](auto rank, auto vr, auto vf) {
                 bn_backward_partial<T, G, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>
-                    <<<grid, block, 0, target.stream>>>(
+                    <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
                     static_cast<const T*>(p.x.data), static_cast<const G*>(p.dy.data), layout, scratch);
                 check_launch("bn_backward_partial");
             });
@@ -140,7 +138,7 @@ void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarge
             using G = typename decltype(g_tag)::type;
             with_walk_shape_of<T, G>(layout, [&](auto rank, auto vr, auto vf) {
                 bn_backward_apply<T, G, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>
-                    <<<grid, block, 0, target.stream>>>(
+                    <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
                     static_cast<const T*>(p.x.data), static_cast<const G*>(p.dy.data), static_cast<G*>(p.dx.data),
                     layout, scratch, p.data.alpha, p.data.beta);
                 check_launch("bn_backward_apply");

@@ -84,7 +84,7 @@ void run_backward_single_launch(const BnBackward& p, const BnLayout& layout, con
                 with_walk_shape_of<T, G>(layout, [&](auto rank, auto vr, auto vf) {
                     bn_backward_single_launch<T, G, P, decltype(rank)::value, decltype(vr)::value,
                                               decltype(vf)::value>
-                        <<<single_launch_grid(layout), single_launch_block(layout), 0, target.stream>>>(
+                        <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
                         static_cast<const T*>(p.x.data), static_cast<const G*>(p.dy.data),
                         static_cast<G*>(p.dx.data), layout, static_cast<const P*>(p.scale.data),
                         static_cast<P*>(p.dscale.data), static_cast<P*>(p.dbias.data),

@@ -61,13 +61,6 @@ __global__ void __launch_bounds__(kBlockThreads)
     normalize_share<T, Rank, VR, VF>(x, y, layout, share, shift, zero, factor, offset, alpha, beta);
 }
 
-dim3 walk_grid(const BnLayout& layout) {
-    return dim3(static_cast<unsigned>(layout.tiles), static_cast<unsigned>(layout.splits));
-}
-dim3 walk_block(const BnLayout& layout) {
-    return dim3(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
-}
-
 }  // namespace
 
 void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, const LaunchTarget& target) {

@@ -23,11 +23,6 @@ bool use_single_launch(const BnLayout& layout);
 // multiprocessor, too few loads in flight to stream.
 constexpr int kSingleLaunchMinBlocks = 2;
 
-// One block per tile of features, holding their whole reduction.
-inline dim3 single_launch_grid(const BnLayout& layout) { return dim3(static_cast<unsigned>(layout.tiles)); }
-inline dim3 single_launch_block(const BnLayout& layout) {
-    return dim3(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
-}
 
 void run_training_single_launch(const TensorArg& x, const TensorArg& y, DType param_dtype, double epsilon,
                                 const StatsWrites& writes, const Blend& out, const BnLayout& layout,

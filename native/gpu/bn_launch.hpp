@@ -24,6 +24,15 @@ inline void check_launch(const char* kernel) {
         fail(miopenStatusInternalError, "GPU kernel ", kernel, " failed to launch: ", hipGetErrorString(status));
 }
 
+// Launch shape of the kernels that walk the layout (bn_layout.hpp):
+// gridDim = (tiles, splits), blockDim = (tile_features, rows).
+inline dim3 walk_grid(const BnLayout& layout) {
+    return dim3(static_cast<unsigned>(layout.tiles), static_cast<unsigned>(layout.splits));
+}
+inline dim3 walk_block(const BnLayout& layout) {
+    return dim3(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
+}
+
 // Launch shape of the kernels that merge the splits of each feature:
 // blockDim = (features per block, lanes), the lanes sharing the splits.
 struct FinalizeShape {

@@ -82,10 +82,8 @@ void run_batch_statistics(const TensorArg& x, DType param_dtype, double epsilon,
         using ReduceWidths = Widths<vector_width_of<T>(), vector_width_of<T, float>()>;
         using FeatureWidths = Widths<feature_width_of<T>(), feature_width_of<T, float>()>;
         with_walk_shape<ReduceWidths, FeatureWidths>(layout, [&](auto rank, auto vr, auto vf) {
-            const dim3 grid(static_cast<unsigned>(layout.tiles), static_cast<unsigned>(layout.splits));
-            const dim3 block(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
             bn_stats_partial<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>
-                <<<grid, block, 0, target.stream>>>(
+                <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
                 static_cast<const T*>(x.data), layout, scratch);
             check_launch("bn_stats_partial");
         });

@@ -61,7 +61,7 @@ void run_training_single_launch(const TensorArg& x, const TensorArg& y, DType pa
             const StatsOutputs<P> outputs = stats_outputs<P>(writes, epsilon);
             with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
                 bn_training_single_launch<T, P, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>
-                    <<<single_launch_grid(layout), single_launch_block(layout), 0, target.stream>>>(
+                    <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
                     static_cast<const T*>(x.data), static_cast<T*>(y.data), layout, outputs, out.alpha, out.beta);
                 check_launch("bn_training_single_launch");
             });
