@@ -7,8 +7,10 @@ the package's tolerance table: y and dx elementwise, mean / rstd / dweight /
 dbias as reductions, each in its own dtype.  Covered: fp32/fp16/bf16/fp64,
 NCHW / channels_last / a strided view, Swish on and off, affine on and off,
 mean and rstd omitted, in place, ranks 2 to 5, the Stable-Diffusion and VAE
-shapes, C/G = 1, G = 1, N = 1, C/G >= 64, N*G < 32, many tiny groups, and
-groups too large to stay resident (the two-launch forward).
+shapes, C/G = 1, G = 1, N = 1, C/G >= 64, N*G < 32, many tiny groups,
+groups too large to stay resident (the two-launch forward), channel-outermost
+storage, bitwise-deterministic reruns, Swish where exp overflows, and capture
+in a CUDA graph.
 
 The whole module skips when torch, a CUDA device, the library's GPU backend
 or the package's group-norm API is missing.
@@ -341,3 +343,42 @@ def test_swish_at_extreme_values(handle):
     assert not torch.isnan(y).any()
     expected = oracle_forward(x, 2, weight, bias, "swish", beta=1.0)[0]
     check("y", y, expected.cpu().numpy(), ELEMENTWISE)
+
+
+def test_captured_in_a_cuda_graph():
+    """Forward and backward captured on a stream and replayed with fresh dy:
+    once a first call has grown the handle's scratch, a call neither waits on
+    the host nor allocates (groups split over blocks, so the hand-over
+    counters are captured too)."""
+    shape, groups = (2, 320, 64, 64), 32
+    x = random_data(shape, "fp16", 111, "nchw")
+    dy = random_data(shape, "fp16", 112, "nchw")
+    weight, bias = make_params(shape[1], 111, True)
+    mean, rstd = saved_statistics(x, groups)
+    y, dx, dweight, dbias = poisoned(x), poisoned(dy), poisoned(weight), poisoned(weight)
+    stream = torch.cuda.Stream()
+    with mbn.Handle(backend="gpu", stream=stream.cuda_stream) as side:
+        def calls():
+            mbn.groupnorm_forward(x, groups, weight, bias, epsilon=EPS, activation="swish", swish_beta=BETA, y=y,
+                                  handle=side)
+            mbn.groupnorm_backward(x, dy, groups, weight, mean, rstd, bias=bias, activation="swish",
+                                   swish_beta=BETA, dx=dx, dweight=dweight, dbias=dbias, handle=side)
+
+        torch.cuda.synchronize()
+        with torch.cuda.stream(stream):
+            calls()
+        stream.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            calls()
+        for output in (y, dx, dweight, dbias):
+            output.fill_(float("nan"))
+        dy.copy_(random_data(shape, "fp16", 113, "nchw"))
+        torch.cuda.synchronize()
+        graph.replay()
+        torch.cuda.synchronize()
+    check("y", y, oracle_forward(x, groups, weight, bias, "swish")[0].cpu().numpy(), ELEMENTWISE)
+    expected = oracle_backward(x, dy, groups, weight, bias, "swish")
+    check("dx", dx, expected[0].cpu().numpy(), ELEMENTWISE)
+    check("dweight", dweight, expected[1].cpu().numpy(), REDUCTION)
+    check("dbias", dbias, expected[2].cpu().numpy(), REDUCTION)

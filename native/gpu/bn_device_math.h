@@ -1,5 +1,5 @@
-// Device-side arithmetic shared by the batch-norm kernels: element
-// conversions, Welford/Chan moment merges, block reductions and result
+// Device-side arithmetic shared by the batch- and group-norm kernels: element
+// conversions, Welford/Chan moment merges, block and team reductions and result
 // blending.  No __global__ function lives here.
 #pragma once
 

@@ -10,9 +10,9 @@
 // ready for the next call (graph replays included).
 //
 // Blocks may also wait for the finalizer (resident forward): after arriving
-// they wait until the counter is released.  That is only safe when every
-// block of the group is resident at once; the host sizes such grids from the
-// occupancy of the kernel.
+// they wait until the counter is released.  That needs the blocks that hold
+// the rest of the group to run meanwhile: gn_forward.hip hands chunks out in
+// order, so only a few blocks ever wait at once.
 #pragma once
 
 #include "gpu/gn_layout.hpp"

@@ -6,10 +6,14 @@
 // One kernel, gn_forward_chunks: each team of threads holds one chunk of a
 // group in registers, so x is read once.  Its passes:
 //   whole       a group fits one team: statistics and output in one go;
-//   resident    a group spans several blocks, all resident at once: each
-//               block stores its chunk's moments, the last to arrive merges
-//               them in chunk order, the others wait for it, then every block
-//               writes its chunk from registers;
+//   resident    a group spans several blocks: each block stores its chunk's
+//               moments, the last to arrive merges them in chunk order, the
+//               others wait for it, then every block writes its chunk from
+//               registers.  Blocks take chunks as tickets in the order they
+//               ask, so only the last group taken can be incomplete: at most
+//               parts - 1 blocks wait at any time, for chunks that the next
+//               free block takes.  The host uses this pass only when that many
+//               blocks are a small share of what the device holds at once;
 //   statistics, apply    groups too large to be resident: the statistics are
 //               handed over only, and a second launch normalizes (x read twice).
 #include "gpu/bn_device_math.h"
@@ -30,6 +34,9 @@ enum class GnPass : int { whole, resident, statistics, apply };
 
 // Larger problems loop over their chunks.
 constexpr std::int64_t kMaxGridBlocks = std::int64_t(1) << 20;
+// The resident pass needs a group's chunks to be at most this share of the
+// blocks the device holds at once.
+constexpr std::int64_t kResidentShare = 4;
 
 template <typename P>
 struct GnForwardArgs {
@@ -47,6 +54,25 @@ struct GnForwardArgs {
     float swish_beta;
     GnForwardScratch scratch;  // when a group has several chunks
 };
+
+// The first chunk of a block's next round; at or past chunks.total when it
+// is done.  Static passes stride through the grid; the resident pass takes
+// tickets (every thread of the block calls), and the block that takes the
+// last ticket of the launch resets the counter for the next one.
+template <typename P>
+__device__ std::int64_t next_round(const GnForwardArgs<P>& a, std::int64_t previous, std::int64_t teams,
+                                   ArrivalCounter* ticket) {
+    if (a.pass != GnPass::resident)
+        return previous < 0 ? blockIdx.x * teams : previous + gridDim.x * teams;
+    __syncthreads();  // every thread has read the previous ticket
+    if (threadIdx.x == 0) {
+        *ticket = atomicAdd(a.scratch.tickets, 1ull);
+        const auto total = static_cast<ArrivalCounter>(a.chunks.total);
+        if (*ticket == total + gridDim.x - 1) atomicExch(a.scratch.tickets, 0ull);  // each block fails once
+    }
+    __syncthreads();
+    return static_cast<std::int64_t>(*ticket);
+}
 
 // One team's chunk: elements [begin, end) of group (n, g).  A team past the
 // last chunk is inactive: it walks nothing but still joins the reductions.
@@ -254,12 +280,13 @@ __global__ void __launch_bounds__(kBlockThreads) gn_forward_chunks(const T* x, T
     constexpr int R = gn_slots(W);
     __shared__ Total<double> wave_totals[kBlockThreads / MBN_WAVE_SIZE];
     __shared__ bool finalizer;
+    __shared__ ArrivalCounter ticket;
     const int team = a.chunks.team_threads;
     const int lane = static_cast<int>(threadIdx.x) % team;
     const std::int64_t teams = blockDim.x / team;
-    // Every thread runs the same number of rounds (teams of a block share
-    // reductions); a round's chunks form whole groups in the resident pass.
-    for (std::int64_t first = blockIdx.x * teams; first < a.chunks.total; first += gridDim.x * teams) {
+    // Every thread of a block runs the same rounds (its teams share reductions).
+    for (std::int64_t first = next_round(a, -1, teams, &ticket); first < a.chunks.total;
+         first = next_round(a, first, teams, &ticket)) {
         const GnChunk c = chunk_at(a.walk, a.chunks, first + threadIdx.x / team);
         const GnSlots slots(c, lane, team, W);
         Pack<T, W> raw[R];
@@ -303,15 +330,16 @@ void launch_passes(const GnForward& p, const GnForwardPlan& plan, const DeviceSh
         launch(GnPass::whole, std::min(ceil_div(chunks.total, teams), kMaxGridBlocks));
         return;
     }
-    // Waiting blocks need every block of their group resident: the grid is
-    // at most what the device holds at once, a whole number of groups.
+    // Up to parts - 1 blocks wait at once: keep that a small share of the
+    // blocks the device holds, so other work (another such launch on
+    // another stream) cannot take every slot the waited-for chunks need.
     int per_multiprocessor = 0;
     check_runtime(hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, gn_forward_chunks<T, P, A, Walk>,
                                                                kBlockThreads, 0),
                   "hipOccupancyMaxActiveBlocksPerMultiprocessor");
     const std::int64_t resident = static_cast<std::int64_t>(per_multiprocessor) * device.multiprocessors;
-    if (chunks.parts <= resident) {
-        launch(GnPass::resident, std::min(chunks.total, resident / chunks.parts * chunks.parts));
+    if (chunks.parts * kResidentShare <= resident) {
+        launch(GnPass::resident, std::min(chunks.total, resident));
         return;
     }
     launch(GnPass::statistics, std::min(chunks.total, kMaxGridBlocks));
@@ -341,7 +369,8 @@ void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const DeviceS
             args.epsilon = p.epsilon;
             args.swish = p.activation == Activation::swish;
             args.swish_beta = p.swish_beta;
-            args.scratch = carve_forward_scratch(target.scratch, target.counters, plan.chunks);
+            args.scratch = carve_forward_scratch(target.scratch, target.counters, plan.chunks,
+                                                 plan.walk.shape.group_count());
             constexpr int kWide = vector_width_of<T>();
             if (plan.width == 1)
                 launch_passes<T, P, GnWalkPolicy<1, GnOrder::as_planned>>(p, plan, device, target, args);

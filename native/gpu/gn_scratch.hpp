@@ -4,7 +4,8 @@
 // Forward, when groups are cut into several chunks:
 //   partials      per chunk: count, mean and M2 of its shifted values
 //   stats         per group: the merged statistics (gn_layout.hpp)
-//   arrivals      per group (gn_arrival.h)
+//   arrivals      per group (gn_arrival.h); tickets: the resident pass's
+//                 next chunk
 // Backward, over the (n, c) rows of its BnLayout:
 //   sum_g, sum_g_xhat  per (split, row): sums of the pre-activation gradient g
 //                      and of g * xhat
@@ -27,6 +28,7 @@ struct GnForwardScratch {
     double* partials;  // [chunk * kGnPartialFields + field]
     GnGroupStats* stats;
     ArrivalCounter* arrivals;
+    ArrivalCounter* tickets;
 };
 
 struct GnBackwardScratch {
@@ -52,15 +54,17 @@ inline GnScratchNeeds forward_scratch_needs(const GnChunks& chunks, std::int64_t
     if (chunks.parts == 1) return GnScratchNeeds{0, 0};
     return GnScratchNeeds{gn_padded_bytes(chunks.total * kGnPartialFields, sizeof(double)) +
                               gn_padded_bytes(groups, sizeof(GnGroupStats)),
-                          groups};
+                          groups + 1};
 }
 
-inline GnForwardScratch carve_forward_scratch(void* base, ArrivalCounter* counters, const GnChunks& chunks) {
+inline GnForwardScratch carve_forward_scratch(void* base, ArrivalCounter* counters, const GnChunks& chunks,
+                                              std::int64_t groups) {
     char* p = static_cast<char*>(base);
     GnForwardScratch s;
     s.partials = reinterpret_cast<double*>(p);
     s.stats = reinterpret_cast<GnGroupStats*>(p + gn_padded_bytes(chunks.total * kGnPartialFields, sizeof(double)));
     s.arrivals = counters;
+    s.tickets = counters + groups;
     return s;
 }
 

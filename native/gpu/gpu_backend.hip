@@ -8,7 +8,7 @@
 // workspace starts at kInitialScratchBytes, enough for every spatial problem
 // with up to ~100k channels and per-activation problems with ~100k features;
 // the counters (group norm's cross-block hand-overs, gn_arrival.h) at
-// kInitialCounters, enough for ~30k groups.
+// kInitialCounters, enough for 65536 groups and channels per call.
 #include "common/backend.hpp"
 #include "gpu/bn_launch.hpp"
 #include "gpu/bn_planner.hpp"
