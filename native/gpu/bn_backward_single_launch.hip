@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
 #pragma unroll
             for (int j = 0; j < VF; ++j) {
                 const ShiftedMoments<double> wide{
-                    {m, static_cast<double>(total[j].welford.mean), static_cast<double>(total[j].welford.m2)},
+                    {m, static_cast<double>(total[j].welford.mean), total[j].welford.m2},
                     total[j].sum};
                 const FeatureStatistics s = finish_statistics(wide, m, epsilon);
                 coefficients[threadIdx.x * VF + j].center = shift[j] + s.mean_offset;

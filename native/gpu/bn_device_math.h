@@ -87,16 +87,18 @@ __device__ __forceinline__ T narrow(double v) {
 
 // ---- moments ----------------------------------------------------------------
 
-// Count, mean and sum of squared deviations (M2) of a set of values.
+// Count, mean and sum of squared deviations (M2) of a set of values.  M2 is
+// kept in double whatever A is: float data of magnitude 1e30 deviates by up
+// to ~1e30, whose square does not fit a float.
 template <typename A>
 struct Moments {
     A count;
     A mean;
-    A m2;
+    double m2;
 };
 
 // Chan et al.'s pairwise merge; an empty side leaves the other unchanged
-// (so no 0/0 appears).
+// (so no 0/0 appears).  The squared mean difference is taken in double.
 template <typename A>
 __device__ __forceinline__ Moments<A> merge(const Moments<A>& a, const Moments<A>& b) {
     if (b.count == A(0)) return a;
@@ -104,7 +106,9 @@ __device__ __forceinline__ Moments<A> merge(const Moments<A>& a, const Moments<A
     const A count = a.count + b.count;
     const A share = b.count / count;
     const A delta = b.mean - a.mean;
-    return Moments<A>{count, a.mean + delta * share, a.m2 + b.m2 + delta * delta * a.count * share};
+    const double wide_delta = static_cast<double>(delta);
+    return Moments<A>{count, a.mean + delta * share,
+                      a.m2 + b.m2 + wide_delta * wide_delta * static_cast<double>(a.count * share)};
 }
 
 // A thread's statistics of the shifted values d = x - shift: Welford moments
@@ -122,6 +126,50 @@ __device__ __forceinline__ ShiftedMoments<A> merge(const ShiftedMoments<A>& a, c
     return ShiftedMoments<A>{merge(a.welford, b.welford), a.sum + b.sum};
 }
 
+// Squares of float deviations below this sum safely in float (16 of them at
+// most per batch, far from FLT_MAX ~3.4e38).
+constexpr float kFloatSquaresLimit = 1e36f;
+
+// The batch's sum of squared deviations, when the plain float sum overflowed
+// (or came near to): the deviations are scaled by a power of two that brings
+// the largest into [1, 2), squared and summed in float, and the sum scaled
+// back in double (exact: powers of two).
+template <int B>
+__device__ __noinline__ double scaled_squares(const float (&deviation)[B]) {
+    float largest = 0.0f;
+#pragma unroll
+    for (int i = 0; i < B; ++i) largest = fmaxf(largest, fabsf(deviation[i]));
+    // Biased exponent of 1/largest, kept normal (inf and NaN stay so).
+    const int exponent = static_cast<int>((__float_as_uint(largest) >> 23) & 0xffu);
+    const int scale_exponent = min(max(254 - exponent, 1), 253);
+    const float scale = __uint_as_float(static_cast<unsigned int>(scale_exponent) << 23);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < B; ++i) {
+        const float scaled = deviation[i] * scale;
+        sum += scaled * scaled;
+    }
+    // 1 / scale^2 = 2^(2 (127 - scale_exponent)), built as a double's bits.
+    const long long unscale_bits = static_cast<long long>(2 * (127 - scale_exponent) + 1023) << 52;
+    return static_cast<double>(sum) * __longlong_as_double(unscale_bits);
+}
+
+template <int B>
+__device__ __forceinline__ double squares(const float (&deviation)[B]) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < B; ++i) sum += deviation[i] * deviation[i];
+    // Also NaN goes the slow way (harmless: it stays NaN).
+    return sum <= kFloatSquaresLimit ? static_cast<double>(sum) : scaled_squares(deviation);
+}
+template <int B>
+__device__ __forceinline__ double squares(const double (&deviation)[B]) {
+    double sum = 0.0;
+#pragma unroll
+    for (int i = 0; i < B; ++i) sum += deviation[i] * deviation[i];
+    return sum;
+}
+
 // Adds a batch of shifted values: their mean and M2 two-pass in registers,
 // then one merge, so there is one division per batch rather than per element.
 // `wide_sum` is the batch's sum computed in double.
@@ -131,10 +179,10 @@ __device__ __forceinline__ void add_batch(ShiftedMoments<A>& m, const A (&v)[B],
 #pragma unroll
     for (int i = 0; i < B; ++i) sum += v[i];
     const A mean = sum / A(B);
-    A m2 = 0;
+    A deviation[B];
 #pragma unroll
-    for (int i = 0; i < B; ++i) m2 += (v[i] - mean) * (v[i] - mean);
-    m.welford = merge(m.welford, Moments<A>{A(B), mean, m2});
+    for (int i = 0; i < B; ++i) deviation[i] = v[i] - mean;
+    m.welford = merge(m.welford, Moments<A>{A(B), mean, squares(deviation)});
     m.sum += wide_sum;
 }
 

@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         if (blockIdx.y == 0) scratch.shift[share.feature0 + j] = shift[j];
         const std::int64_t at = static_cast<std::int64_t>(blockIdx.y) * features + share.feature0 + j;
         scratch.partial0[at] = static_cast<double>(total[j].welford.mean);
-        scratch.partial1[at] = static_cast<double>(total[j].welford.m2);
+        scratch.partial1[at] = total[j].welford.m2;
         scratch.partial2[at] = total[j].sum;
     }
 }

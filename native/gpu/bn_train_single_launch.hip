@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
 #pragma unroll
         for (int j = 0; j < VF; ++j) {
             const ShiftedMoments<double> wide{
-                {m, static_cast<double>(total[j].welford.mean), static_cast<double>(total[j].welford.m2)},
+                {m, static_cast<double>(total[j].welford.mean), total[j].welford.m2},
                 total[j].sum};
             coefficients[threadIdx.x * VF + j] =
                 write_statistics(out, layout, share.feature0 + j, shift[j], finish_statistics(wide, m, out.epsilon));
