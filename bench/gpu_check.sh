@@ -19,9 +19,13 @@
 # has no network and no cffi.  Whole run capped near GPU_CHECK_BUDGET_S
 # seconds (default 520).
 # GPU_CHECK_BENCH_RESERVE_S (default 200) is the time the tests leave the bench.
+# GPU_CHECK_PROFILE_CASES="gn_fwd:2x320x64x64:fp32:nchw ..." adds an ncu step.
+# GPU_CHECK_BENCH_ARGS adds bench arguments (say "--ops gn_fwd,gn_bwd").
 # GPU_CHECK_SKIP="pytest c_check driver sanitizer" leaves those steps out (say,
 # a bench-only run after the tests passed in an earlier one); the time the
 # skipped steps would have had goes to the others.
+# GPU_CHECK_PREBUILT=.prebuilt uses a library built here by
+# bench/prebuild_cuda.sh (carry ".prebuilt") instead of building on the device.
 # Local dry run without a GPU: GPU_CHECK_SIMULATE=1 bash bench/gpu_check.sh
 # (CPU-only build, GPU tests must skip, a quick CPU bench); add
 # GPU_CHECK_FORCE_CMAKE=1 to exercise the plain-CMake fallback build.
@@ -155,6 +159,10 @@ step_build() {
     [ "$SIMULATE" = 1 ] && gpu=OFF
     export CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
     rm -rf "$TARGET"
+    if [ -n "${GPU_CHECK_PREBUILT:-}" ] && [ "$SIMULATE" != 1 ]; then
+        use_prebuilt "$start"
+        return
+    fi
     if [ "${GPU_CHECK_FORCE_CMAKE:-0}" = 1 ]; then
         note "GPU_CHECK_FORCE_CMAKE=1: skipping the pip build (tests the fallback)"
         RC=1
@@ -182,6 +190,30 @@ step_build() {
         export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
         BUILD_HOW="CMake build/gpu_cmake + MIOPEN_BN_LIBRARY, package from python/"
     fi
+    import_check "$start"
+}
+
+# A library and C program built elsewhere for sm_90 (bench/prebuild_cuda.sh),
+# carried in $GPU_CHECK_PREBUILT: saves the device the ~160 s build.  The
+# package is the source tree's python/ with MIOPEN_BN_LIBRARY naming it.
+use_prebuilt() {
+    local start=$1 dir="$PWD/$GPU_CHECK_PREBUILT"
+    note "prebuilt: $(cat "$dir/BUILT_FROM" 2>/dev/null || echo 'no BUILT_FROM')"
+    if [ ! -f "$dir/libmiopen_bn.so" ]; then
+        record build 1 $((SECONDS - start)) "no $GPU_CHECK_PREBUILT/libmiopen_bn.so (carried?)"
+        return 1
+    fi
+    export MIOPEN_BN_LIBRARY="$dir/libmiopen_bn.so"
+    export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the C program's soname
+    C_CHECK="$dir/miopen_bn_gpu_vs_cpu"
+    chmod +x "$C_CHECK" 2>/dev/null || true
+    BUILD_HOW="prebuilt $GPU_CHECK_PREBUILT + MIOPEN_BN_LIBRARY, package from python/"
+    import_check "$start"
+}
+
+import_check() {
+    local start=$1
     fix_missing_libs "$(ls "$TARGET"/miopen_bn/libmiopen_bn.so "${MIOPEN_BN_LIBRARY:-/nonexistent}" 2>/dev/null | head -n 1)"
     note "import check (from /tmp, so the source tree cannot shadow the install)"
     if (cd /tmp && "$PYTHON" - <<'EOF'
@@ -291,6 +323,26 @@ step_sanitizer() {
     record sanitizer "$RC" $((SECONDS - start)) "$(tr '\n' ' ' < "$OUT/sanitizer.log")"
 }
 
+# Nsight Compute on chosen calls (GPU_CHECK_PROFILE_CASES, cases as
+# bench/profile_kernels.py takes them): one line per kernel with its time,
+# DRAM bytes, occupancy and registers (bench/ncu_summary.py).
+step_profile() {
+    banner "3d. ncu on: ${GPU_CHECK_PROFILE_CASES:-}"
+    local start=$SECONDS ncu
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1 || true)
+    if [ "$SIMULATE" = 1 ] || [ -z "${GPU_CHECK_PROFILE_CASES:-}" ] || [ -z "$ncu" ]; then
+        record profile 0 0 "skipped (no cases, no ncu or simulation)"
+        RC=0
+        return 0
+    fi
+    run_logged profile "$OUT/profile.log" timeout -k 10 "${GPU_CHECK_PROFILE_S:-150}" "$ncu" \
+        --profile-from-start off --clock-control none --csv --log-file "$OUT/ncu.csv" \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size \
+        "$PYTHON" bench/profile_kernels.py $GPU_CHECK_PROFILE_CASES
+    "$PYTHON" bench/ncu_summary.py "$OUT/ncu.csv" | tee "$OUT/ncu_summary.txt" || true
+    record profile "$RC" $((SECONDS - start)) "$(wc -l < "$OUT/ncu_summary.txt" 2>/dev/null || echo 0) kernels profiled"
+}
+
 step_bench() {
     banner "4. bench"
     local start=$SECONDS budget dev args=()
@@ -303,6 +355,8 @@ step_bench() {
         dev=$("$PYTHON" -c "import re, torch; print(re.sub('[^a-z0-9]+', '-', torch.cuda.get_device_name(0).lower()).strip('-'))")
         args=(--backend gpu)
     fi
+    # shellcheck disable=SC2206
+    args+=(${GPU_CHECK_BENCH_ARGS:-})
     note "bench time budget ${budget}s (hard cap $((budget + 60))s)"
     run_logged bench "$OUT/bench.log" timeout -k 10 $((budget + 60)) "$PYTHON" bench/bench.py \
         "${args[@]}" --budget-s "$budget" \
@@ -317,7 +371,7 @@ main() {
     step_machine
     if step_wheels && step_build; then
         BUILD_OK=1
-        for step in pytest c_check sanitizer driver bench; do
+        for step in pytest c_check sanitizer driver profile bench; do
             if [[ "$SKIP" == *" $step "* ]]; then
                 record "$step" - 0 "skipped (GPU_CHECK_SKIP)"
                 continue

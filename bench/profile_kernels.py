@@ -5,7 +5,8 @@ that Nsight Compute profiles exactly those kernels:
     ncu --profile-from-start off --clock-control none --csv --metrics ... \\
         python bench/profile_kernels.py bn_train:32x1024x14x14:fp32:nchw ...
 
-A case is op:NxCxHxW:dtype:layout, op one of bn_infer, bn_train, bn_bwd.
+A case is op:NxCxHxW:dtype:layout, op one of bn_infer, bn_train, bn_bwd,
+gn_fwd, gn_fwd_swish, gn_bwd (group norm with G = 32).
 Each call is made once outside the profiled range first (module load, scratch
 growth), then once inside it, with a marker line on stdout naming the case.
 """
@@ -15,6 +16,7 @@ import torch
 
 import miopen_bn as mbn
 
+GROUPS = 32
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -40,6 +42,14 @@ def make_call(case, handle):
         dx = torch.empty_like(x)
         return lambda: mbn.batchnorm_backward(
             x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv, dx=dx, handle=handle)
+    if op in ("gn_fwd", "gn_fwd_swish"):
+        activation = "swish" if op == "gn_fwd_swish" else None
+        return lambda: mbn.groupnorm_forward(x, GROUPS, scale, bias, activation=activation, y=y, handle=handle)
+    if op == "gn_bwd":
+        dy = torch.randn_like(x)
+        _, mean, rstd = mbn.groupnorm_forward(x, GROUPS, scale, bias, handle=handle)
+        dx = torch.empty_like(x)
+        return lambda: mbn.groupnorm_backward(x, dy, GROUPS, scale, mean, rstd, dx=dx, handle=handle)
     raise SystemExit(f"unknown op in {case!r}")
 
 
