@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 namespace mbn {
 namespace gpu {
@@ -123,6 +124,32 @@ std::int64_t innermost_x_stride(const LoopNest& nest) {
     return nest.rank > 0 ? nest.stride[kSlotX][kNestRank - 1] : INT64_MAX;
 }
 
+// Two knobs of the split choice, fixed per process; the environment may set
+// them so the bench can compare variants side by side:
+//   MIOPEN_BN_GPU_THREAD_ELEMENTS  least elements per thread (default 16)
+//   MIOPEN_BN_GPU_BLOCKS_PER_SM    blocks aimed at per multiprocessor
+//                                  (default: as many as its threads allow)
+struct SplitTuning {
+    int thread_elements = 16;
+    int blocks_per_multiprocessor = 0;  // 0: kThreadsPerMultiprocessor / block threads
+};
+
+int positive_from_environment(const char* name, int fallback) {
+    const char* value = std::getenv(name);
+    const int parsed = value != nullptr ? std::atoi(value) : 0;
+    return parsed > 0 ? parsed : fallback;
+}
+
+const SplitTuning& split_tuning() {
+    static const SplitTuning tuning = [] {
+        SplitTuning t;
+        t.thread_elements = positive_from_environment("MIOPEN_BN_GPU_THREAD_ELEMENTS", t.thread_elements);
+        t.blocks_per_multiprocessor = positive_from_environment("MIOPEN_BN_GPU_BLOCKS_PER_SM", 0);
+        return t;
+    }();
+    return tuning;
+}
+
 int pow2_at_least(std::int64_t v) {
     int p = 1;
     while (p < v) p *= 2;
@@ -155,7 +182,9 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
     }
     const std::int64_t positions = layout.reduce.size;
     // At least ~16 elements per thread, so that setup and merges stay cheap.
-    const std::int64_t min_positions = std::max(1, 16 / (layout.vector_width * layout.features_per_thread));
+    const SplitTuning& tuning = split_tuning();
+    const std::int64_t min_positions =
+        std::max(1, tuning.thread_elements / (layout.vector_width * layout.features_per_thread));
 
     const std::int64_t feature_groups = features / layout.features_per_thread;
     const std::int64_t rows_wanted = pow2_at_least((positions + min_positions - 1) / min_positions);
@@ -176,10 +205,13 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
     }
     layout.tiles = (feature_groups + layout.tile_features - 1) / layout.tile_features;
 
-    // Enough blocks to fill the device's threads a few times over.
+    // Enough blocks to fill the device's threads.
     const int block_threads = layout.tile_features * layout.rows;
+    const int blocks_per_multiprocessor = tuning.blocks_per_multiprocessor > 0
+                                              ? tuning.blocks_per_multiprocessor
+                                              : kThreadsPerMultiprocessor / block_threads;
     const std::int64_t target_blocks =
-        static_cast<std::int64_t>(std::max(1, device.multiprocessors)) * (kThreadsPerMultiprocessor / block_threads);
+        static_cast<std::int64_t>(std::max(1, device.multiprocessors)) * blocks_per_multiprocessor;
     std::int64_t splits = (target_blocks + layout.tiles - 1) / layout.tiles;
     splits = std::min(splits, std::max<std::int64_t>(1, positions / (static_cast<std::int64_t>(layout.rows) * min_positions)));
     splits = std::max<std::int64_t>(1, std::min<std::int64_t>(splits, kMaxSplits));
