@@ -224,14 +224,23 @@ __device__ ForwardCoefficients write_statistics(const StatsOutputs<P>& out, cons
 
 constexpr int kApplyBatch = 4;  // positions per thread in flight
 
-// y = alpha * (((x - shift) - mean_offset) * factor + bias) + beta * y_prior
+// What normalize_share applies to each normalized value before blending:
+// nothing for batch norm (group norm may fuse an activation, gn_activation.h).
+struct NoEpilogue {
+    template <typename A>
+    __device__ __forceinline__ A operator()(A v) const {
+        return v;
+    }
+};
+
+// y = alpha * epilogue(((x - shift) - mean_offset) * factor + bias) + beta * y_prior
 // over the thread's share.  x may be y (in place): each element is read
 // before this thread writes it.
-template <typename T, int Rank, int VR, int VF>
+template <typename T, int Rank, int VR, int VF, typename Epilogue = NoEpilogue>
 __device__ void normalize_share(const T* x, T* y, const BnLayout& layout, const ThreadShare& share,
                                 const acc_t<T> (&shift)[VF], const acc_t<T> (&mean_offset)[VF],
                                 const acc_t<T> (&factor)[VF], const acc_t<T> (&bias)[VF], float alpha,
-                                float beta) {
+                                float beta, const Epilogue& epilogue = Epilogue{}) {
     using A = acc_t<T>;
     constexpr int V = VR * VF;
     const std::int64_t rows = layout.rows;
@@ -254,7 +263,7 @@ __device__ void normalize_share(const T* x, T* y, const BnLayout& layout, const 
 #pragma unroll
             for (int e = 0; e < V; ++e) {
                 const int j = VF > 1 ? e : 0;
-                v[k][e] = ((v[k][e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j];
+                v[k][e] = epilogue(((v[k][e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j]);
             }
             store_values<T, V>(y + out[k], v[k], alpha, beta);
         }
@@ -265,7 +274,7 @@ __device__ void normalize_share(const T* x, T* y, const BnLayout& layout, const 
 #pragma unroll
         for (int e = 0; e < V; ++e) {
             const int j = VF > 1 ? e : 0;
-            v[e] = ((v[e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j];
+            v[e] = epilogue(((v[e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j]);
         }
         store_values<T, V>(y + cursor.offset[1], v, alpha, beta);
         cursor.advance(layout.reduce);

@@ -13,6 +13,7 @@
 #include "gpu/bn_fused.hpp"
 #include "gpu/bn_launch.hpp"
 #include "gpu/bn_scratch.hpp"
+#include "gpu/gn_activation.h"
 
 namespace mbn {
 namespace gpu {
@@ -20,9 +21,9 @@ namespace {
 
 // VR elements per position of one feature, or one element of each of VF
 // consecutive features (bn_layout.hpp); the access is V = VR * VF wide.
-template <typename T, int Rank, int VR, int VF>
+template <typename T, int Rank, int VR, int VF, typename Epilogue>
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_forward_apply(const T* x, T* y, BnLayout layout, Scratch scratch, float alpha, float beta) {
+    bn_forward_apply(const T* x, T* y, BnLayout layout, Scratch scratch, float alpha, float beta, Epilogue epilogue) {
     using A = acc_t<T>;
     const ThreadShare share = thread_share<VF>(layout, blockIdx.y);
     if (!share.active) return;
@@ -35,7 +36,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         factor[j] = static_cast<A>(scratch.coef0[f]);
         bias[j] = static_cast<A>(scratch.coef1[f]);
     }
-    normalize_share<T, Rank, VR, VF>(x, y, layout, share, shift, mean_offset, factor, bias, alpha, beta);
+    normalize_share<T, Rank, VR, VF>(x, y, layout, share, shift, mean_offset, factor, bias, alpha, beta, epilogue);
 }
 
 // Inference: shift = estimated mean, coef0 = scale / sqrt(var + eps) (NaN for
@@ -81,15 +82,27 @@ void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, co
         return;
     }
     run_batch_statistics(p.x, p.scale.dtype, p.epsilon, writes, layout, target);
-    with_element_type(p.x.dtype, [&](auto x_tag) {
+    run_normalize(p.x, p.y, layout, p.out, Activation::none, 1.0f, target);
+}
+
+void run_normalize(const TensorArg& x, const TensorArg& y, const BnLayout& layout, const Blend& out,
+                   Activation activation, float swish_beta, const LaunchTarget& target) {
+    with_element_type(x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
+        using A = acc_t<T>;
         const Scratch scratch = carve_scratch(target.scratch, layout);
         with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
-            bn_forward_apply<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>
-                <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
-                static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), layout, scratch, p.out.alpha,
-                p.out.beta);
-            check_launch("bn_forward_apply");
+            auto launch = [&](auto epilogue) {
+                bn_forward_apply<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value,
+                                 decltype(epilogue)><<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
+                    static_cast<const T*>(x.data), static_cast<T*>(y.data), layout, scratch, out.alpha, out.beta,
+                    epilogue);
+                check_launch("bn_forward_apply");
+            };
+            if (activation == Activation::swish)
+                launch(SwishEpilogue<A>{static_cast<A>(swish_beta)});
+            else
+                launch(NoEpilogue{});
         });
     });
 }

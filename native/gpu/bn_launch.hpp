@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/error.hpp"
+#include "common/group_norm_problem.hpp"
 #include "common/problem.hpp"
 #include "gpu/bn_layout.hpp"
 #include "gpu/hip_compat.h"
@@ -72,6 +73,17 @@ struct StatsWrites {
 };
 void run_batch_statistics(const TensorArg& x, DType param_dtype, double epsilon, const StatsWrites& writes,
                           const BnLayout& layout, const LaunchTarget& target);
+
+// Its first launch alone: per (split, feature) moments of x and each
+// feature's shift, into the scratch partials (group norm merges them per
+// group itself).
+void run_statistics_partials(const TensorArg& x, const BnLayout& layout, const LaunchTarget& target);
+
+// The forward's last launch: y = act(((x - shift) - mean_offset) * coef0 +
+// coef1) per feature from the scratch, blended as `out` says; act is the
+// identity for batch norm, Swish with swish_beta where group norm fuses it.
+void run_normalize(const TensorArg& x, const TensorArg& y, const BnLayout& layout, const Blend& out,
+                   Activation activation, float swish_beta, const LaunchTarget& target);
 
 }  // namespace gpu
 }  // namespace mbn

@@ -73,8 +73,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 }  // namespace
 
-void run_batch_statistics(const TensorArg& x, DType param_dtype, double epsilon, const StatsWrites& writes,
-                          const BnLayout& layout, const LaunchTarget& target) {
+void run_statistics_partials(const TensorArg& x, const BnLayout& layout, const LaunchTarget& target) {
     const Scratch scratch = carve_scratch(target.scratch, layout);
     with_element_type(x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
@@ -87,6 +86,15 @@ void run_batch_statistics(const TensorArg& x, DType param_dtype, double epsilon,
                 static_cast<const T*>(x.data), layout, scratch);
             check_launch("bn_stats_partial");
         });
+    });
+}
+
+void run_batch_statistics(const TensorArg& x, DType param_dtype, double epsilon, const StatsWrites& writes,
+                          const BnLayout& layout, const LaunchTarget& target) {
+    run_statistics_partials(x, layout, target);
+    const Scratch scratch = carve_scratch(target.scratch, layout);
+    with_element_type(x.dtype, [&](auto x_tag) {
+        using T = typename decltype(x_tag)::type;
         with_parameter_type<acc_t<T>>(param_dtype, [&](auto p_tag) {
             using P = typename decltype(p_tag)::type;
             const StatsOutputs<P> out = stats_outputs<P>(writes, epsilon);

@@ -35,5 +35,12 @@ __device__ __forceinline__ A swish_derivative(A z, A beta) {
     return slope == A(0) ? s : s + t * slope;
 }
 
+// Swish as normalize_share's epilogue (bn_block_phases.h).
+template <typename A>
+struct SwishEpilogue {
+    A beta;
+    __device__ __forceinline__ A operator()(A z) const { return swish(z, beta); }
+};
+
 }  // namespace gpu
 }  // namespace mbn

@@ -7,20 +7,24 @@
 // (the two group means come from differentiating the group's mean and
 // variance inside xhat; eps stays inside rstd).
 //
-// Both kernels walk a BnLayout whose features are the slices (n, c) -- the
+// Three launches over a BnLayout whose features are the slices (n, c) -- the
 // positions of channel c of sample n -- and whose reduction is the positions
 // (gn_planner.hpp), in any layout:
-//   1. gn_backward_slices: per (split, slice) sums of g and g * xhat.  The
-//      block whose slices complete a group merges that group's sums into its
-//      two means; the block completing a channel (all samples) writes dbias
-//      and dweight (gn_arrival.h: fixed merge order, deterministic);
-//   2. gn_backward_apply: dx.
+//   1. gn_backward_slices: per (split, slice) sums of g and g * xhat;
+//   2. gn_backward_finalize: one block per group merges its slices' sums into
+//      the group's two means, one block per channel writes dbias and
+//      dweight, each in a fixed order (deterministic);
+//   3. gn_backward_apply: dx.
+// The hand-over between 1 and 2 is a launch, not a last-block-done count:
+// with channels innermost (NHWC) every block holds many slices, and counting
+// each (split, slice) serialized on a few counters cost ten times the
+// kernel's reads (seen on the H100).
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
 #include "gpu/bn_nest_walk.h"
 #include "gpu/gn_activation.h"
-#include "gpu/gn_arrival.h"
 #include "gpu/gn_launch.hpp"
+#include "gpu/gn_slices.h"
 #include "gpu/gn_stat_io.h"
 
 namespace mbn {
@@ -29,8 +33,7 @@ namespace {
 
 template <typename P>
 struct GnBackwardArgs {
-    GnGroupShape shape;
-    bool channel_major;  // slice index c * N + n, else n * C + c
+    GnSliceOrder order;  // with the group shape
     const P* weight;     // nullptr: w = 1, and no dweight / dbias
     const P* bias;       // nullptr: b = 0 (only the activation needs it)
     P* dweight;
@@ -46,30 +49,6 @@ struct GnBackwardArgs {
     GnBackwardScratch scratch;
 };
 
-template <typename P>
-__device__ __forceinline__ std::int64_t slice_index(const GnBackwardArgs<P>& a, std::int64_t n, std::int64_t c) {
-    return a.channel_major ? c * a.shape.samples + n : n * (a.shape.groups * a.shape.channels) + c;
-}
-
-// Where a slice sits: sample n, channel c, group g of n.
-struct GnSlicePlace {
-    std::int64_t n, c, g;
-    std::int64_t group;  // n * G + g
-};
-
-template <typename P>
-__device__ GnSlicePlace slice_place(const GnBackwardArgs<P>& a, std::int64_t slice) {
-    GnSlicePlace s;
-    if (a.channel_major)
-        divide(slice, a.shape.samples, s.c, s.n);
-    else
-        divide(slice, a.shape.groups * a.shape.channels, s.n, s.c);
-    std::int64_t k;
-    divide(s.c, a.shape.channels, s.g, k);
-    s.group = s.n * a.shape.groups + s.g;
-    return s;
-}
-
 // What every element of a slice shares.
 template <typename A>
 struct GnSlice : GnSlicePlace {
@@ -79,7 +58,7 @@ struct GnSlice : GnSlicePlace {
 template <typename A, typename P>
 __device__ GnSlice<A> slice_at(const GnBackwardArgs<P>& a, std::int64_t slice) {
     GnSlice<A> s;
-    static_cast<GnSlicePlace&>(s) = slice_place(a, slice);
+    static_cast<GnSlicePlace&>(s) = slice_place(a.order, slice);
     s.mean = static_cast<A>(read_stat(a.mean, s.n, s.g));
     s.rstd = static_cast<A>(read_stat(a.rstd, s.n, s.g));
     s.weight = a.weight != nullptr ? static_cast<A>(widen(a.weight[s.c * a.weight_stride])) : A(1);
@@ -125,25 +104,24 @@ template <typename P>
 __device__ void finalize_group(const GnBackwardArgs<P>& a, const BnLayout& layout, std::int64_t n, std::int64_t g,
                                Sums2<double>* wave_totals) {
     const int threads = static_cast<int>(blockDim.x * blockDim.y);
-    const std::int64_t items = a.shape.channels * layout.splits;
+    const std::int64_t items = a.order.shape.channels * layout.splits;
     Sums2<double> part{0.0, 0.0};
     for (std::int64_t i = flat_thread_index(); i < items; i += threads) {
         std::int64_t k, split;
         divide(i, layout.splits, k, split);
-        const std::int64_t c = g * a.shape.channels + k;
+        const std::int64_t c = g * a.order.shape.channels + k;
         const double w = a.weight != nullptr ? static_cast<double>(widen(a.weight[c * a.weight_stride])) : 1.0;
-        const std::int64_t at = split * layout.feature.size + slice_index(a, n, c);
-        part.a += w * load_coherent(a.scratch.sum_g + at);
-        part.b += w * load_coherent(a.scratch.sum_g_xhat + at);
+        const std::int64_t at = split * layout.feature.size + a.order.index(n, c);
+        part.a += w * a.scratch.sum_g[at];
+        part.b += w * a.scratch.sum_g_xhat[at];
     }
     const Sums2<double> total = reduce_team(part, threads, wave_totals);
     if (flat_thread_index() == 0) {
-        const std::int64_t group = n * a.shape.groups + g;
+        const std::int64_t group = n * a.order.shape.groups + g;
         double* terms = a.scratch.group_terms + group * kGnGroupTerms;
-        const double m = static_cast<double>(a.shape.size);
+        const double m = static_cast<double>(a.order.shape.size);
         terms[0] = total.a / m;
         terms[1] = total.b / m;
-        release(a.scratch.group_arrivals + group);
     }
 }
 
@@ -153,42 +131,35 @@ template <typename P>
 __device__ void finalize_channel(const GnBackwardArgs<P>& a, const BnLayout& layout, std::int64_t c,
                                  Sums2<double>* wave_totals) {
     const int threads = static_cast<int>(blockDim.x * blockDim.y);
-    const std::int64_t items = a.shape.samples * layout.splits;
+    const std::int64_t items = a.order.shape.samples * layout.splits;
     Sums2<double> part{0.0, 0.0};
     for (std::int64_t i = flat_thread_index(); i < items; i += threads) {
         std::int64_t n, split;
         divide(i, layout.splits, n, split);
-        const std::int64_t at = split * layout.feature.size + slice_index(a, n, c);
-        part.a += load_coherent(a.scratch.sum_g + at);
-        part.b += load_coherent(a.scratch.sum_g_xhat + at);
+        const std::int64_t at = split * layout.feature.size + a.order.index(n, c);
+        part.a += a.scratch.sum_g[at];
+        part.b += a.scratch.sum_g_xhat[at];
     }
     const Sums2<double> total = reduce_team(part, threads, wave_totals);
     if (flat_thread_index() == 0) {
         a.dbias[c * a.dbias_stride] = narrow<P>(total.a);
         a.dweight[c * a.dweight_stride] = narrow<P>(total.b);
-        release(a.scratch.channel_arrivals + c);
     }
 }
 
 // Launched as the layout says: blockDim = (tile_features, rows), gridDim =
 // (tiles, splits); thread (tx, ty) owns slices from (bx * tile_features +
-// tx) * VF on (bn_layout.hpp).
+// tx) * VF on (bn_layout.hpp).  g * xhat is summed with xhat in double: in
+// small groups dx cancels (two values: xhat = +-1 up to epsilon), and the
+// float rounding of xhat in mean(w g xhat) would dominate it.
 template <typename T, typename P, typename A, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
     gn_backward_slices(const T* x, const T* dy, BnLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kBatch = batch_positions<V>();
-    constexpr int kMostSlices = kBlockThreads * kMaxFeaturesPerThread;
     __shared__ Sums2<double> shared[kBlockThreads];
-    __shared__ Sums2<double> wave_totals[kBlockThreads / MBN_WAVE_SIZE];
-    __shared__ unsigned short finished_groups[kMostSlices];  // local slice indices
-    __shared__ unsigned short finished_channels[kMostSlices];
-    __shared__ int finished_group_count;
-    __shared__ int finished_channel_count;
     const std::int64_t slices = layout.feature.size;
-    const std::int64_t block_first = static_cast<std::int64_t>(blockIdx.x) * layout.tile_features * VF;
-    const int local0 = static_cast<int>(threadIdx.x) * VF;
-    const std::int64_t slice0 = block_first + local0;
+    const std::int64_t slice0 = (static_cast<std::int64_t>(blockIdx.x) * layout.tile_features + threadIdx.x) * VF;
     const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * layout.chunk;
     const std::int64_t end = min64(layout.reduce.size, begin + layout.chunk);
     const std::int64_t step = layout.rows;
@@ -198,8 +169,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int j = 0; j < VF; ++j) sums[j] = Sums2<double>{0.0, 0.0};
     if (slice0 < slices) {
         GnSlice<A> s[VF];
+        GnSlice<double> wide[VF];
 #pragma unroll
-        for (int j = 0; j < VF; ++j) s[j] = slice_at<A>(a, slice0 + j);
+        for (int j = 0; j < VF; ++j) {
+            s[j] = slice_at<A>(a, slice0 + j);
+            wide[j] = slice_at<double>(a, slice0 + j);
+        }
         std::int64_t base[2];
         nest_offsets<2>(layout.feature, slice0, kSlotX, base);
         std::int64_t r = begin + threadIdx.y;
@@ -217,16 +192,12 @@ __global__ void __launch_bounds__(kBlockThreads)
                     const int j = VF > 1 ? e : 0;
                     A xhat, g;
                     element_gradient(a, s[j], xv[k][e], dyv[k][e], xhat, g);
+                    const double wide_xhat = (static_cast<double>(xv[k][e]) - wide[j].mean) * wide[j].rstd;
                     sums[j].a += static_cast<double>(g);
-                    sums[j].b += static_cast<double>(g * xhat);
+                    sums[j].b += static_cast<double>(g) * wide_xhat;
                 }
             }
         }
-    }
-
-    if (flat_thread_index() == 0) {
-        finished_group_count = 0;
-        finished_channel_count = 0;
     }
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
@@ -237,26 +208,20 @@ __global__ void __launch_bounds__(kBlockThreads)
             a.scratch.sum_g_xhat[at] = total.b;
         }
     }
-    // Each (split, slice) sum counts once towards its group and its channel.
-    if (threadIdx.y == 0) {
-        for (int j = 0; j < VF && slice0 + j < slices; ++j) {
-            const GnSlicePlace s = slice_place(a, slice0 + j);
-            const auto per_group = static_cast<ArrivalCounter>(a.shape.channels * layout.splits);
-            const auto per_channel = static_cast<ArrivalCounter>(a.shape.samples * layout.splits);
-            if (arrive(a.scratch.group_arrivals + s.group, per_group))
-                finished_groups[atomicAdd(&finished_group_count, 1)] = static_cast<unsigned short>(local0 + j);
-            if (a.dweight != nullptr && arrive(a.scratch.channel_arrivals + s.c, per_channel))
-                finished_channels[atomicAdd(&finished_channel_count, 1)] = static_cast<unsigned short>(local0 + j);
-        }
-    }
-    __syncthreads();
-    for (int i = 0; i < finished_group_count; ++i) {
-        const GnSlicePlace s = slice_place(a, block_first + finished_groups[i]);
-        finalize_group(a, layout, s.n, s.g, wave_totals);
-    }
-    for (int i = 0; i < finished_channel_count; ++i) {
-        const GnSlicePlace s = slice_place(a, block_first + finished_channels[i]);
-        finalize_channel(a, layout, s.c, wave_totals);
+}
+
+// One block (1-D) per group, then one per channel when dweight is wanted.
+template <typename P>
+__global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(BnLayout layout, GnBackwardArgs<P> a) {
+    __shared__ Sums2<double> wave_totals[kBlockThreads / MBN_WAVE_SIZE];
+    const std::int64_t groups = a.order.shape.samples * a.order.shape.groups;
+    const std::int64_t block = blockIdx.x;
+    if (block < groups) {
+        std::int64_t n, g;
+        divide(block, a.order.shape.groups, n, g);
+        finalize_group(a, layout, n, g, wave_totals);
+    } else {
+        finalize_channel(a, layout, block - groups, wave_totals);
     }
 }
 
@@ -272,14 +237,19 @@ __global__ void __launch_bounds__(kBlockThreads)
     const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * layout.chunk;
     const std::int64_t end = min64(layout.reduce.size, begin + layout.chunk);
     const std::int64_t step = layout.rows;
+    // The gradient g in A (the activation's derivative is taken in float),
+    // dx in double: it cancels to small values in small groups (two values
+    // per group), where float rounding of xhat would dominate.
     GnSlice<A> s[VF];
-    A mean_wg[VF], mean_wg_xhat[VF];
+    GnSlice<double> wide[VF];
+    double mean_wg[VF], mean_wg_xhat[VF];
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
         s[j] = slice_at<A>(a, slice0 + j);
+        wide[j] = slice_at<double>(a, slice0 + j);
         const double* terms = a.scratch.group_terms + s[j].group * kGnGroupTerms;
-        mean_wg[j] = static_cast<A>(terms[0]);
-        mean_wg_xhat[j] = static_cast<A>(terms[1]);
+        mean_wg[j] = terms[0];
+        mean_wg_xhat[j] = terms[1];
     }
 
     std::int64_t base[3];
@@ -294,13 +264,15 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
             if (r + k * step >= end) continue;
-            A out[V];
+            double out[V];
 #pragma unroll
             for (int e = 0; e < V; ++e) {
                 const int j = VF > 1 ? e : 0;
                 A xhat, g;
                 element_gradient(a, s[j], xv[k][e], dyv[k][e], xhat, g);
-                out[e] = s[j].rstd * ((s[j].weight * g - mean_wg[j]) - xhat * mean_wg_xhat[j]);
+                const double wide_xhat = (static_cast<double>(xv[k][e]) - wide[j].mean) * wide[j].rstd;
+                out[e] = wide[j].rstd *
+                         ((wide[j].weight * static_cast<double>(g) - mean_wg[j]) - wide_xhat * mean_wg_xhat[j]);
             }
             store_values<T, V>(dx + at[k], out, 1.0f, 0.0f);
         }
@@ -310,7 +282,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 }  // namespace
 
 void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const LaunchTarget& target) {
-    const BnLayout& layout = plan.layout;
+    const BnLayout& layout = plan.slices.layout;
     const Lengths& len = p.shape.len;
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
@@ -319,14 +291,7 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
         with_parameter_type<A>(param_dtype, [&](auto p_tag) {
             using P = typename decltype(p_tag)::type;
             GnBackwardArgs<P> a{};
-            a.shape.samples = len[kN];
-            a.shape.groups = p.shape.groups;
-            a.shape.channels = p.shape.channels_per_group();
-            a.shape.positions = p.shape.spatial_size();
-            a.shape.height = len[kH];
-            a.shape.width = len[kW];
-            a.shape.size = p.shape.group_size();
-            a.channel_major = plan.channel_major;
+            a.order = plan.slices.order;
             if (p.affine) {
                 a.weight = static_cast<const P*>(p.weight.data);
                 a.weight_stride = p.weight.stride[kC];
@@ -343,8 +308,7 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
             a.rstd = stat_tensor(p.rstd);
             a.swish = p.activation == Activation::swish;
             a.swish_beta = p.swish_beta;
-            a.scratch = carve_backward_scratch(target.scratch, target.counters, layout.feature.size, layout.splits,
-                                               len[kN] * p.shape.groups);
+            a.scratch = carve_backward_scratch(target.scratch, layout.feature.size, layout.splits);
             const T* x = static_cast<const T*>(p.x.data);
             const T* dy = static_cast<const T*>(p.dy.data);
             T* dx = static_cast<T*>(p.dx.data);
@@ -356,6 +320,10 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
                 const dim3 block(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
                 gn_backward_slices<T, P, A, kRank, kVr, kVf><<<grid, block, 0, target.stream>>>(x, dy, layout, a);
                 check_launch("gn_backward_slices");
+                const std::int64_t finalizers = a.order.shape.samples * a.order.shape.groups + (p.affine ? len[kC] : 0);
+                gn_backward_finalize<P><<<dim3(static_cast<unsigned>(finalizers)), dim3(kBlockThreads), 0,
+                                          target.stream>>>(layout, a);
+                check_launch("gn_backward_finalize");
                 gn_backward_apply<T, P, A, kRank, kVr, kVf><<<grid, block, 0, target.stream>>>(x, dy, dx, layout, a);
                 check_launch("gn_backward_apply");
             });

@@ -3,7 +3,8 @@
 //     y = act(((x - shift) - mean_offset) * rstd * w[c] + b[c])
 // with shift the group's first element (gn_layout.hpp).
 //
-// One kernel, gn_forward_chunks: each team of threads holds one chunk of a
+// Channels-innermost tensors with few channels per group go by slices
+// instead (gn_forward_slices.hip).  Otherwise one kernel, gn_forward_chunks: each team of threads holds one chunk of a
 // group in registers, so x is read once.  Its passes:
 //   whole       a group fits one team: statistics and output in one go;
 //   resident    a group spans several blocks: each block stores its chunk's
@@ -350,6 +351,10 @@ void launch_passes(const GnForward& p, const GnForwardPlan& plan, const DeviceSh
 
 void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device,
                     const LaunchTarget& target) {
+    if (plan.by_slices) {
+        run_gn_forward_slices(p, plan.slices, target);
+        return;
+    }
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
         const DType param_dtype = p.affine ? p.weight.dtype : DType::f32;

@@ -1,4 +1,5 @@
-// The kernel sequences of group norm (gn_forward.hip, gn_backward.hip).  All
+// The kernel sequences of group norm (gn_forward.hip, gn_forward_slices.hip,
+// gn_backward.hip).  All
 // work goes to the target's stream; nothing allocates or waits on the host.
 #pragma once
 
@@ -9,13 +10,16 @@
 namespace mbn {
 namespace gpu {
 
-// One launch when each group fits one team, or when all chunks of every
-// group can be resident at once; two (statistics, then output) otherwise.
+// By slices, three launches (run_gn_forward_slices); else by chunks: one
+// launch when each group fits one team, or when all chunks of every group
+// can be resident at once; two (statistics, then output) otherwise.
 void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device,
                     const LaunchTarget& target);
 
-// Two launches: per-row sums, finalized per group and per channel by the
-// last block to finish each; then dx.
+// The forward's by_slices plan (gn_forward_slices.hip): three launches.
+void run_gn_forward_slices(const GnForward& p, const GnSlicePlan& plan, const LaunchTarget& target);
+
+// Three launches: per-row sums; their merge per group and per channel; dx.
 void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const LaunchTarget& target);
 
 inline GnStatTensor stat_tensor(const TensorArg& t) {

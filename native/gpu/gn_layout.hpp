@@ -7,8 +7,10 @@
 // fastest (NHWC-like).  A group is cut into `parts` chunks; one team of
 // threads (a wave, or the whole block) holds one chunk in registers.
 //
-// Backward: the per-(sample, channel) sums run over a BnLayout whose features
-// are the (n, c) pairs and whose reduction is the positions (bn_layout.hpp).
+// Slices: the per-(sample, channel) reductions run over a BnLayout whose
+// features are the (n, c) pairs and whose reduction is the positions
+// (bn_layout.hpp): the backward always, the forward when channels are
+// innermost in memory and a group's channels are few.
 #pragma once
 
 #include "gpu/bn_layout.hpp"
@@ -59,6 +61,17 @@ struct GnChunks {
     std::int64_t length;  // elements per chunk, a multiple of the vector width; the last may be shorter
     std::int64_t total;   // chunks in all: groups * parts
     int team_threads;     // threads per team: a wave (then parts == 1) or the whole block
+};
+
+// How slices are numbered: c * N + n when x's channel stride exceeds its
+// sample stride (the nest then puts channels outside), else n * C + c.
+struct GnSliceOrder {
+    GnGroupShape shape;
+    bool channel_major;
+
+    MBN_HOST_DEVICE std::int64_t index(std::int64_t n, std::int64_t c) const {
+        return channel_major ? c * shape.samples + n : n * (shape.groups * shape.channels) + c;
+    }
 };
 
 // A mean or rstd tensor of lengths (N, G): float, or double.

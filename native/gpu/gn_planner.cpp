@@ -1,5 +1,7 @@
 #include "gpu/gn_planner.hpp"
 
+#include "gpu/bn_scratch.hpp"
+
 #include <algorithm>
 #include <cstdint>
 
@@ -93,6 +95,21 @@ GnChunks cut_into_chunks(const GnGroupShape& s, int width, const DeviceShape& de
     return c;
 }
 
+// Channel runs shorter than this many bytes make the slices walk the faster
+// forward (measured on the H100: 4 fp32 channels per group ran 4.7x slower
+// as chunks than NCHW, 16 ran at par).
+constexpr std::int64_t kShortChannelRunBytes = 32;
+
+GnSlicePlan plan_slices(const GnShape& shape, const SlotTensors& tensors, const DeviceShape& device) {
+    const Lengths& len = shape.len;
+    const TensorArg& x = *tensors.slot[kSlotX];
+    GnSlicePlan plan{};
+    plan.layout = plan_row_layout(len, tensors, device);
+    plan.order.shape = group_shape(shape);
+    plan.order.channel_major = len[kN] > 1 && len[kC] > 1 && x.stride[kC] > x.stride[kN];
+    return plan;
+}
+
 }  // namespace
 
 GnForwardPlan plan_gn_forward(const GnForward& p, const DeviceShape& device) {
@@ -104,12 +121,23 @@ GnForwardPlan plan_gn_forward(const GnForward& p, const DeviceShape& device) {
     const GnGroupShape& s = walk.shape;
     // Follow x's memory: channel fastest when its channel stride is the
     // smallest (NHWC-like), position fastest otherwise.
-    walk.channels_inner = s.channels > 1 && s.positions > 1 && p.x.stride[kC] < innermost_position_stride(p.x);
+    const bool channels_fastest = s.positions > 1 && p.x.stride[kC] < innermost_position_stride(p.x);
+    walk.channels_inner = s.channels > 1 && channels_fastest;
 
     const int width = static_cast<int>(16 / dtype_size(p.x.dtype));
     const bool vectors = allows_vectors(s, walk.x, p.x, walk.channels_inner, width) &&
                          allows_vectors(s, walk.y, p.y, walk.channels_inner, width);
     plan.width = vectors ? width : 1;
+    const auto run_bytes = s.channels * static_cast<std::int64_t>(dtype_size(p.x.dtype));
+    plan.by_slices = channels_fastest && s.groups > 1 && (plan.width == 1 || run_bytes < kShortChannelRunBytes);
+    if (plan.by_slices) {
+        SlotTensors tensors;
+        tensors.slot[kSlotX] = &p.x;
+        tensors.slot[kSlotY] = &p.y;
+        plan.slices = plan_slices(p.shape, tensors, device);
+        plan.needs = GnScratchNeeds{scratch_bytes(plan.slices.layout), 0};
+        return plan;
+    }
     plan.chunks = cut_into_chunks(s, plan.width, device);
     plan.needs = forward_scratch_needs(plan.chunks, s.group_count());
     return plan;
@@ -122,10 +150,9 @@ GnBackwardPlan plan_gn_backward(const GnBackward& p, const DeviceShape& device) 
     tensors.slot[kSlotY] = &p.dy;
     tensors.slot[kSlotDx] = &p.dx;
     const Lengths& len = p.shape.len;
-    plan.layout = plan_row_layout(len, tensors, device);
-    plan.channel_major = len[kN] > 1 && len[kC] > 1 && p.x.stride[kC] > p.x.stride[kN];
-    const std::int64_t groups = len[kN] * p.shape.groups;
-    plan.needs = backward_scratch_needs(plan.layout.feature.size, plan.layout.splits, groups, len[kC]);
+    plan.slices = plan_slices(p.shape, tensors, device);
+    const BnLayout& layout = plan.slices.layout;
+    plan.needs = backward_scratch_needs(layout.feature.size, layout.splits, len[kN] * p.shape.groups);
     return plan;
 }
 

@@ -10,18 +10,28 @@
 namespace mbn {
 namespace gpu {
 
+// The slices (n, c) by positions as a BnLayout (slots x, y or dy, dx), and
+// how they are numbered.
+struct GnSlicePlan {
+    BnLayout layout;
+    GnSliceOrder order;
+};
+
 struct GnForwardPlan {
-    GnForwardWalk walk;
+    // Channels innermost in memory and few per group: a group's elements
+    // are short runs a whole row apart, which the chunk walk reads poorly.
+    // Then per-slice statistics over the slice layout, merged per group,
+    // and a normalize over the same layout (x read twice, whole rows).
+    bool by_slices;
+    GnSlicePlan slices;  // when by_slices
+    GnForwardWalk walk;  // otherwise: chunks of each group, held in registers
     GnChunks chunks;
     int width;  // elements per access: 16 bytes of x's type, or 1
     GnScratchNeeds needs;
 };
 
 struct GnBackwardPlan {
-    BnLayout layout;  // rows (n, c) by positions; slots x, dy, dx
-    // Row index of (n, c): c * N + n when x's channel stride exceeds its
-    // sample stride (the nest then puts channels outside), else n * C + c.
-    bool channel_major;
+    GnSlicePlan slices;
     GnScratchNeeds needs;
 };
 

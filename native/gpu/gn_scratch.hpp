@@ -10,7 +10,6 @@
 //   sum_g, sum_g_xhat  per (split, row): sums of the pre-activation gradient g
 //                      and of g * xhat
 //   group_terms        per group: mean of w g and mean of w g xhat
-//   group_arrivals     per group, channel_arrivals per channel
 #pragma once
 
 #include "gpu/gn_layout.hpp"
@@ -35,8 +34,6 @@ struct GnBackwardScratch {
     double* sum_g;  // [split * rows + row]
     double* sum_g_xhat;
     double* group_terms;  // [group * kGnGroupTerms + term]
-    ArrivalCounter* group_arrivals;
-    ArrivalCounter* channel_arrivals;
 };
 
 // Arrays start on 256-byte boundaries.
@@ -68,23 +65,19 @@ inline GnForwardScratch carve_forward_scratch(void* base, ArrivalCounter* counte
     return s;
 }
 
-inline GnScratchNeeds backward_scratch_needs(std::int64_t rows, int splits, std::int64_t groups,
-                                             std::int64_t channels) {
+inline GnScratchNeeds backward_scratch_needs(std::int64_t rows, int splits, std::int64_t groups) {
     return GnScratchNeeds{2 * gn_padded_bytes(rows * splits, sizeof(double)) +
                               gn_padded_bytes(groups * kGnGroupTerms, sizeof(double)),
-                          groups + channels};
+                          0};
 }
 
-inline GnBackwardScratch carve_backward_scratch(void* base, ArrivalCounter* counters, std::int64_t rows, int splits,
-                                                std::int64_t groups) {
+inline GnBackwardScratch carve_backward_scratch(void* base, std::int64_t rows, int splits) {
     char* p = static_cast<char*>(base);
     const std::size_t sums = gn_padded_bytes(rows * splits, sizeof(double));
     GnBackwardScratch s;
     s.sum_g = reinterpret_cast<double*>(p);
     s.sum_g_xhat = reinterpret_cast<double*>(p + sums);
     s.group_terms = reinterpret_cast<double*>(p + 2 * sums);
-    s.group_arrivals = counters;
-    s.channel_arrivals = counters + groups;
     return s;
 }
 
