@@ -8,9 +8,9 @@
 # libstdc++ and the CUDA driver there (the runtime is linked statically).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build/cuda90
+build=build/cuda90real
 out=.prebuilt
-cmake -S . -B "$build" -G Ninja -DMIOPEN_BN_GPU=CUDA -DMIOPEN_BN_GPU_ARCHS=90 -DMIOPEN_BN_BUILD_TESTS=ON >/dev/null
+cmake -S . -B "$build" -G Ninja -DMIOPEN_BN_GPU=CUDA -DMIOPEN_BN_GPU_ARCHS=90-real -DMIOPEN_BN_BUILD_TESTS=ON >/dev/null
 cmake --build "$build" -j "$(nproc)"
 rm -rf "$out" && mkdir -p "$out"
 # The library once (a carry holds 64 MiB), its other names as relative links.
