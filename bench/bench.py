@@ -350,7 +350,7 @@ class CaseRunner:
 
     def run_op(self, op, verify):
         env, case = self.env, self.case
-        row = {"op": op, "shape": _shape_text(case.shape), "dtype": case.dtype_name,
+        row = {"op": op, "shape": [int(n) for n in case.shape], "dtype": case.dtype_name,
                "layout": self.layout,
                "bytes_min": bytes_min(op, case.numel(), case.shape[1],
                                       self.x.element_size()),

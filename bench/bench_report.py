@@ -4,6 +4,8 @@ import json
 import math
 import os
 
+from bench_shapes import shape_text
+
 COLUMNS = ("op", "shape", "dtype", "layout", "ours_us", "cudnn_us", "native_us", "host_us",
            "roof%", "speedup", "ok")
 WIDTHS = (8, 18, 5, 6, 10, 10, 10, 8, 6, 8, 4)
@@ -34,7 +36,7 @@ def roofline_percent(row, copy_gbs):
 def _cells(row, copy_gbs):
     roof = roofline_percent(row, copy_gbs)
     gain = speedup(row)
-    return (row["op"], row["shape"], row["dtype"], row["layout"], _fmt_us(row["us"].get("ours")),
+    return (row["op"], shape_text(row["shape"]), row["dtype"], row["layout"], _fmt_us(row["us"].get("ours")),
             _fmt_us(row["us"].get("cudnn")), _fmt_us(row["us"].get("torch_native")),
             _fmt_us(row.get("host_us")), "-" if roof is None else f"{roof:.0f}",
             "-" if gain is None else f"{gain:.2f}x", "yes" if row["verified"] else "NO")
@@ -86,7 +88,7 @@ def summary_lines(document):
         text += "-" if geo is None else f"{geo:.2f}x"
         if gains:
             worst_gain, worst = min(gains, key=lambda pair: pair[0])
-            text += (f"; worst {worst_gain:.2f}x at {worst['shape']} {worst['dtype']} "
+            text += (f"; worst {worst_gain:.2f}x at {shape_text(worst['shape'])} {worst['dtype']} "
                      f"{worst['layout']}")
         if roofs:
             text += f"; roofline median {roofs[len(roofs) // 2]:.0f}% (min {roofs[0]:.0f}%, " \
