@@ -7,9 +7,10 @@
 #      handle, plus one float16 call on more than 2^31 elements)
 #   3c. compute-sanitizer memcheck and racecheck on that C program, on a
 #      subset of its cases (GPU_CHECK_SANITIZER_FILTER, default one small
-#      shape through every op, type and layout; GPU_CHECK_SANITIZER_S seconds
-#      per tool, default 150); summary lines "sanitizer-memcheck: ERROR
-#      SUMMARY: 0 errors" and "sanitizer-racecheck: RACECHECK SUMMARY: ..."
+#      shape through every op, type and layout), then on the group-norm GPU
+#      tests (GPU_CHECK_SANITIZER_S seconds per tool and target, default
+#      150); summary lines "sanitizer-memcheck: ERROR SUMMARY: 0 errors",
+#      "sanitizer-racecheck: RACECHECK SUMMARY: ..." and sanitizer-gn-*
 #   4. the bench: python bench/bench.py --backend gpu, under a time cap
 # Every step says what it runs and how long it took; logs go to $OUT
 # (gpu_check.log = everything; build.log, pytest.log, bench.log; the bench's
@@ -232,7 +233,7 @@ EOF
 # Seconds to keep for the steps after pytest that will run.
 later_steps_reserve() {
     local reserve=0
-    [[ "$SKIP" == *" sanitizer "* ]] || reserve=$(( reserve + 2 * SANITIZER_S + 20 ))
+    [[ "$SKIP" == *" sanitizer "* ]] || reserve=$(( reserve + 4 * SANITIZER_S + 20 ))
     [[ "$SKIP" == *" bench "* ]] || reserve=$(( reserve + ${GPU_CHECK_BENCH_RESERVE_S:-200} ))
     echo "$reserve"
 }
@@ -318,6 +319,18 @@ step_sanitizer() {
         [ "$RC" = 124 ] && line="TIMED OUT after ${SANITIZER_S}s; last: $line"
         printf 'sanitizer-%s: %s; program: %s\n' "$tool" "${line:-no summary}" \
             "$(grep -E 'passed, .* failed' "$OUT/sanitizer_$tool.log" | tail -n 1)" | tee -a "$OUT/sanitizer.log"
+    done
+    # Group norm has no C program: its GPU tests (forward and backward over
+    # every dtype, layout, activation and affine mode) under both tools.
+    for tool in memcheck racecheck; do
+        run_logged "sanitizer-gn-$tool" "$OUT/sanitizer_gn_$tool.log" timeout -k 10 "$SANITIZER_S" "$sanitizer" \
+            --tool "$tool" --error-exitcode 97 --print-limit 20 "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider \
+            tests/test_gpu_groupnorm.py -k "test_forward or test_backward"
+        [ "$RC" = 0 ] || rc=$RC
+        line=$(grep -E '(ERROR|RACECHECK) SUMMARY' "$OUT/sanitizer_gn_$tool.log" | tail -n 1 | sed 's/^=* *//')
+        [ "$RC" = 124 ] && line="TIMED OUT after ${SANITIZER_S}s; last: $line"
+        printf 'sanitizer-gn-%s: %s; pytest: %s\n' "$tool" "${line:-no summary}" \
+            "$(grep -E '(passed|failed)' "$OUT/sanitizer_gn_$tool.log" | tail -n 1)" | tee -a "$OUT/sanitizer.log"
     done
     RC=$rc
     record sanitizer "$RC" $((SECONDS - start)) "$(tr '\n' ' ' < "$OUT/sanitizer.log")"
