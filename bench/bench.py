@@ -37,6 +37,8 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("gpu", "cpu"), required=True)
     parser.add_argument("--quick", action="store_true", help="a handful of shapes")
+    parser.add_argument("--shapes", help="comma list of shapes such as 32x512x7x7 "
+                        "(batch norm's, instead of the backend's default list)")
     parser.add_argument("--json", help="output JSON (default bench/results/<device>.json)")
     parser.add_argument("--markdown", help="Markdown section (default: the JSON path, .md)")
     parser.add_argument("--plot", help="roofline PNG (default bench/roofline_<device>.png)")
@@ -420,12 +422,14 @@ class CaseRunner:
                 row["us_min"][key] = min_us
 
 
-def plan_cases(backend, quick, ops, dtypes, layouts):
+def plan_cases(backend, quick, ops, dtypes, layouts, shapes=None):
     """(shape, dtype, layout, ops) to run, group norm's shapes with its ops
     first (few rows, fast), then batch norm's; NHWC only where it differs
-    from NCHW."""
+    from NCHW.  `shapes`, when given, replaces batch norm's shape list."""
     import bench_shapes
-    if quick:
+    if shapes is not None:
+        bn_shapes = shapes
+    elif quick:
         bn_shapes = bench_shapes.quick_shapes(backend)
     elif backend == "gpu":
         bn_shapes = bench_shapes.full_shapes()
@@ -436,6 +440,22 @@ def plan_cases(backend, quick, ops, dtypes, layouts):
     return [(shape, dtype, layout, family_ops) for shapes, family_ops in families if family_ops
             for shape in shapes for dtype in dtypes for layout in layouts
             if layout == "nchw" or bench_shapes.has_distinct_nhwc(shape)]
+
+
+def _parse_shapes(text):
+    """'32x512x7x7,8x64' -> [(32, 512, 7, 7), (8, 64)]: ranks 2 to 5."""
+    shapes = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        try:
+            shape = tuple(int(length) for length in item.lower().split("x"))
+        except ValueError:
+            raise SystemExit(f"bad shape {item!r}: lengths joined by x, e.g. 32x512x7x7")
+        if not 2 <= len(shape) <= 5 or min(shape) < 1:
+            raise SystemExit(f"bad shape {item!r}: 2 to 5 positive lengths")
+        shapes.append(shape)
+    return shapes
 
 
 def _shape_text(shape):
@@ -482,7 +502,8 @@ def main(argv=None):
         "machine_note": env.machine_note,
         "timing": getattr(env.timer, "mode", "median wall time"), "rows": [], "skipped": [],
     }
-    cases = plan_cases(args.backend, args.quick, ops, dtypes, layouts)
+    shapes = None if args.shapes is None else _parse_shapes(args.shapes)
+    cases = plan_cases(args.backend, args.quick, ops, dtypes, layouts, shapes)
     print(f"bench: {len(cases)} (shape, dtype, layout) cases, {len(ops)} ops; "
           f"verify={'no' if verifier is None else 'yes'}; budget "
           f"{'none' if args.budget_s is None else f'{args.budget_s:.0f} s'}", flush=True)
