@@ -26,6 +26,19 @@ MBN_INLINE D4 narrow4(const double*, const D4& v) { return v; }
 
 MBN_INLINE double lane_sum(const D4& v) { return (v[0] + v[1]) + (v[2] + v[3]); }
 
+// Short runs (7x7 = 49 values a feature) end in a few values that scalar
+// code would take one by one at the cost of several vectors.  Sums take
+// instead the run's last whole vector with the lanes already summed cleared
+// (bitwise: an infinity or NaN among them must not turn into 0 * inf = NaN);
+// element-wise outputs compute that last vector from inputs loaded before any
+// store (in place, a store could change them), and write the overlapped
+// values again, unchanged.
+typedef std::int64_t L4 __attribute__((vector_size(32)));
+MBN_INLINE D4 lanes_from(const D4& v, std::int64_t first) {
+    const L4 lane = {0, 1, 2, 3};
+    return (D4)((L4)v & (lane >= splat<L4>(first)));
+}
+
 // Stores that bypass the cache; p must be 16-byte aligned.  SSE forms, so
 // the baseline clone has them too; plain stores elsewhere than x86.
 typedef double D2 __attribute__((vector_size(16)));
@@ -91,6 +104,12 @@ MBN_INLINE void moments_body(const C* x, std::int64_t n, double center, MomentSu
         a0 += d;
         q0 += d * d;
     }
+    if (i < n && n >= 4) {
+        const D4 d = lanes_from(load4(x + n - 4) - c, i - (n - 4));
+        a0 += d;
+        q0 += d * d;
+        i = n;
+    }
     double s = lane_sum(a0 + a1), q = lane_sum(q0 + q1);
     for (; i < n; ++i) {
         const double d = static_cast<double>(x[i]) - center;
@@ -104,10 +123,9 @@ MBN_INLINE void moments_body(const C* x, std::int64_t n, double center, MomentSu
 template <typename C>
 MBN_INLINE void gradient_body(const C* x, const C* dy, std::int64_t n, double center, GradientSums out) {
     const D4 c = splat<D4>(center);
-    D4 g0 = {}, g1 = {}, p0 = {}, p1 = {};
+    D4 g0 = {}, g1 = {}, p0 = {}, p1 = {}, a = {}, q = {};
     std::int64_t i = 0;
     if (out.s1) {
-        D4 a = {}, q = {};
         for (; i + 4 <= n; i += 4) {
             const D4 d = load4(x + i) - c, g = load4(dy + i);
             a += d;
@@ -115,8 +133,6 @@ MBN_INLINE void gradient_body(const C* x, const C* dy, std::int64_t n, double ce
             g0 += g;
             p0 += d * g;
         }
-        *out.s1 += lane_sum(a);
-        *out.s2 += lane_sum(q);
     } else {
         for (; i + 8 <= n; i += 8) {
             const D4 h0 = load4(dy + i), h1 = load4(dy + i + 4);
@@ -125,6 +141,24 @@ MBN_INLINE void gradient_body(const C* x, const C* dy, std::int64_t n, double ce
             p0 += (load4(x + i) - c) * h0;
             p1 += (load4(x + i + 4) - c) * h1;
         }
+        for (; i + 4 <= n; i += 4) {
+            const D4 g = load4(dy + i);
+            g0 += g;
+            p0 += (load4(x + i) - c) * g;
+        }
+    }
+    if (i < n && n >= 4) {
+        const std::int64_t first = i - (n - 4);
+        const D4 d = lanes_from(load4(x + n - 4) - c, first), g = lanes_from(load4(dy + n - 4), first);
+        g0 += g;
+        p0 += d * g;
+        a += d;
+        q += d * d;
+        i = n;
+    }
+    if (out.s1) {
+        *out.s1 += lane_sum(a);
+        *out.s2 += lane_sum(q);
     }
     double s = lane_sum(g0 + g1), t = lane_sum(p0 + p1);
     for (; i < n; ++i) {
@@ -153,6 +187,12 @@ MBN_INLINE void normalize_body(const C* x, C* out, std::int64_t n, NormalizeCoef
     };
     std::int64_t i = 0;
     for (const std::int64_t head = aligned_head(out, n, mode.stream); i < head; ++i) one(i);
+    const bool tail = n - i > L && (n - i) % L != 0;
+    Vec<C> last = {};
+    if (tail) {
+        last = (load<Vec<C>>(x + n - L) - km) * kk + kb;
+        if (mode.blend) last += vb * load<Vec<C>>(out + n - L);
+    }
     if (mode.blend) {
         for (; i + L <= n; i += L) {
             const Vec<C> r = (load<Vec<C>>(x + i) - km) * kk + kb;
@@ -160,6 +200,10 @@ MBN_INLINE void normalize_body(const C* x, C* out, std::int64_t n, NormalizeCoef
         }
     } else {
         for (; i + L <= n; i += L) put(out + i, (load<Vec<C>>(x + i) - km) * kk + kb, mode.stream);
+    }
+    if (tail) {
+        store(out + n - L, last);
+        i = n;
     }
     for (; i < n; ++i) one(i);
 }
@@ -174,13 +218,23 @@ MBN_INLINE void backprop_body(const C* x, const C* dy, C* dx, std::int64_t n, Ba
         if (mode.blend) r += static_cast<double>(mode.beta) * static_cast<double>(dx[i]);
         dx[i] = static_cast<C>(r);
     };
-    std::int64_t i = 0;
-    for (const std::int64_t head = aligned_head(dx, n, mode.stream); i < head; ++i) one(i);
-    for (; i + 4 <= n; i += 4) {
+    const auto result = [&](std::int64_t i) {
         D4 r = (load4(dy + i) * kdy + k0) + (load4(x + i) - mean) * kx;
         if (mode.blend) r += vb * load4(dx + i);
+        return r;
+    };
+    std::int64_t i = 0;
+    for (const std::int64_t head = aligned_head(dx, n, mode.stream); i < head; ++i) one(i);
+    const bool tail = n - i > 4 && (n - i) % 4 != 0;
+    const D4 last = tail ? result(n - 4) : D4{};
+    for (; i + 4 <= n; i += 4) {
+        const D4 r = result(i);
         if (mode.stream) stream_store(dx + i, narrow4(dx, r));
         else store4(dx + i, r);
+    }
+    if (tail) {
+        store4(dx + n - 4, last);
+        i = n;
     }
     for (; i < n; ++i) one(i);
 }
