@@ -242,9 +242,14 @@ MBN_INLINE void backprop_body(const C* x, const C* dy, C* dx, std::int64_t n, Ba
 // ---- rows of features --------------------------------------------------------
 // Rows go by in groups of up to kRowGroup, each feature vector visiting every
 // row of the group in order: per feature, the additions happen row after row
-// exactly as if the rows were taken one at a time.
+// exactly as if the rows were taken one at a time, and accumulators and
+// coefficients are loaded once per group.  The normalized output takes one
+// row at a time instead: one stream in memory order, which the prefetchers
+// follow best, and only three float coefficient vectors to reload (groups of
+// 4 rows made NHWC inference of 32x256x14x14 1.6x slower than NCHW).
 
 constexpr std::int64_t kRowGroup = 4;
+constexpr std::int64_t kNormalizeRowGroup = 1;
 
 template <typename C>
 MBN_INLINE void row_moments_body(RowSpan<const C> x, std::int64_t rows, const double* center, std::int64_t n,
@@ -329,8 +334,8 @@ MBN_INLINE void row_normalize_body(RowSpan<const C> x, RowSpan<C> out, std::int6
     const bool stream = mode.stream && (out.stride * static_cast<std::int64_t>(sizeof(C))) % 16 == 0;
     const Vec<C> vb = splat<Vec<C>>(mode.beta);
     const std::int64_t head = aligned_head(out.data, n, stream);
-    for (std::int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
-        const std::int64_t g = rows - r0 < kRowGroup ? rows - r0 : kRowGroup;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kNormalizeRowGroup) {
+        const std::int64_t g = rows - r0 < kNormalizeRowGroup ? rows - r0 : kNormalizeRowGroup;
         const C* xb = x.data + r0 * x.stride;
         C* ob = out.data + r0 * out.stride;
         const auto one = [&](std::int64_t j) {
