@@ -317,6 +317,8 @@ def allocate_like(
     axis order in memory (packed row-major when None).  ``hint`` says how the
     caller can avoid the allocation when it is impossible."""
     shape = tuple(shape)
+    if template.family == "numpy" and layout is None:  # the common case, a parameter: row-major
+        return np.empty(shape, dtype=dtypes.NUMPY_DTYPE[dtype])
     order = layout.layout_order() if layout is not None else list(range(len(shape)))
     permuted = [shape[axis] for axis in order]
     inverse = np.argsort(order)
