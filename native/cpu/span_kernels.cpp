@@ -125,6 +125,24 @@ MBN_INLINE void gradient_body(const C* x, const C* dy, std::int64_t n, double ce
     const D4 c = splat<D4>(center);
     D4 g0 = {}, g1 = {}, p0 = {}, p1 = {}, a = {}, q = {};
     std::int64_t i = 0;
+    if (!out.s1 && n >= 16) {  // four chains a sum: the additions' latency, not their number, bounds two
+        D4 g2 = {}, g3 = {}, p2 = {}, p3 = {};
+        for (; i + 16 <= n; i += 16) {
+            const D4 h0 = load4(dy + i), h1 = load4(dy + i + 4), h2 = load4(dy + i + 8), h3 = load4(dy + i + 12);
+            g0 += h0;
+            g1 += h1;
+            g2 += h2;
+            g3 += h3;
+            p0 += (load4(x + i) - c) * h0;
+            p1 += (load4(x + i + 4) - c) * h1;
+            p2 += (load4(x + i + 8) - c) * h2;
+            p3 += (load4(x + i + 12) - c) * h3;
+        }
+        g0 += g2;
+        g1 += g3;
+        p0 += p2;
+        p1 += p3;
+    }
     if (out.s1) {
         for (; i + 4 <= n; i += 4) {
             const D4 d = load4(x + i) - c, g = load4(dy + i);
@@ -208,29 +226,61 @@ MBN_INLINE void normalize_body(const C* x, C* out, std::int64_t n, NormalizeCoef
     for (; i < n; ++i) one(i);
 }
 
+// dx for the four values at j, with optional blending into dx's prior.
+struct BackpropVectors {
+    D4 mean, k_dy, k_x, k_0, beta;
+    BackpropVectors(const BackpropCoefficients& k, double b)
+        : mean(splat<D4>(k.mean)), k_dy(splat<D4>(k.k_dy)), k_x(splat<D4>(k.k_x)), k_0(splat<D4>(k.k_0)),
+          beta(splat<D4>(b)) {}
+    template <bool Blend, typename C>
+    MBN_INLINE D4 at(const C* x, const C* dy, const C* dx, std::int64_t j) const {
+        D4 r = (load4(dy + j) * k_dy + k_0) + (load4(x + j) - mean) * k_x;
+        if constexpr (Blend) r += beta * load4(dx + j);
+        return r;
+    }
+};
+
+// backprop_body's whole vectors from i on, with the output options fixed at
+// compile time (tested in the loop, they kept it from running at full rate),
+// two vectors a step.  Both are computed before either is stored: in place,
+// each value is still read before it is written.
+template <bool Blend, bool Stream, typename C>
+MBN_INLINE std::int64_t backprop_vectors(const C* x, const C* dy, C* dx, std::int64_t i, std::int64_t n,
+                                         const BackpropVectors& v) {
+    const auto put4 = [&](std::int64_t j, const D4& r) {
+        if constexpr (Stream) stream_store(dx + j, narrow4(dx, r));
+        else store4(dx + j, r);
+    };
+    for (; i + 8 <= n; i += 8) {
+        const D4 r0 = v.at<Blend>(x, dy, dx, i), r1 = v.at<Blend>(x, dy, dx, i + 4);
+        put4(i, r0);
+        put4(i + 4, r1);
+    }
+    for (; i + 4 <= n; i += 4) put4(i, v.at<Blend>(x, dy, dx, i));
+    return i;
+}
+
 template <typename C>
 MBN_INLINE void backprop_body(const C* x, const C* dy, C* dx, std::int64_t n, BackpropCoefficients k,
                               OutputMode<C> mode) {
-    const D4 mean = splat<D4>(k.mean), kdy = splat<D4>(k.k_dy), kx = splat<D4>(k.k_x), k0 = splat<D4>(k.k_0);
-    const D4 vb = splat<D4>(static_cast<double>(mode.beta));
+    const double beta = static_cast<double>(mode.beta);
+    const BackpropVectors v(k, beta);
     const auto one = [&](std::int64_t i) {
         double r = (static_cast<double>(dy[i]) * k.k_dy + k.k_0) + (static_cast<double>(x[i]) - k.mean) * k.k_x;
-        if (mode.blend) r += static_cast<double>(mode.beta) * static_cast<double>(dx[i]);
+        if (mode.blend) r += beta * static_cast<double>(dx[i]);
         dx[i] = static_cast<C>(r);
-    };
-    const auto result = [&](std::int64_t i) {
-        D4 r = (load4(dy + i) * kdy + k0) + (load4(x + i) - mean) * kx;
-        if (mode.blend) r += vb * load4(dx + i);
-        return r;
     };
     std::int64_t i = 0;
     for (const std::int64_t head = aligned_head(dx, n, mode.stream); i < head; ++i) one(i);
     const bool tail = n - i > 4 && (n - i) % 4 != 0;
-    const D4 last = tail ? result(n - 4) : D4{};
-    for (; i + 4 <= n; i += 4) {
-        const D4 r = result(i);
-        if (mode.stream) stream_store(dx + i, narrow4(dx, r));
-        else store4(dx + i, r);
+    D4 last = {};  // the overlapping last vector, computed before any store
+    if (tail) last = mode.blend ? v.at<true>(x, dy, dx, n - 4) : v.at<false>(x, dy, dx, n - 4);
+    if (mode.blend) {
+        i = mode.stream ? backprop_vectors<true, true>(x, dy, dx, i, n, v)
+                        : backprop_vectors<true, false>(x, dy, dx, i, n, v);
+    } else {
+        i = mode.stream ? backprop_vectors<false, true>(x, dy, dx, i, n, v)
+                        : backprop_vectors<false, false>(x, dy, dx, i, n, v);
     }
     if (tail) {
         store4(dx + n - 4, last);
