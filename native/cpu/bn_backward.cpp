@@ -12,7 +12,7 @@ namespace {
 template <typename Tx, typename Tp, typename Tg>
 void run(const BnBackward& pb) {
     using C = typename Element<Tx>::Compute;
-    const WalkPlan plan = plan_walk(pb.geom, {&pb.x, &pb.dy, &pb.dx}, 3);
+    const WalkPlan plan = plan_fused_walk(pb.geom, {&pb.x, &pb.dy, &pb.dx}, 3, sizeof(Tx));
     const std::int64_t F = plan.features;
     const bool saved = pb.saved_mean.present();
 
@@ -39,29 +39,35 @@ void run(const BnBackward& pb) {
     double* center = saved ? mean : ws.take<double>(F);
     double* s1 = saved ? nullptr : ws.take<double>(F);
     double* s2 = saved ? nullptr : ws.take<double>(F);
-    if (!saved) first_values(plan, x, center);
-    gradient_pass<Tx, Tg, C>(plan, x, dy, center, scratch, sums);
-
-    // Per-feature totals: Σdy in dbias, Σdy·(x - c) in dscale until replaced.
-    if (saved) sum_blocks<2>(plan, {sums.sdy, sums.dot}, {dbias, dscale});
-    else sum_blocks<4>(plan, {sums.sdy, sums.dot, sums.s1, sums.s2}, {dbias, dscale, s1, s2});
-
     const double M = static_cast<double>(plan.reduction);
-    if (!saved) {
-        run_features(plan, 1, [&](std::int64_t p) {
-            const Statistics st = shifted_statistics(center[p], s1[p], s2[p], M);
-            dscale[p] -= (st.mean - center[p]) * dbias[p];  // Σdy·(x - mean) from Σdy·(x - center)
-            mean[p] = st.mean;
-            s2[p] = st.variance;
-        });
-        inverse_std_span(s2, pb.epsilon, invstd, F);
-    }
-    run_features(plan, 1, [&](std::int64_t p) {
-        dscale[p] *= invstd[p];
-        coef.set(p, backprop_coefficients(mean[p], invstd[p], scale[p], dbias[p], dscale[p], M, pb.data.alpha));
-    });
+    // Sums, then dx; for a fused plan unit by unit, each unit's dx computed
+    // while its x and dy are still in cache.
+    run_scopes(plan, [&](const PassScope& scope) {
+        if (!saved) first_values(plan, scope, x, center);
+        gradient_pass<Tx, Tg, C>(plan, scope, x, dy, center, scratch, sums);
 
-    backprop_pass<Tx, Tg, C>(plan, x, dy, static_cast<Tg*>(pb.dx.data), coef, pb.data.beta, scratch);
+        // Per-feature totals: Σdy in dbias, Σdy·(x - c) in dscale until replaced.
+        if (saved) sum_blocks<2>(plan, scope, {sums.sdy, sums.dot}, {dbias, dscale});
+        else sum_blocks<4>(plan, scope, {sums.sdy, sums.dot, sums.s1, sums.s2}, {dbias, dscale, s1, s2});
+        run_feature_ranges(plan, scope, 1, [&](std::int64_t begin, std::int64_t end) {
+            if (!saved) {
+                for (std::int64_t p = begin; p < end; ++p) {
+                    const Statistics st = shifted_statistics(center[p], s1[p], s2[p], M);
+                    dscale[p] -= (st.mean - center[p]) * dbias[p];  // Σdy·(x - mean) from Σdy·(x - center)
+                    mean[p] = st.mean;
+                    s2[p] = st.variance;
+                }
+                inverse_std_span(s2 + begin, pb.epsilon, invstd + begin, end - begin);
+            }
+            for (std::int64_t p = begin; p < end; ++p) {
+                dscale[p] *= invstd[p];
+                coef.set(p, backprop_coefficients(mean[p], invstd[p], scale[p], dbias[p], dscale[p], M,
+                                                  pb.data.alpha));
+            }
+        });
+
+        backprop_pass<Tx, Tg, C>(plan, scope, x, dy, static_cast<Tg*>(pb.dx.data), coef, pb.data.beta, scratch);
+    });
     write_param_blended<Tp>(plan, pb.dscale, dscale, pb.param);
     write_param_blended<Tp>(plan, pb.dbias, dbias, pb.param);
 }

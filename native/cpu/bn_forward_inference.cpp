@@ -29,7 +29,7 @@ void run(const BnForwardInference& pb) {
     run_features(plan, 1, [&](std::int64_t p) {
         coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], pb.out.alpha));
     });
-    normalize_pass<Tx, C>(plan, static_cast<const Tx*>(pb.x.data), static_cast<Tx*>(pb.y.data), coef,
+    normalize_pass<Tx, C>(plan, kWholePlan, static_cast<const Tx*>(pb.x.data), static_cast<Tx*>(pb.y.data), coef,
                           pb.out.beta, scratch);
 }
 

@@ -12,7 +12,7 @@ namespace {
 template <typename Tx, typename Tp>
 void run(const BnForwardTraining& pb) {
     using C = typename Element<Tx>::Compute;
-    const WalkPlan plan = plan_walk(pb.geom, {&pb.x, &pb.y, nullptr}, 2);
+    const WalkPlan plan = plan_fused_walk(pb.geom, {&pb.x, &pb.y, nullptr}, 2, sizeof(Tx));
     const std::int64_t F = plan.features;
     const bool running = pb.running_mean.present();
 
@@ -38,23 +38,29 @@ void run(const BnForwardTraining& pb) {
     const Scratch<C> scratch(plan, ws);
 
     const Tx* x = static_cast<const Tx*>(pb.x.data);
-    first_values(plan, x, center);
-    statistics_pass<Tx, C>(plan, x, center, scratch, part_s1, part_s2);
-
-    // Σ(x - c) and Σ(x - c)² per feature, held in mean and var until replaced.
-    sum_blocks<2>(plan, {part_s1, part_s2}, {mean, var});
+    Tx* y = static_cast<Tx*>(pb.y.data);
     const double M = static_cast<double>(plan.reduction);
-    run_features(plan, 1, [&](std::int64_t p) {
-        const Statistics st = shifted_statistics(center[p], mean[p], var[p], M);
-        mean[p] = st.mean;
-        var[p] = st.variance;
-    });
-    inverse_std_span(var, pb.epsilon, invstd, F);
-    run_features(plan, 1, [&](std::int64_t p) {
-        coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], pb.out.alpha));
-    });
+    // Statistics, then y; for a fused plan unit by unit, each unit's y
+    // computed while its x is still in cache.
+    run_scopes(plan, [&](const PassScope& scope) {
+        first_values(plan, scope, x, center);
+        statistics_pass<Tx, C>(plan, scope, x, center, scratch, part_s1, part_s2);
 
-    normalize_pass<Tx, C>(plan, x, static_cast<Tx*>(pb.y.data), coef, pb.out.beta, scratch);
+        // Σ(x - c) and Σ(x - c)² per feature, held in mean and var until replaced.
+        sum_blocks<2>(plan, scope, {part_s1, part_s2}, {mean, var});
+        run_feature_ranges(plan, scope, 1, [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t p = begin; p < end; ++p) {
+                const Statistics st = shifted_statistics(center[p], mean[p], var[p], M);
+                mean[p] = st.mean;
+                var[p] = st.variance;
+            }
+            inverse_std_span(var + begin, pb.epsilon, invstd + begin, end - begin);
+            for (std::int64_t p = begin; p < end; ++p)
+                coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], pb.out.alpha));
+        });
+
+        normalize_pass<Tx, C>(plan, scope, x, y, coef, pb.out.beta, scratch);
+    });
 
     if (pb.saved_mean.present()) {
         write_param<Tp>(plan, pb.saved_mean, mean);

@@ -65,8 +65,8 @@ void run(const GnBackward& pb) {
 
     const Tx* x = static_cast<const Tx*>(pb.x.data);
     const Tx* dy = static_cast<const Tx*>(pb.dy.data);
-    gradient_pass<Tx, Tx, C>(plan, x, dy, center, scratch, {part_sdy, part_dot, nullptr, nullptr}, input);
-    sum_blocks<2>(plan, {part_sdy, part_dot}, {sdy, dot});
+    gradient_pass<Tx, Tx, C>(plan, kWholePlan, x, dy, center, scratch, {part_sdy, part_dot, nullptr, nullptr}, input);
+    sum_blocks<2>(plan, kWholePlan, {part_sdy, part_dot}, {sdy, dot});
 
     // S1 = Σ w*g and S2 = rstd * Σ w*g*(x - mean) per group.
     sum_over_groups(gi, sdy, weight, s1);
@@ -78,7 +78,7 @@ void run(const GnBackward& pb) {
             coef.set(q, {mean[g], r * weight[gi.channel_of(q)], -r * r * s2 / gi.size, -r * s1[g] / gi.size});
         }
     });
-    backprop_pass<Tx, Tx, C>(plan, x, dy, static_cast<Tx*>(pb.dx.data), coef, 0.0f, scratch, input);
+    backprop_pass<Tx, Tx, C>(plan, kWholePlan, x, dy, static_cast<Tx*>(pb.dx.data), coef, 0.0f, scratch, input);
 
     if (!pb.affine) return;
     run_ranges(channels, gi.samples, [&](std::int64_t begin, std::int64_t end) {

@@ -1,5 +1,6 @@
 #include "cpu/thread_pool.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -7,8 +8,15 @@
 namespace mbn::cpu {
 namespace {
 
-// How long a thread spins waiting before it sleeps.
-constexpr auto kSpin = std::chrono::microseconds(50);
+// How long a worker spins for the next job before it sleeps: longer than
+// what a caller (Python bindings included) typically spends between two
+// calls, so that back-to-back calls find the workers awake.
+constexpr auto kWorkerSpin = std::chrono::microseconds(1000);
+// How long the caller spins for the workers before it sleeps.
+constexpr auto kCallerSpin = std::chrono::microseconds(100);
+// Chunks per thread's range: enough to rebalance a late start, few enough
+// that claiming them costs nothing next to the work.
+constexpr std::int64_t kChunksPerRange = 8;
 
 int configured_thread_count() {
     if (const char* text = std::getenv("MIOPEN_BN_NUM_THREADS")) {
@@ -28,10 +36,10 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins until done() or kSpin has passed; returns done().
+// Spins until done() or `spin` has passed; returns done().
 template <typename Done>
-bool spin_until(Done&& done) {
-    const auto deadline = std::chrono::steady_clock::now() + kSpin;
+bool spin_until(Done&& done, std::chrono::microseconds spin) {
+    const auto deadline = std::chrono::steady_clock::now() + spin;
     for (unsigned i = 1;; ++i) {
         if (done()) return true;
         cpu_relax();
@@ -48,7 +56,7 @@ ThreadPool& ThreadPool::instance() {
     return *pool;
 }
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads) : ranges_(new Range[threads]) {
     for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
 }
 
@@ -62,12 +70,31 @@ ThreadPool::~ThreadPool() {
     for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::work_share(int thread) {
-    const std::int64_t per = tasks_ / active_threads_;
-    const std::int64_t extra = tasks_ % active_threads_;
-    const std::int64_t begin = thread * per + (thread < extra ? thread : extra);
-    const std::int64_t end = begin + per + (thread < extra ? 1 : 0);
-    if (begin < end) entry_(body_, begin, end, thread);
+// Runs chunks of the thread's own range, then of the others' (in order after
+// its own), until none is left.
+void ThreadPool::work(int thread) {
+    for (int i = 0; i < active_threads_; ++i) {
+        Range& range = ranges_[(thread + i) % active_threads_];
+        for (;;) {
+            const std::int64_t begin = range.next.fetch_add(range.chunk, std::memory_order_relaxed);
+            if (begin >= range.end) break;
+            const std::int64_t end = std::min(begin + range.chunk, range.end);
+            entry_(body_, begin, end, thread);
+            if (finished_.fetch_add(end - begin, std::memory_order_acq_rel) + (end - begin) == tasks_ && thread != 0) {
+                std::lock_guard<std::mutex> lock(mutex_);
+                done_.notify_all();
+            }
+        }
+    }
+}
+
+// The caller's wait, spinning first: done() must become true through a
+// worker that takes mutex_ and notifies done_ after making it so.
+template <typename Done>
+void ThreadPool::wait_caller(Done&& done) {
+    if (spin_until(done, kCallerSpin)) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, done);
 }
 
 void ThreadPool::run(std::int64_t tasks, Entry entry, void* body) {
@@ -78,28 +105,36 @@ void ThreadPool::run(std::int64_t tasks, Entry entry, void* body) {
         entry(body, 0, tasks, 0);
         return;
     }
+    // A worker that woke late may still be looking at the previous job.
+    wait_caller([this] { return busy_.load(std::memory_order_acquire) == 0; });
     {
         std::lock_guard<std::mutex> lock(mutex_);
         entry_ = entry;
         body_ = body;
         tasks_ = tasks;
         active_threads_ = threads;
-        pending_.store(threads - 1, std::memory_order_relaxed);
+        const std::int64_t per = tasks / threads, extra = tasks % threads;
+        for (int t = 0; t < threads; ++t) {
+            const std::int64_t begin = t * per + std::min<std::int64_t>(t, extra);
+            const std::int64_t length = per + (t < extra ? 1 : 0);
+            ranges_[t].next.store(begin, std::memory_order_relaxed);
+            ranges_[t].end = begin + length;
+            ranges_[t].chunk = std::max<std::int64_t>(1, (length + kChunksPerRange - 1) / kChunksPerRange);
+        }
+        finished_.store(0, std::memory_order_relaxed);
+        busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
         generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
-    work_share(0);
-    const auto finished = [this] { return pending_.load(std::memory_order_acquire) == 0; };
-    if (spin_until(finished)) return;
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, finished);
+    work(0);
+    wait_caller([this, tasks] { return finished_.load(std::memory_order_acquire) == tasks; });
 }
 
 void ThreadPool::worker_loop(int thread) {
     std::uint64_t seen = 0;
     for (;;) {
         const auto published = [&] { return generation_.load(std::memory_order_acquire) != seen; };
-        if (!spin_until(published)) {
+        if (!spin_until(published, kWorkerSpin)) {
             std::unique_lock<std::mutex> lock(mutex_);
             wake_.wait(lock, published);
         }
@@ -108,17 +143,18 @@ void ThreadPool::worker_loop(int thread) {
             std::lock_guard<std::mutex> lock(mutex_);  // orders the read of the job with its publication
             if (stopping_) return;
         }
-        if (thread >= active_threads_) continue;
         // Task bodies never throw (scratch is allocated before the call);
         // terminate rather than deadlock the caller if one ever does.
-        try {
-            work_share(thread);
-        } catch (...) {
-            std::terminate();
+        if (thread < active_threads_) {
+            try {
+                work(thread);
+            } catch (...) {
+                std::terminate();
+            }
         }
-        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             std::lock_guard<std::mutex> lock(mutex_);
-            done_.notify_one();
+            done_.notify_all();
         }
     }
 }

@@ -1,19 +1,24 @@
 // A small persistent pool of worker threads shared by every CPU handle.
 //
-// parallel_for splits [0, tasks) into one contiguous range per thread
-// (static: thread t always gets the same range for the same call), and the
-// calling thread works too.  Kernels make their results independent of the
-// thread count by giving every task its own output slot and merging slots in
-// task order afterwards.
+// parallel_for splits [0, tasks) into one contiguous range per thread, and
+// the calling thread works too.  Each thread takes its own range a chunk at a
+// time and then helps with the others' remaining chunks, so a worker that
+// wakes late (or is preempted) delays the call by at most the chunk it holds,
+// while normally each thread keeps the same part of the data from one pass
+// (and one call) to the next, in its own caches.  Kernels make their results
+// independent of the thread count and of who ran what by giving every task
+// its own output slot and merging slots in task order afterwards.
 //
 // Waking a sleeping thread costs tens of microseconds, as much as a whole
-// small batch norm, so workers spin briefly after each job before sleeping,
-// and the caller spins briefly before sleeping on the job's completion.
+// small batch norm, so workers spin after each job for longer than the gap
+// between two calls of a typical caller before sleeping, and the caller
+// spins briefly before sleeping on the job's completion.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -23,7 +28,8 @@ namespace mbn::cpu {
 
 class ThreadPool {
 public:
-    // Runs body(begin, end, thread_index) for ranges covering [0, tasks).
+    // Runs body(begin, end, thread_index) for ranges covering [0, tasks);
+    // a thread may get several ranges.
     template <typename Body>
     void parallel_for(std::int64_t tasks, Body&& body) {
         using Callable = std::remove_reference_t<Body>;
@@ -50,19 +56,31 @@ private:
         (*static_cast<Body*>(body))(begin, end, thread);
     }
 
+    // One thread's share of the current job: chunks are claimed from the
+    // front, by its owner first and then by any thread that ran out of work.
+    struct alignas(64) Range {
+        std::atomic<std::int64_t> next{0};
+        std::int64_t end = 0;
+        std::int64_t chunk = 1;
+    };
+
     void run(std::int64_t tasks, Entry entry, void* body);
-    void work_share(int thread);
+    void work(int thread);
     void worker_loop(int thread);
+    template <typename Done>
+    void wait_caller(Done&& done);
 
     std::vector<std::thread> workers_;
+    std::unique_ptr<Range[]> ranges_;
     std::mutex call_mutex_;  // one parallel_for at a time (calls from several handles)
     std::mutex mutex_;       // guards sleeping and waking
     std::condition_variable wake_;
     std::condition_variable done_;
     std::atomic<std::uint64_t> generation_{0};  // bumped (release) once a job is published
-    std::atomic<int> pending_{0};               // workers still on the current job
+    std::atomic<std::int64_t> finished_{0};     // tasks of the current job done
+    std::atomic<int> busy_{0};                  // workers not yet through with the last job
     bool stopping_ = false;
-    // The current job: written before generation_ is bumped.
+    // The current job: written only while no worker is busy, before generation_ is bumped.
     Entry entry_ = nullptr;
     void* body_ = nullptr;
     std::int64_t tasks_ = 0;

@@ -65,11 +65,56 @@ private:
     C* data_;
 };
 
-// Runs body(task, thread) for every task of every repetition, with the task
-// as a RepeatTask, in parallel when the problem is big enough to pay for
-// waking the workers.
+// What a pass covers: the whole plan, its tasks spread over the thread pool;
+// or units [first, last) of a fused plan (every repetition-0 task of their
+// features), run on the calling thread `thread`.
+struct PassScope {
+    std::int64_t first = 0, last = -1;
+    int thread = 0;
+    bool whole() const { return last < 0; }
+};
+inline constexpr PassScope kWholePlan{};
+
+// The features [begin, end) of one repetition that a scope covers.
+struct FeatureRange {
+    std::int64_t begin, end;
+};
+inline FeatureRange scope_features(const WalkPlan& plan, const PassScope& scope) {
+    if (scope.whole()) return {0, plan.features};
+    return {scope.first * plan.unit_features(), std::min(plan.features, scope.last * plan.unit_features())};
+}
+
+// Runs body(scope) over the plan: once with kWholePlan, each pass then
+// spreading its tasks over the threads; or, fused, once per unit, the units
+// spread over the threads (all on the caller when the problem is too small to
+// pay for waking the workers).
 template <typename Body>
-void run_tasks(const WalkPlan& plan, Body&& body) {
+void run_scopes(const WalkPlan& plan, Body&& body) {
+    if (!plan.fused) {
+        body(kWholePlan);
+    } else if (plan.features * plan.reduction < kSerialValues) {
+        body(PassScope{0, plan.units(), 0});
+    } else {
+        ThreadPool::instance().parallel_for(plan.units(), [&](std::int64_t begin, std::int64_t end, int thread) {
+            for (std::int64_t unit = begin; unit < end; ++unit) body(PassScope{unit, unit + 1, thread});
+        });
+    }
+}
+
+// Runs body(task, thread) for every task of the scope, with the task as a
+// RepeatTask: for the whole plan every task of every repetition, in parallel
+// when the problem is big enough to pay for waking the workers.
+template <typename Body>
+void run_tasks(const WalkPlan& plan, const PassScope& scope, Body&& body) {
+    if (!scope.whole()) {  // in memory order: reduction block by block
+        const bool columns = plan.walk == Walk::columns;
+        const std::int64_t outer = columns ? plan.runs : plan.blocks, inner = columns ? plan.pieces : 1;
+        for (std::int64_t k = 0; k < outer; ++k)
+            for (std::int64_t u = scope.first; u < scope.last; ++u)
+                for (std::int64_t i = 0; i < inner; ++i)
+                    body(repeat_task(plan, (k * plan.units() + u) * inner + i), scope.thread);
+        return;
+    }
     auto range = [&](std::int64_t begin, std::int64_t end, int thread) {
         for (std::int64_t t = begin; t < end; ++t) body(repeat_task(plan, t), thread);
     };
@@ -99,22 +144,37 @@ void run_feature_ranges(const WalkPlan& plan, std::int64_t work_per_feature, Bod
     run_ranges(plan.features, work_per_feature, body);
 }
 
-// Runs body(p) for every feature of one repetition, as run_feature_ranges.
+// body(begin, end) over the scope's features: run_feature_ranges for the
+// whole plan, one call on this thread for a unit.
 template <typename Body>
-void run_features(const WalkPlan& plan, std::int64_t work_per_feature, Body&& body) {
-    run_feature_ranges(plan, work_per_feature, [&](std::int64_t begin, std::int64_t end) {
+void run_feature_ranges(const WalkPlan& plan, const PassScope& scope, std::int64_t work_per_feature, Body&& body) {
+    if (scope.whole()) return run_feature_ranges(plan, work_per_feature, body);
+    const FeatureRange r = scope_features(plan, scope);
+    body(r.begin, r.end);
+}
+
+// Runs body(p) for every feature of the scope, as run_feature_ranges.
+template <typename Body>
+void run_features(const WalkPlan& plan, const PassScope& scope, std::int64_t work_per_feature, Body&& body) {
+    run_feature_ranges(plan, scope, work_per_feature, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t p = begin; p < end; ++p) body(p);
     });
 }
 
+template <typename Body>
+void run_features(const WalkPlan& plan, std::int64_t work_per_feature, Body&& body) {
+    run_features(plan, kWholePlan, work_per_feature, body);
+}
+
 // total[q] = Σ over blocks k, in increasing k, of feature q's partial sums
-// for each array pair, q covering the features of every repetition; the loop
-// order follows the partials' layout.
+// for each array pair, q covering the features of every repetition (of the
+// unit's features for a fused scope); the loop order follows the partials'
+// layout.
 template <int Arrays>
-void sum_blocks(const WalkPlan& plan, const std::array<const double*, Arrays>& part,
+void sum_blocks(const WalkPlan& plan, const PassScope& scope, const std::array<const double*, Arrays>& part,
                 const std::array<double*, Arrays>& total) {
     const std::int64_t F = plan.features;
-    run_ranges(plan.repeats * F, plan.blocks, [&](std::int64_t begin, std::int64_t end) {
+    const auto sum_range = [&](std::int64_t begin, std::int64_t end) {
         for (int a = 0; a < Arrays; ++a) {
             if (plan.walk == Walk::columns) {
                 // partial_index(p, k) = p * blocks + k, repetition after repetition.
@@ -137,7 +197,13 @@ void sum_blocks(const WalkPlan& plan, const std::array<const double*, Arrays>& p
                 q = stop;
             }
         }
-    });
+    };
+    if (!scope.whole()) {
+        const FeatureRange r = scope_features(plan, scope);
+        sum_range(r.begin, r.end);
+        return;
+    }
+    run_ranges(plan.repeats * F, plan.blocks, sum_range);
 }
 
 // An activation applied to normalize_pass's result: group norm's fused swish.
@@ -327,8 +393,8 @@ inline RowTile row_tile(const WalkPlan& plan, std::int64_t task) {
 // center[p] = feature p's first value (sample 0, position 0): the shift of
 // its sums when its mean is not known.  One repetition (batch norm).
 template <typename Tx>
-void first_values(const WalkPlan& plan, const Tx* x, double* center) {
-    run_feature_ranges(plan, 1, [&](std::int64_t begin, std::int64_t end) {
+void first_values(const WalkPlan& plan, const PassScope& scope, const Tx* x, double* center) {
+    run_feature_ranges(plan, scope, 1, [&](std::int64_t begin, std::int64_t end) {
         for_each_feature(plan, plan.strides[0], begin, end,
                          [&](std::int64_t p, std::int64_t at) { center[p] = load_as<double>(x[at]); });
     });
@@ -336,17 +402,17 @@ void first_values(const WalkPlan& plan, const Tx* x, double* center) {
 
 // Slot 0 is x.  Per (feature, block): s1 = Σ(x - center), s2 = Σ(x - center)².
 template <typename Tx, typename C>
-void statistics_pass(const WalkPlan& plan, const Tx* x_all, const double* center_all, const Scratch<C>& scratch,
+void statistics_pass(const WalkPlan& plan, const PassScope& scope, const Tx* x_all, const double* center_all, const Scratch<C>& scratch,
                      double* s1_all, double* s2_all) {
     if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C>) {
-        run_tasks(plan, [&](const RepeatTask& rt, int) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int) {
             const ColumnTask t = column_task(plan, rt.task);
             const std::int64_t at = rt.partials + plan.partial_index(t.first, t.run.block);
             segments_moments(reinterpret_cast<const C*>(x_all) + rt.data[0] + t.run.offset[0], t.run.len, t.count,
                              center_all + rt.features + t.first, {s1_all + at, s2_all + at}, plan.blocks);
         });
     } else if (plan.walk == Walk::columns) {
-        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int thread) {
             const Tx* x = x_all + rt.data[0];
             C* staging = scratch.buffer(thread, 0);
             for_each_column(plan, rt.task, [&](std::int64_t p, const ColumnRun& r) {
@@ -357,7 +423,7 @@ void statistics_pass(const WalkPlan& plan, const Tx* x_all, const double* center
             });
         });
     } else {
-        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int thread) {
             const Tx* x = x_all + rt.data[0];
             const double* center = center_all + rt.features;
             const RowTile tile = row_tile(plan, rt.task);
@@ -385,14 +451,14 @@ void statistics_pass(const WalkPlan& plan, const Tx* x_all, const double* center
 // dot = Σg·(x - center), and when s1 is not null s1/s2 as statistics_pass,
 // where g is `in`'s gradient (dy itself unless a swish is fused).
 template <typename Tx, typename Tg, typename C>
-void gradient_pass(const WalkPlan& plan, const Tx* x_all, const Tg* dy_all, const double* center_all,
+void gradient_pass(const WalkPlan& plan, const PassScope& scope, const Tx* x_all, const Tg* dy_all, const double* center_all,
                    const Scratch<C>& scratch, GradientSums sums, const GradientInput<C>& in = {}) {
     const auto at_block = [&](std::int64_t at) {
         return GradientSums{sums.sdy + at, sums.dot + at, sums.s1 ? sums.s1 + at : nullptr,
                             sums.s1 ? sums.s2 + at : nullptr};
     };
     if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C> && kSameType<Tg, C> && in.plain()) {
-        run_tasks(plan, [&](const RepeatTask& rt, int) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int) {
             const ColumnTask t = column_task(plan, rt.task);
             segments_gradient(reinterpret_cast<const C*>(x_all) + rt.data[0] + t.run.offset[0],
                               reinterpret_cast<const C*>(dy_all) + rt.data[1] + t.run.offset[1], t.run.len, t.count,
@@ -400,7 +466,7 @@ void gradient_pass(const WalkPlan& plan, const Tx* x_all, const Tg* dy_all, cons
                               at_block(rt.partials + plan.partial_index(t.first, t.run.block)), plan.blocks);
         });
     } else if (plan.walk == Walk::columns) {
-        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int thread) {
             const Tx* x = x_all + rt.data[0];
             const Tg* dy = dy_all + rt.data[1];
             C* stage_x = scratch.buffer(thread, 0);
@@ -415,7 +481,7 @@ void gradient_pass(const WalkPlan& plan, const Tx* x_all, const Tg* dy_all, cons
             });
         });
     } else {
-        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int thread) {
             const Tx* x = x_all + rt.data[0];
             const Tg* dy = dy_all + rt.data[1];
             const double* center = center_all + rt.features;
@@ -446,7 +512,7 @@ void gradient_pass(const WalkPlan& plan, const Tx* x_all, const Tg* dy_all, cons
 // Slots 0 and 1 are x and y.  With an activation, results are not streamed
 // past the cache: the activation reads them back.
 template <typename Tx, typename C>
-void normalize_pass(const WalkPlan& plan, const Tx* x_all, Tx* y_all, const NormalizeArrays<C>& coef, float beta,
+void normalize_pass(const WalkPlan& plan, const PassScope& scope, const Tx* x_all, Tx* y_all, const NormalizeArrays<C>& coef, float beta,
                     const Scratch<C>& scratch, const OutputActivation<C>& act = {}) {
     const bool stream = !act.swish && stream_output(plan.repeats * plan.features * plan.reduction *
                                                     static_cast<std::int64_t>(sizeof(Tx)));
@@ -454,7 +520,7 @@ void normalize_pass(const WalkPlan& plan, const Tx* x_all, Tx* y_all, const Norm
     const OutputMode<C> direct{mode.blend, stream, mode.beta};  // for results written straight to y
     const bool blend = mode.blend;  // staged outputs need the prior read in
     if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C>) {
-        run_tasks(plan, [&](const RepeatTask& rt, int) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int) {
             const ColumnTask t = column_task(plan, rt.task);
             C* out = reinterpret_cast<C*>(y_all) + rt.data[1] + t.run.offset[1];
             segments_normalize(reinterpret_cast<const C*>(x_all) + rt.data[0] + t.run.offset[0], out, t.run.len,
@@ -462,7 +528,7 @@ void normalize_pass(const WalkPlan& plan, const Tx* x_all, Tx* y_all, const Norm
             act.apply(out, t.run.len * t.count);  // segmented: the runs lie back to back
         });
     } else if (plan.walk == Walk::columns) {
-        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int thread) {
             const Tx* x = x_all + rt.data[0];
             Tx* y = y_all + rt.data[1];
             C* stage_x = scratch.buffer(thread, 0);
@@ -476,7 +542,7 @@ void normalize_pass(const WalkPlan& plan, const Tx* x_all, Tx* y_all, const Norm
             });
         });
     } else {
-        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int thread) {
             const Tx* x = x_all + rt.data[0];
             Tx* y = y_all + rt.data[1];
             const RowTile tile = row_tile(plan, rt.task);
@@ -506,7 +572,7 @@ void normalize_pass(const WalkPlan& plan, const Tx* x_all, Tx* y_all, const Norm
 
 // Slots 0, 1 and 2 are x, dy and dx; g is `in`'s gradient, as gradient_pass.
 template <typename Tx, typename Tg, typename C>
-void backprop_pass(const WalkPlan& plan, const Tx* x_all, const Tg* dy_all, Tg* dx_all, const BackpropArrays& coef,
+void backprop_pass(const WalkPlan& plan, const PassScope& scope, const Tx* x_all, const Tg* dy_all, Tg* dx_all, const BackpropArrays& coef,
                    float beta, const Scratch<C>& scratch, const GradientInput<C>& in = {}) {
     const bool stream =
         stream_output(plan.repeats * plan.features * plan.reduction * static_cast<std::int64_t>(sizeof(Tg)));
@@ -514,7 +580,7 @@ void backprop_pass(const WalkPlan& plan, const Tx* x_all, const Tg* dy_all, Tg* 
     const OutputMode<C> direct{mode.blend, stream, mode.beta};  // for results written straight to dx
     const bool blend = mode.blend;  // staged outputs need the prior read in
     if (plan.walk == Walk::columns && plan.segmented && kSameType<Tx, C> && kSameType<Tg, C> && in.plain()) {
-        run_tasks(plan, [&](const RepeatTask& rt, int) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int) {
             const ColumnTask t = column_task(plan, rt.task);
             segments_backprop(reinterpret_cast<const C*>(x_all) + rt.data[0] + t.run.offset[0],
                               reinterpret_cast<const C*>(dy_all) + rt.data[1] + t.run.offset[1],
@@ -522,7 +588,7 @@ void backprop_pass(const WalkPlan& plan, const Tx* x_all, const Tg* dy_all, Tg* 
                               coef.from(rt.features + t.first), direct);
         });
     } else if (plan.walk == Walk::columns) {
-        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int thread) {
             const Tx* x = x_all + rt.data[0];
             const Tg* dy = dy_all + rt.data[1];
             Tg* dx = dx_all + rt.data[2];
@@ -538,7 +604,7 @@ void backprop_pass(const WalkPlan& plan, const Tx* x_all, const Tg* dy_all, Tg* 
             });
         });
     } else {
-        run_tasks(plan, [&](const RepeatTask& rt, int thread) {
+        run_tasks(plan, scope, [&](const RepeatTask& rt, int thread) {
             const Tx* x = x_all + rt.data[0];
             const Tg* dy = dy_all + rt.data[1];
             Tg* dx = dx_all + rt.data[2];

@@ -14,6 +14,12 @@
 // Both cut the work into tasks of a fixed size that depends only on the
 // shape, so results do not depend on the thread count.
 //
+// A fused plan (spatial training and backward on small reductions, column
+// walks) is cut into units of features whose values all fit in a core's L2
+// cache: one feature group with every reduction block.  Each unit is then
+// taken from statistics to output by one thread, so the output pass reads
+// the unit's data from cache instead of memory.
+//
 // A plan may be repeated over independent copies of the walk: group norm
 // walks every sample n on its own (features (n, c), each reduced over
 // D, H, W), as `repeats` copies of one sample's plan in one parallel loop.
@@ -73,6 +79,13 @@ struct WalkPlan {
     // arrays repeats * features * blocks, one repetition after another.
     std::int64_t repeats = 1;
     std::array<std::int64_t, kMaxSlots> repeat_stride{};
+
+    bool fused = false;
+
+    // Units a fused scope counts in (feature groups, or feature blocks of
+    // rows), and the features of one.
+    std::int64_t units() const { return walk == Walk::columns ? groups : feature_blocks; }
+    std::int64_t unit_features() const { return walk == Walk::columns ? group : feature_block; }
 
     // Tasks of one repetition.
     std::int64_t tasks() const { return walk == Walk::columns ? groups * blocks : blocks * feature_blocks; }
@@ -152,6 +165,11 @@ bool stream_output(std::int64_t bytes);
 
 // Plans the walk over `tensors` (1 to kMaxSlots of them, all of x's lengths).
 WalkPlan plan_walk(const BnGeometry& geom, std::array<const TensorArg*, kMaxSlots> tensors, int count);
+
+// plan_walk, fused when every unit of features fits in a core's cache: for
+// ops with a statistics pass and an output pass over the same tensors.
+WalkPlan plan_fused_walk(const BnGeometry& geom, std::array<const TensorArg*, kMaxSlots> tensors, int count,
+                         int element_bytes);
 
 // Plans a walk over features (n, c), each reduced over D, H, W: one sample's
 // spatial batch-norm walk, repeated for every sample.

@@ -14,6 +14,7 @@ e.g. (C,) or (1, C, 1, 1), and share one dtype: float32, or x's.
 
 from __future__ import annotations
 
+import threading
 from typing import Optional
 
 from . import arrays, dtypes
@@ -24,6 +25,28 @@ from .library import load
 
 _BACKEND_FOR_LOCATION = {HOST: "cpu", DEVICE: "gpu", None: "auto"}
 _LOCATION_FOR_BACKEND = {"cpu": HOST, "gpu": DEVICE}
+
+# Descriptors made for calls, kept per thread for the most recent layouts:
+# creating, setting and destroying the six or so a call needs costs more than
+# a small tensor's whole batch norm.  They are never changed once set, and the
+# library only reads them during a call.  Least recently used first; a call
+# uses far fewer than this, so none of its own is ever closed under it.
+_DESCRIPTOR_CACHE_SIZE = 64
+_per_thread = threading.local()
+
+
+def _descriptor(dtype: str, shape: tuple, strides: tuple) -> TensorDescriptor:
+    cache = getattr(_per_thread, "descriptors", None)
+    if cache is None:
+        cache = _per_thread.descriptors = {}
+    key = (dtype, shape, strides)
+    descriptor = cache.pop(key, None)
+    if descriptor is None:
+        descriptor = TensorDescriptor(dtype, shape, strides)
+        if len(cache) >= _DESCRIPTOR_CACHE_SIZE:
+            cache.pop(next(iter(cache))).close()
+    cache[key] = descriptor
+    return descriptor
 
 
 class ArrayCall:
@@ -41,7 +64,6 @@ class ArrayCall:
         self.handle = handle
         self.backend = handle.backend
         self.stream = handle.stream if self.backend == "gpu" else None
-        self._descriptors: list = []
         self._keepalive: list = []
         self.x = self.view(x, "x")
         if not 2 <= self.x.ndim <= 5:
@@ -166,9 +188,7 @@ class ArrayCall:
         if view is None:
             return self.ffi.NULL
         shape, strides = self._padded(view) if as_parameter else (view.shape, view.strides)
-        descriptor = TensorDescriptor(view.dtype, shape, strides)
-        self._descriptors.append(descriptor)
-        return descriptor.ptr
+        return _descriptor(view.dtype, tuple(shape), tuple(strides)).ptr
 
     def ptr(self, view: Optional[TensorView]):
         return self.ffi.NULL if view is None else self.ffi.cast("void*", view.ptr)
@@ -184,11 +204,7 @@ class ArrayCall:
             raise TypeError(f"{name} must be a real number, got {value!r}") from None
 
     def run(self, function, *args) -> None:
-        try:
-            self.library.check(function(*args))
-        finally:
-            for descriptor in self._descriptors:
-                descriptor.close()
+        self.library.check(function(*args))
 
 
 def source_of(view: Optional[TensorView]):

@@ -28,12 +28,18 @@ ITEMSIZE = {name: dtype.itemsize for name, dtype in NUMPY_DTYPE.items()}
 DLPACK_TYPE = {(2, 16): FLOAT16, (2, 32): FLOAT32, (2, 64): FLOAT64, (4, 16): BFLOAT16}
 
 SUPPORTED = tuple(NUMPY_DTYPE)
+_NAME_FOR_NUMPY_DTYPE = {dtype: name for name, dtype in NUMPY_DTYPE.items()}
+_NUMPY_DTYPE_CLASSES = frozenset(type(dtype) for dtype in NUMPY_DTYPE.values())
 
 
 def name_of(dtype) -> str:
     """The canonical name for a NumPy dtype, a dtype-like, a name or a miopen code.
 
     Raises TypeError for anything batch norm does not compute on."""
+    if type(dtype) in _NUMPY_DTYPE_CLASSES:  # the common case, an array's own dtype: one lookup
+        name = _NAME_FOR_NUMPY_DTYPE.get(dtype)
+        if name is not None:
+            return name
     if isinstance(dtype, str) and dtype in NUMPY_DTYPE:
         return dtype
     if isinstance(dtype, (int, np.integer)) and not isinstance(dtype, bool):

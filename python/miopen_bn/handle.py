@@ -39,6 +39,7 @@ class Handle(NativeObject):
     """
 
     _what = "handle"
+    _backend = None
 
     def __init__(self, backend: str = "auto", stream=None):
         if backend not in BACKEND_CODES:
@@ -58,11 +59,15 @@ class Handle(NativeObject):
 
     @property
     def backend(self) -> str:
-        """ "cpu" or "gpu": where this handle's work runs."""
-        ffi, lib = self._library.ffi, self._library.lib
-        value = ffi.new("miopenBNBackend_t*")
-        self._library.check(lib.miopenBNGetBackend(self.ptr, value))
-        return BACKEND_NAMES[int(value[0])]
+        """ "cpu" or "gpu": where this handle's work runs (fixed at creation,
+        asked of the library once: every call reads it)."""
+        ptr = self.ptr  # a closed handle raises here, whether or not the answer is known
+        if self._backend is None:
+            ffi, lib = self._library.ffi, self._library.lib
+            value = ffi.new("miopenBNBackend_t*")
+            self._library.check(lib.miopenBNGetBackend(ptr, value))
+            self._backend = BACKEND_NAMES[int(value[0])]
+        return self._backend
 
     @property
     def stream(self) -> int:
