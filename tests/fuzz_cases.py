@@ -241,8 +241,9 @@ class Case:
             if buffer is None or buffer.sparse:
                 continue
             before, after = self.snapshots[id(buffer)], buffer.root
-            if id(buffer) in written:
-                keep = ~buffer.addressed_bytes(self.states[written[id(buffer)]])
+            state = self.states.get(written[id(buffer)]) if id(buffer) in written else None
+            if state is not None:
+                keep = ~buffer.addressed_bytes(state)
                 if not np.array_equal(before[keep], after[keep]):
                     found.append(name)
             elif before.tobytes() != after.tobytes():
