@@ -87,7 +87,8 @@ def oracle_backward(x, dy, groups, weight, bias, activation, mean, rstd):
 
     grads = reference.groupnorm_backward(wide(x), wide(dy), groups, wide(weight), wide(mean), wide(rstd),
                                          bias=wide(bias), activation=activation, swish_beta=BETA)
-    return tuple(None if grads[k] is None else torch.from_numpy(grads[k]) for k in ("dx", "dweight", "dbias"))
+    return tuple(None if grads[k] is None else torch.from_numpy(grads[k]).to(x.device)
+                 for k in ("dx", "dweight", "dbias"))
 
 
 def test_backward_oracle_is_autograd_of_the_forward():
