@@ -56,6 +56,35 @@ __host__ __device__ constexpr int moment_batch_positions() {
     return V >= 8 ? 2 : 4;
 }
 
+// The shifted moments of feature j (of the thread's VF) over the share, one
+// element at a time in double: the rare path of block_moments, for shares
+// whose float M2 overflowed (slow, and few registers).
+template <typename T, int Rank, int VR, int VF>
+__device__ __forceinline__ ShiftedMoments<acc_t<T>> exact_share_moments(const T* __restrict__ x, const BnLayout& layout,
+                                                                     const ThreadShare& share, std::int64_t base,
+                                                                     int j, double shift) {
+    using A = acc_t<T>;
+    constexpr int V = VR * VF;
+    Moments<double, double> m{0.0, 0.0, 0.0};
+    double sum = 0.0;
+    std::int64_t at[1] = {base};
+    NestCursor<Rank, 1> cursor;
+    cursor.start(layout.reduce, share.first, layout.rows, at);
+    for (std::int64_t r = share.first; r < share.end; r += layout.rows) {
+        double value[V];
+        load_values<double, V>(x + cursor.offset[0], value);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            if (VF > 1 && e != j) continue;
+            const double d = value[e] - shift;
+            m = merge(m, Moments<double, double>{1.0, d, 0.0});
+            sum += d;
+        }
+        cursor.advance(layout.reduce);
+    }
+    return ShiftedMoments<A>{{static_cast<A>(m.count), static_cast<A>(m.mean), m.m2}, sum};
+}
+
 // Shifted moments of x over the share, reduced over the block's rows (valid
 // in row 0).  shift[j] is feature j's first element: every deviation is taken
 // from it, so a channel with mean 1e4 and std 1e-2 keeps its digits in float
@@ -68,14 +97,15 @@ __device__ void block_moments(const T* __restrict__ x, const BnLayout& layout, c
     constexpr int V = VR * VF;
     constexpr int kBatch = moment_batch_positions<V>();
     const std::int64_t rows = layout.rows;
-    ShiftedMoments<A> moments[VF];
+    ShiftedMoments<A, A> moments[VF];
+    ShiftedMoments<A> exact[VF];
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
-        moments[j] = ShiftedMoments<A>{{A(0), A(0), A(0)}, 0.0};
+        moments[j] = ShiftedMoments<A, A>{{A(0), A(0), A(0)}, 0.0};
         shift[j] = 0.0;
     }
+    std::int64_t base[1] = {0};
     if (share.active) {
-        std::int64_t base[1];
         nest_offsets<1>(layout.feature, share.feature0, kSlotX, base);
         // Reduction index 0 is at each feature's base; feature j of the
         // thread sits j elements on.
@@ -127,7 +157,17 @@ __device__ void block_moments(const T* __restrict__ x, const BnLayout& layout, c
         }
     }
 #pragma unroll
-    for (int j = 0; j < VF; ++j) total[j] = reduce_over_rows(moments[j], shared);
+    for (int j = 0; j < VF; ++j) {
+        const Moments<A, A>& w = moments[j].welford;
+        // Squared deviations past ~1.8e19 overflow a float M2 (inputs near
+        // 1e30): then this thread's share of the feature is redone in double.
+        if (share.active && !isfinite(w.m2))
+            exact[j] = exact_share_moments<T, Rank, VR, VF>(x, layout, share, base[0], j, shift[j]);
+        else
+            exact[j] = ShiftedMoments<A>{{w.count, w.mean, static_cast<double>(w.m2)}, moments[j].sum};
+    }
+#pragma unroll
+    for (int j = 0; j < VF; ++j) total[j] = reduce_over_rows(exact[j], shared);
 }
 
 // A feature's statistics from its merged moments: mean = shift + mean_offset.

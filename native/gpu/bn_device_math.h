@@ -87,102 +87,62 @@ __device__ __forceinline__ T narrow(double v) {
 
 // ---- moments ----------------------------------------------------------------
 
-// Count, mean and sum of squared deviations (M2) of a set of values.  M2 is
-// kept in double whatever A is: float data of magnitude 1e30 deviates by up
-// to ~1e30, whose square does not fit a float.
-template <typename A>
+// Count, mean and sum of squared deviations (M2) of a set of values.  The
+// hot loops keep M2 in the accumulation type (M2 = A); what blocks merge
+// keeps it in double (M2 = double), so a float channel of magnitude 1e30,
+// whose squared deviations do not fit a float, still merges exactly
+// (block_moments redoes a thread's share in double when its float M2
+// overflowed).
+template <typename A, typename M2 = double>
 struct Moments {
     A count;
     A mean;
-    double m2;
+    M2 m2;
 };
 
 // Chan et al.'s pairwise merge; an empty side leaves the other unchanged
-// (so no 0/0 appears).  The squared mean difference is taken in double.
-template <typename A>
-__device__ __forceinline__ Moments<A> merge(const Moments<A>& a, const Moments<A>& b) {
+// (so no 0/0 appears).  The squared mean difference is taken in M2's type.
+template <typename A, typename M2>
+__device__ __forceinline__ Moments<A, M2> merge(const Moments<A, M2>& a, const Moments<A, M2>& b) {
     if (b.count == A(0)) return a;
     if (a.count == A(0)) return b;
     const A count = a.count + b.count;
     const A share = b.count / count;
     const A delta = b.mean - a.mean;
-    const double wide_delta = static_cast<double>(delta);
-    return Moments<A>{count, a.mean + delta * share,
-                      a.m2 + b.m2 + wide_delta * wide_delta * static_cast<double>(a.count * share)};
+    const M2 wide_delta = static_cast<M2>(delta);
+    return Moments<A, M2>{count, a.mean + delta * share,
+                          a.m2 + b.m2 + wide_delta * wide_delta * static_cast<M2>(a.count * share)};
 }
 
 // A thread's statistics of the shifted values d = x - shift: Welford moments
-// in the accumulation type (for the variance), and the plain sum of d in
-// double (for the mean: it feeds sums such as dscale = sum(dy (x - mean)),
-// whose cancellation a float mean cannot carry).
-template <typename A>
+// (for the variance), and the plain sum of d in double (for the mean: it
+// feeds sums such as dscale = sum(dy (x - mean)), whose cancellation a float
+// mean cannot carry).
+template <typename A, typename M2 = double>
 struct ShiftedMoments {
-    Moments<A> welford;
+    Moments<A, M2> welford;
     double sum;
 };
 
-template <typename A>
-__device__ __forceinline__ ShiftedMoments<A> merge(const ShiftedMoments<A>& a, const ShiftedMoments<A>& b) {
-    return ShiftedMoments<A>{merge(a.welford, b.welford), a.sum + b.sum};
-}
-
-// Squares of float deviations below this sum safely in float (16 of them at
-// most per batch, far from FLT_MAX ~3.4e38).
-constexpr float kFloatSquaresLimit = 1e36f;
-
-// The batch's sum of squared deviations, when the plain float sum overflowed
-// (or came near to): the deviations are scaled by a power of two that brings
-// the largest into [1, 2), squared and summed in float, and the sum scaled
-// back in double (exact: powers of two).
-template <int B>
-__device__ __noinline__ double scaled_squares(const float (&deviation)[B]) {
-    float largest = 0.0f;
-#pragma unroll
-    for (int i = 0; i < B; ++i) largest = fmaxf(largest, fabsf(deviation[i]));
-    // Biased exponent of 1/largest, kept normal (inf and NaN stay so).
-    const int exponent = static_cast<int>((__float_as_uint(largest) >> 23) & 0xffu);
-    const int scale_exponent = min(max(254 - exponent, 1), 253);
-    const float scale = __uint_as_float(static_cast<unsigned int>(scale_exponent) << 23);
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < B; ++i) {
-        const float scaled = deviation[i] * scale;
-        sum += scaled * scaled;
-    }
-    // 1 / scale^2 = 2^(2 (127 - scale_exponent)), built as a double's bits.
-    const long long unscale_bits = static_cast<long long>(2 * (127 - scale_exponent) + 1023) << 52;
-    return static_cast<double>(sum) * __longlong_as_double(unscale_bits);
-}
-
-template <int B>
-__device__ __forceinline__ double squares(const float (&deviation)[B]) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < B; ++i) sum += deviation[i] * deviation[i];
-    // Also NaN goes the slow way (harmless: it stays NaN).
-    return sum <= kFloatSquaresLimit ? static_cast<double>(sum) : scaled_squares(deviation);
-}
-template <int B>
-__device__ __forceinline__ double squares(const double (&deviation)[B]) {
-    double sum = 0.0;
-#pragma unroll
-    for (int i = 0; i < B; ++i) sum += deviation[i] * deviation[i];
-    return sum;
+template <typename A, typename M2>
+__device__ __forceinline__ ShiftedMoments<A, M2> merge(const ShiftedMoments<A, M2>& a,
+                                                       const ShiftedMoments<A, M2>& b) {
+    return ShiftedMoments<A, M2>{merge(a.welford, b.welford), a.sum + b.sum};
 }
 
 // Adds a batch of shifted values: their mean and M2 two-pass in registers,
 // then one merge, so there is one division per batch rather than per element.
 // `wide_sum` is the batch's sum computed in double.
 template <typename A, int B>
-__device__ __forceinline__ void add_batch(ShiftedMoments<A>& m, const A (&v)[B], double wide_sum) {
+__device__ __forceinline__ void add_batch(ShiftedMoments<A, A>& m, const A (&v)[B], double wide_sum) {
     A sum = 0;
 #pragma unroll
     for (int i = 0; i < B; ++i) sum += v[i];
     const A mean = sum / A(B);
-    A deviation[B];
+    A m2 = 0;
 #pragma unroll
-    for (int i = 0; i < B; ++i) deviation[i] = v[i] - mean;
-    m.welford = merge(m.welford, Moments<A>{A(B), mean, squares(deviation)});
+    for (int i = 0; i < B; ++i) m2 += (v[i] - mean) * (v[i] - mean);
+    m.welford = merge(m.welford, Moments<A, A>{A(B), mean, m2});
     m.sum += wide_sum;
 }
 
