@@ -297,9 +297,26 @@ step_driver() {
 # compute-sanitizer's memcheck (out-of-bounds and misaligned accesses, leaks
 # of device memory) and racecheck (shared-memory hazards in our block
 # reductions) on the C program: only our kernels and copies, no framework.
+# sanitize LABEL TOOL RESULT_REGEX ARGS...: compute-sanitizer's TOOL over
+# ARGS (its own options first, then the program), logged to
+# sanitizer_LABEL.log; appends the tool's summary and the program's last line
+# matching RESULT_REGEX to sanitizer.log.  For step_sanitizer: uses its
+# `sanitizer` and sets its `rc` on failure.
+sanitize() {
+    local label=$1 tool=$2 result=$3 log="$OUT/sanitizer_$1.log" line
+    shift 3
+    run_logged "sanitizer-$label" "$log" timeout -k 10 "$SANITIZER_S" "$sanitizer" \
+        --tool "$tool" --error-exitcode 97 --print-limit 20 "$@"
+    [ "$RC" = 0 ] || rc=$RC
+    line=$(grep -E '(ERROR|RACECHECK) SUMMARY' "$log" | tail -n 1 | sed 's/^=* *//')
+    [ "$RC" = 124 ] && line="TIMED OUT after ${SANITIZER_S}s; last: $line"
+    printf 'sanitizer-%s: %s; program: %s\n' "$label" "${line:-no summary}" \
+        "$(grep -E "$result" "$log" | tail -n 1)" | tee -a "$OUT/sanitizer.log"
+}
+
 step_sanitizer() {
     banner "3c. compute-sanitizer memcheck + racecheck: $(basename "${C_CHECK:-gpu_vs_cpu}") --quick --filter '$SANITIZER_FILTER'"
-    local start=$SECONDS sanitizer tool rc=0 line
+    local start=$SECONDS sanitizer tool rc=0
     : > "$OUT/sanitizer.log"
     sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     if [ "$SIMULATE" = 1 ] || [ ! -x "${C_CHECK:-}" ] || [ ! -x "$sanitizer" ]; then
@@ -311,26 +328,13 @@ step_sanitizer() {
     for tool in memcheck racecheck; do
         local extra=()
         [ "$tool" = memcheck ] && extra=(--leak-check full)
-        run_logged "sanitizer-$tool" "$OUT/sanitizer_$tool.log" timeout -k 10 "$SANITIZER_S" "$sanitizer" \
-            --tool "$tool" "${extra[@]}" --error-exitcode 97 --print-limit 20 \
-            "$C_CHECK" --quick --filter "$SANITIZER_FILTER"
-        [ "$RC" = 0 ] || rc=$RC
-        line=$(grep -E '(ERROR|RACECHECK) SUMMARY' "$OUT/sanitizer_$tool.log" | tail -n 1 | sed 's/^=* *//')
-        [ "$RC" = 124 ] && line="TIMED OUT after ${SANITIZER_S}s; last: $line"
-        printf 'sanitizer-%s: %s; program: %s\n' "$tool" "${line:-no summary}" \
-            "$(grep -E 'passed, .* failed' "$OUT/sanitizer_$tool.log" | tail -n 1)" | tee -a "$OUT/sanitizer.log"
+        sanitize "$tool" "$tool" 'passed, .* failed' "${extra[@]}" "$C_CHECK" --quick --filter "$SANITIZER_FILTER"
     done
     # Group norm has no C program: its GPU tests (forward and backward over
     # every dtype, layout, activation and affine mode) under both tools.
     for tool in memcheck racecheck; do
-        run_logged "sanitizer-gn-$tool" "$OUT/sanitizer_gn_$tool.log" timeout -k 10 "$SANITIZER_S" "$sanitizer" \
-            --tool "$tool" --error-exitcode 97 --print-limit 20 "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider \
+        sanitize "gn-$tool" "$tool" '(passed|failed)' "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider \
             tests/test_gpu_groupnorm.py -k "test_forward or test_backward"
-        [ "$RC" = 0 ] || rc=$RC
-        line=$(grep -E '(ERROR|RACECHECK) SUMMARY' "$OUT/sanitizer_gn_$tool.log" | tail -n 1 | sed 's/^=* *//')
-        [ "$RC" = 124 ] && line="TIMED OUT after ${SANITIZER_S}s; last: $line"
-        printf 'sanitizer-gn-%s: %s; pytest: %s\n' "$tool" "${line:-no summary}" \
-            "$(grep -E '(passed|failed)' "$OUT/sanitizer_gn_$tool.log" | tail -n 1)" | tee -a "$OUT/sanitizer.log"
     done
     RC=$rc
     record sanitizer "$RC" $((SECONDS - start)) "$(tr '\n' ' ' < "$OUT/sanitizer.log")"
