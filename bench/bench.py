@@ -444,12 +444,13 @@ def plan_cases(backend, quick, ops, dtypes, layouts, shapes=None):
 
 def _parse_shapes(text):
     """'32x512x7x7,8x64' -> [(32, 512, 7, 7), (8, 64)]: ranks 2 to 5."""
+    from bench_shapes import parse_shape
     shapes = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
         try:
-            shape = tuple(int(length) for length in item.lower().split("x"))
+            shape = parse_shape(item)
         except ValueError:
             raise SystemExit(f"bad shape {item!r}: lengths joined by x, e.g. 32x512x7x7")
         if not 2 <= len(shape) <= 5 or min(shape) < 1:

@@ -85,3 +85,9 @@ def _pixels(shape):
 
 def shape_text(shape):
     return "x".join(str(length) for length in shape)
+
+
+def parse_shape(text):
+    """'32x512x7x7' -> (32, 512, 7, 7): shape_text's inverse; ValueError
+    for anything else."""
+    return tuple(int(length) for length in text.lower().split("x"))

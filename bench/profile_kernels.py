@@ -15,14 +15,14 @@ import sys
 import torch
 
 import miopen_bn as mbn
+from bench_shapes import GN_GROUPS, parse_shape
 
-GROUPS = 32
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def make_call(case, handle):
     op, shape, dtype, layout = case.split(":")
-    shape = tuple(int(n) for n in shape.split("x"))
+    shape = parse_shape(shape)
     x = torch.randn(shape, device="cuda", dtype=DTYPES[dtype])
     if layout == "nhwc":
         x = x.contiguous(memory_format=torch.channels_last)
@@ -44,12 +44,12 @@ def make_call(case, handle):
             x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv, dx=dx, handle=handle)
     if op in ("gn_fwd", "gn_fwd_swish"):
         activation = "swish" if op == "gn_fwd_swish" else None
-        return lambda: mbn.groupnorm_forward(x, GROUPS, scale, bias, activation=activation, y=y, handle=handle)
+        return lambda: mbn.groupnorm_forward(x, GN_GROUPS, scale, bias, activation=activation, y=y, handle=handle)
     if op == "gn_bwd":
         dy = torch.randn_like(x)
-        _, mean, rstd = mbn.groupnorm_forward(x, GROUPS, scale, bias, handle=handle)
+        _, mean, rstd = mbn.groupnorm_forward(x, GN_GROUPS, scale, bias, handle=handle)
         dx = torch.empty_like(x)
-        return lambda: mbn.groupnorm_backward(x, dy, GROUPS, scale, mean, rstd, dx=dx, handle=handle)
+        return lambda: mbn.groupnorm_backward(x, dy, GN_GROUPS, scale, mean, rstd, dx=dx, handle=handle)
     raise SystemExit(f"unknown op in {case!r}")
 
 
