@@ -23,9 +23,9 @@ namespace {
 
 // With saved statistics the sums are taken about each feature's first
 // element, its shift (no statistics are needed yet, and float data keeps its
-// digits as in bn_stats.hip); the finalize moves the second to the mean.  VR elements per
-// position of one feature, or one element of each of VF consecutive features
-// (bn_layout.hpp).
+// digits as in bn_stats.hip); the finalize moves the second to the mean.
+// VR elements per position of one feature, or one element of each of VF
+// consecutive features (bn_layout.hpp).
 template <typename T, typename G, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
     bn_backward_partial(const T* __restrict__ x, const G* __restrict__ dy, BnLayout layout, Scratch scratch,
@@ -89,15 +89,14 @@ __global__ void __launch_bounds__(kBlockThreads)
         inv_std = static_cast<double>(widen(saved_inv_std[at[1]]));
         scratch.mean_offset[feature] = mean_offset;
         scratch.inv_std[feature] = inv_std;
-    } else {
+        // sum(dy (x - mean)) = sum(dy (x - shift)) - (mean - shift) sum(dy)
+        sums.b -= mean_offset * sums.a;
+    } else {  // recomputed statistics: the sums are about the mean already
         mean_offset = scratch.mean_offset[feature];
         inv_std = scratch.inv_std[feature];
     }
-    // sum(dy (x - mean)) = sum(dy (x - shift)) - (mean - shift) sum(dy); the
-    // recomputed statistics' sums are about the mean already.
-    const Sums2<double> centered{sums.a, saved_mean != nullptr ? sums.b - mean_offset * sums.a : sums.b};
     const BackpropCoefficients c =
-        finish_gradients(layout, feature, shift + mean_offset, inv_std, centered, scale, dscale, dbias, param);
+        finish_gradients(layout, feature, shift + mean_offset, inv_std, sums, scale, dscale, dbias, param);
     scratch.coef0[feature] = c.coef0;
     scratch.coef1[feature] = c.coef1;
     scratch.coef2[feature] = c.coef2;

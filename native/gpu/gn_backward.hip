@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <typename P>
 __global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(BnLayout layout, GnBackwardArgs<P> a) {
     __shared__ Sums2<double> wave_totals[kBlockThreads / MBN_WAVE_SIZE];
-    const std::int64_t groups = a.order.shape.samples * a.order.shape.groups;
+    const std::int64_t groups = a.order.shape.group_count();
     const std::int64_t block = blockIdx.x;
     if (block < groups) {
         std::int64_t n, g;
@@ -320,7 +320,7 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
                 const dim3 block(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
                 gn_backward_slices<T, P, A, kRank, kVr, kVf><<<grid, block, 0, target.stream>>>(x, dy, layout, a);
                 check_launch("gn_backward_slices");
-                const std::int64_t finalizers = a.order.shape.samples * a.order.shape.groups + (p.affine ? len[kC] : 0);
+                const std::int64_t finalizers = a.order.shape.group_count() + (p.affine ? len[kC] : 0);
                 gn_backward_finalize<P><<<dim3(static_cast<unsigned>(finalizers)), dim3(kBlockThreads), 0,
                                           target.stream>>>(layout, a);
                 check_launch("gn_backward_finalize");

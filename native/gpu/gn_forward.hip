@@ -4,8 +4,9 @@
 // with shift the group's first element (gn_layout.hpp).
 //
 // Channels-innermost tensors with few channels per group go by slices
-// instead (gn_forward_slices.hip).  Otherwise one kernel, gn_forward_chunks: each team of threads holds one chunk of a
-// group in registers, so x is read once.  Its passes:
+// instead (gn_forward_slices.hip).  Otherwise one kernel, gn_forward_chunks:
+// each team of threads holds one chunk of a group in registers, so x is read
+// once.  Its passes:
 //   whole       a group fits one team: statistics and output in one go;
 //   resident    a group spans several blocks: each block stores its chunk's
 //               moments, the last to arrive merges them in chunk order, the

@@ -34,17 +34,13 @@ struct GnSliceTermsArgs {
     double epsilon;
 };
 
-// One partial of a group: split `split` of slice (n, c): its count, its
+// One partial of a group, split `split` of slice (n, c): its count, its
 // mean (shift + the split's sum of shifted values / count) and its M2.
-struct SlicePartial {
-    double count, mean, m2;
-};
-
-__device__ SlicePartial slice_partial(const BnLayout& layout, const Scratch& scratch, std::int64_t slice,
+__device__ Moments<double> slice_partial(const BnLayout& layout, const Scratch& scratch, std::int64_t slice,
                                       std::int64_t split) {
     const std::int64_t at = split * layout.feature.size + slice;
     const double count = share_count(layout, split);
-    return SlicePartial{count, scratch.shift[slice] + scratch.partial2[at] / count, scratch.partial1[at]};
+    return Moments<double>{count, scratch.shift[slice] + scratch.partial2[at] / count, scratch.partial1[at]};
 }
 
 // One block (1-D) per group (n, g).  The group's mean is the count-weighted
@@ -67,13 +63,13 @@ __global__ void __launch_bounds__(kBlockThreads)
     const double size = static_cast<double>(shape.size);
     double weighted = 0.0;
     for (std::int64_t i = threadIdx.x; i < items; i += threads) {
-        const SlicePartial q = partial(i);
+        const Moments<double> q = partial(i);
         weighted += q.count * q.mean;
     }
     const double mean = reduce_team(Total<double>{weighted}, threads, wave_totals).value / size;
     double m2 = 0.0;
     for (std::int64_t i = threadIdx.x; i < items; i += threads) {
-        const SlicePartial q = partial(i);
+        const Moments<double> q = partial(i);
         m2 += q.m2 + q.count * (q.mean - mean) * (q.mean - mean);
     }
     m2 = reduce_team(Total<double>{m2}, threads, wave_totals).value;
