@@ -22,6 +22,11 @@
 # GPU_CHECK_BENCH_RESERVE_S (default 200) is the time the tests leave the bench.
 # GPU_CHECK_PROFILE_CASES="gn_fwd:2x320x64x64:fp32:nchw ..." adds an ncu step.
 # GPU_CHECK_BENCH_ARGS adds bench arguments (say "--ops gn_fwd,gn_bwd").
+# GPU_CHECK_AB="base:MIOPEN_BN_LIBRARY=.ab/base/libmiopen_bn.so new: ..." adds an
+# A/B step: the bench on GPU_CHECK_AB_ARGS (say "--shapes 32x256x56x56 --ops
+# bn_train"), once per variant NAME:VAR=VALUE,VAR=VALUE (the settings apply to
+# that run alone; none: this build as it is), each in its own process, then
+# bench/ab_compare.py over their JSONs (ab_NAME.json, ab_compare.txt).
 # GPU_CHECK_SKIP="pytest c_check driver sanitizer" leaves those steps out (say,
 # a bench-only run after the tests passed in an earlier one); the time the
 # skipped steps would have had goes to the others.
@@ -360,6 +365,30 @@ step_profile() {
     record profile "$RC" $((SECONDS - start)) "$(wc -l < "$OUT/ncu_summary.txt" 2>/dev/null || echo 0) kernels profiled"
 }
 
+step_ab() {
+    banner "3e. A/B: ${GPU_CHECK_AB:-}"
+    local start=$SECONDS variant name settings jsons=() rc_all=0
+    if [ "$SIMULATE" = 1 ] || [ -z "${GPU_CHECK_AB:-}" ]; then
+        record ab 0 0 "skipped (no GPU_CHECK_AB or simulation)"
+        RC=0
+        return 0
+    fi
+    for variant in $GPU_CHECK_AB; do
+        name=${variant%%:*}
+        settings=${variant#*:}
+        # shellcheck disable=SC2086
+        run_logged "ab-$name" "$OUT/ab.log" env ${settings//,/ } timeout -k 10 "${GPU_CHECK_AB_S:-150}" \
+            "$PYTHON" bench/bench.py --backend gpu ${GPU_CHECK_AB_ARGS:-} \
+            --json "$OUT/ab_$name.json" --markdown "$OUT/ab_$name.md" --plot "$OUT/ab_$name.png"
+        [ "$RC" = 0 ] || rc_all=$RC
+        rm -f "$OUT/ab_$name.md" "$OUT/ab_$name.png"
+        jsons+=("$OUT/ab_$name.json")
+    done
+    "$PYTHON" bench/ab_compare.py "${jsons[@]}" | tee "$OUT/ab_compare.txt" || rc_all=1
+    RC=$rc_all
+    record ab "$RC" $((SECONDS - start)) "$(grep -c . "$OUT/ab_compare.txt" 2>/dev/null || echo 0) lines in ab_compare.txt"
+}
+
 step_bench() {
     banner "4. bench"
     local start=$SECONDS budget dev args=()
@@ -388,7 +417,7 @@ main() {
     step_machine
     if step_wheels && step_build; then
         BUILD_OK=1
-        for step in pytest c_check sanitizer driver profile bench; do
+        for step in pytest c_check sanitizer driver profile ab bench; do
             if [[ "$SKIP" == *" $step "* ]]; then
                 record "$step" - 0 "skipped (GPU_CHECK_SKIP)"
                 continue
