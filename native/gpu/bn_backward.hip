@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     bn_backward_partial(const T* __restrict__ x, const G* __restrict__ dy, BnLayout layout, Scratch scratch,
                         bool statistics_in_scratch) {
     __shared__ Sums2<double> shared[kBlockThreads];
-    const ThreadShare share = thread_share<VF>(layout, blockIdx.y);
+    const ThreadShare share = thread_share<VF>(layout, launch_place());
     double shift[VF] = {};
     if (share.active) {
         std::int64_t base[1];
@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <typename T, typename G, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
     bn_backward_apply(const T* x, const G* dy, G* dx, BnLayout layout, Scratch scratch, float alpha, float beta) {
-    const ThreadShare share = thread_share<VF>(layout, blockIdx.y);
+    const ThreadShare share = thread_share<VF>(layout, second_pass_place(layout));
     if (!share.active) return;
     BackpropCoefficients c[VF];
 #pragma unroll

@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
     __shared__ ShiftedMoments<A> moment_shared[kBlockThreads];
     __shared__ Sums2<double> sum_shared[kBlockThreads];
     __shared__ BackpropCoefficients coefficients[kBlockThreads];  // tile_features * VF <= kBlockThreads
-    const ThreadShare share = thread_share<VF>(layout, 0);
+    const ThreadShare share = thread_share<VF>(layout, BlockPlace{blockIdx.x, 0});
     const bool writer = threadIdx.y == 0 && share.active;
 
     if (saved_mean == nullptr) {

@@ -31,11 +31,33 @@ struct ThreadShare {
     bool active;  // feature0 < F
 };
 
+// A block's tile of features and split of their reduction.
+struct BlockPlace {
+    std::int64_t tile;
+    std::int64_t split;
+};
+
+// The place a block's launch index names.
+__device__ __forceinline__ BlockPlace launch_place() { return BlockPlace{blockIdx.x, blockIdx.y}; }
+
+// The place of a second pass's block: in launch order, or, when the layout
+// asks, reversed.  Blocks start roughly in launch order and a large grid runs
+// in several waves, so the last wave of the first pass leaves its data in L2;
+// reversed, the second pass's first wave reads that data again from there
+// instead of from memory.
+__device__ __forceinline__ BlockPlace second_pass_place(const BnLayout& layout) {
+    if (!layout.reverse_second_pass) return launch_place();
+    const std::int64_t tiles = gridDim.x;
+    const std::int64_t last = tiles * gridDim.y - 1;
+    const std::int64_t index = last - (static_cast<std::int64_t>(blockIdx.y) * tiles + blockIdx.x);
+    return BlockPlace{index % tiles, index / tiles};
+}
+
 template <int VF>
-__device__ __forceinline__ ThreadShare thread_share(const BnLayout& layout, std::int64_t split) {
+__device__ __forceinline__ ThreadShare thread_share(const BnLayout& layout, const BlockPlace& place) {
     ThreadShare s;
-    s.feature0 = (static_cast<std::int64_t>(blockIdx.x) * layout.tile_features + threadIdx.x) * VF;
-    const std::int64_t begin = split * layout.chunk;
+    s.feature0 = (place.tile * layout.tile_features + threadIdx.x) * VF;
+    const std::int64_t begin = place.split * layout.chunk;
     s.first = begin + threadIdx.y;
     s.end = min64(layout.reduce.size, begin + layout.chunk);
     s.active = s.feature0 < layout.feature.size;

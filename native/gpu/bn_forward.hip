@@ -25,7 +25,7 @@ template <typename T, int Rank, int VR, int VF, typename Epilogue>
 __global__ void __launch_bounds__(kBlockThreads)
     bn_forward_apply(const T* x, T* y, BnLayout layout, Scratch scratch, float alpha, float beta, Epilogue epilogue) {
     using A = acc_t<T>;
-    const ThreadShare share = thread_share<VF>(layout, blockIdx.y);
+    const ThreadShare share = thread_share<VF>(layout, second_pass_place(layout));
     if (!share.active) return;
     A shift[VF], mean_offset[VF], factor[VF], bias[VF];
 #pragma unroll
@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     bn_inference_apply(const T* x, T* y, BnLayout layout, const P* scale, const P* bias, const P* mean,
                        const P* var, double epsilon, float alpha, float beta) {
     using A = acc_t<T>;
-    const ThreadShare share = thread_share<VF>(layout, blockIdx.y);
+    const ThreadShare share = thread_share<VF>(layout, launch_place());
     if (!share.active) return;
     A shift[VF], zero[VF], factor[VF], offset[VF];
 #pragma unroll

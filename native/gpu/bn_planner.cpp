@@ -124,14 +124,17 @@ std::int64_t innermost_x_stride(const LoopNest& nest) {
     return nest.rank > 0 ? nest.stride[kSlotX][kNestRank - 1] : INT64_MAX;
 }
 
-// Two knobs of the split choice, fixed per process; the environment may set
+// Knobs of the split choice, fixed per process; the environment may set
 // them so the bench can compare variants side by side:
 //   MIOPEN_BN_GPU_THREAD_ELEMENTS  least elements per thread (default 16)
 //   MIOPEN_BN_GPU_BLOCKS_PER_SM    blocks aimed at per multiprocessor
 //                                  (default: as many as its threads allow)
+//   MIOPEN_BN_GPU_REVERSE_SECOND_PASS  1 (default) or 0: BnLayout's
+//                                  reverse_second_pass
 struct SplitTuning {
     int thread_elements = 16;
     int blocks_per_multiprocessor = 0;  // 0: kThreadsPerMultiprocessor / block threads
+    bool reverse_second_pass = true;
 };
 
 int positive_from_environment(const char* name, int fallback) {
@@ -145,6 +148,8 @@ const SplitTuning& split_tuning() {
         SplitTuning t;
         t.thread_elements = positive_from_environment("MIOPEN_BN_GPU_THREAD_ELEMENTS", t.thread_elements);
         t.blocks_per_multiprocessor = positive_from_environment("MIOPEN_BN_GPU_BLOCKS_PER_SM", 0);
+        const char* reverse = std::getenv("MIOPEN_BN_GPU_REVERSE_SECOND_PASS");
+        t.reverse_second_pass = reverse == nullptr || std::atoi(reverse) != 0;
         return t;
     }();
     return tuning;
@@ -222,6 +227,7 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
     if ((positions + layout.rows - 1) / layout.rows <= kSingleSplitSteps) splits = 1;
     layout.chunk = (positions + splits - 1) / splits;
     layout.splits = static_cast<int>((positions + layout.chunk - 1) / layout.chunk);
+    layout.reverse_second_pass = tuning.reverse_second_pass;
     return layout;
 }
 

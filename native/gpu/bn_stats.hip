@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     bn_stats_partial(const T* __restrict__ x, BnLayout layout, Scratch scratch) {
     using A = acc_t<T>;
     __shared__ ShiftedMoments<A> shared[kBlockThreads];
-    const ThreadShare share = thread_share<VF>(layout, blockIdx.y);
+    const ThreadShare share = thread_share<VF>(layout, launch_place());
     ShiftedMoments<A> total[VF];
     double shift[VF];
     block_moments<T, Rank, VR, VF>(x, layout, share, total, shift, shared);

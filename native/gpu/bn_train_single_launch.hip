@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
     using A = acc_t<T>;
     __shared__ ShiftedMoments<A> shared[kBlockThreads];
     __shared__ ForwardCoefficients coefficients[kBlockThreads];  // tile_features * VF <= kBlockThreads
-    const ThreadShare share = thread_share<VF>(layout, 0);
+    const ThreadShare share = thread_share<VF>(layout, BlockPlace{blockIdx.x, 0});
     ShiftedMoments<A> total[VF];
     double shift[VF];
     block_moments<T, Rank, VR, VF>(x, layout, share, total, shift, shared);
