@@ -26,10 +26,22 @@ def check_training(backend, x, scale, bias, mode, dtype="float32", **kwargs):
     return y, mean, inv_std
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_large_mean_small_std(backend, rng, mode):
-    """mean 1e4, std 1e-2: E[x^2] - mean^2 in float32 would lose every digit."""
-    x = (1e4 + 1e-2 * rng.standard_normal((64, 4, 6, 6))).astype(np.float32)
+# Small shapes, and shapes whose reductions are long enough for the GPU's
+# multi-launch kernels, whose backward works in float (a center split in two
+# floats) rather than double.
+LARGE_MEAN_SHAPES = [
+    pytest.param("spatial", (64, 4, 6, 6), id="spatial-small"),
+    pytest.param("per_activation", (64, 4, 6, 6), id="per_activation-small"),
+    pytest.param("spatial", (64, 4, 64, 64), id="spatial-long", marks=pytest.mark.slow),
+    pytest.param("per_activation", (512, 4, 8, 8), id="per_activation-long"),
+]
+
+
+@pytest.mark.parametrize("mode, shape", LARGE_MEAN_SHAPES)
+def test_large_mean_small_std(backend, rng, mode, shape):
+    """mean 1e4, std 1e-2: E[x^2] - mean^2 in float32 would lose every digit,
+    and so would x - mean with the mean rounded to float32 (6e-4 off)."""
+    x = (1e4 + 1e-2 * rng.standard_normal(shape)).astype(np.float32)
     scale, bias = params_for(x, mode, rng)
     _, _, inv_std = check_training(backend, x, scale, bias, mode)
     assert np.all(inv_std > 50)  # var ~ 1e-4 was found, not 0 or garbage

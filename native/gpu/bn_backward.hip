@@ -10,6 +10,9 @@
 //      (blended), and the coefficients of step 4;
 //   4. bn_backward_apply: dx = scale * inv_std * (dy - dbias / M - xhat * dscale / M),
 //      which is SPEC's scale * inv_std / M * (M dy - dbias - xhat dscale), blended.
+// Step 4 does its per-element arithmetic in float for non-double data once
+// M >= kFloatBackpropMinCount (bn_block_phases.h), else in double; the sums
+// of step 2 are taken in double.
 // With layout.splits == 1 all four run in one launch (bn_fused.hpp).
 #include "gpu/bn_block_phases.h"
 #include "gpu/bn_dispatch.hpp"
@@ -102,7 +105,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     scratch.coef2[feature] = c.coef2;
 }
 
-template <typename T, typename G, int Rank, int VR, int VF>
+template <typename T, typename G, typename C, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
     bn_backward_apply(const T* x, const G* dy, G* dx, BnLayout layout, Scratch scratch, float alpha, float beta) {
     const ThreadShare share = thread_share<VF>(layout, second_pass_place(layout));
@@ -114,7 +117,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         c[j] = BackpropCoefficients{scratch.shift[f] + scratch.mean_offset[f], scratch.inv_std[f], scratch.coef0[f],
                                     scratch.coef1[f], scratch.coef2[f]};
     }
-    backprop_share<T, G, Rank, VR, VF>(x, dy, dx, layout, share, c, alpha, beta);
+    backprop_share<T, G, C, Rank, VR, VF>(x, dy, dx, layout, share, c, alpha, beta);
 }
 
 }  // namespace
@@ -127,6 +130,7 @@ void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarge
     if (!p.saved_mean.present()) run_batch_statistics(p.x, p.scale.dtype, p.epsilon, StatsWrites{}, layout, target);
 
     const Scratch scratch = carve_scratch(target.scratch, layout);
+    const bool float_math = layout.reduction_size() >= kFloatBackpropMinCount;
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
         with_gradient_type<T>(p.x.dtype, p.dy.dtype, [&](auto g_tag) {
@@ -149,12 +153,15 @@ void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarge
         });
         with_gradient_type<T>(p.x.dtype, p.dy.dtype, [&](auto g_tag) {
             using G = typename decltype(g_tag)::type;
-            with_walk_shape_of<T, G>(layout, [&](auto rank, auto vr, auto vf) {
-                bn_backward_apply<T, G, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>
-                    <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
-                    static_cast<const T*>(p.x.data), static_cast<const G*>(p.dy.data), static_cast<G*>(p.dx.data),
-                    layout, scratch, p.data.alpha, p.data.beta);
-                check_launch("bn_backward_apply");
+            with_backprop_type<T>(float_math, [&](auto c_tag) {
+                using C = typename decltype(c_tag)::type;
+                with_walk_shape_of<T, G>(layout, [&](auto rank, auto vr, auto vf) {
+                    bn_backward_apply<T, G, C, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>
+                        <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
+                        static_cast<const T*>(p.x.data), static_cast<const G*>(p.dy.data),
+                        static_cast<G*>(p.dx.data), layout, scratch, p.data.alpha, p.data.beta);
+                    check_launch("bn_backward_apply");
+                });
             });
         });
     });

@@ -11,7 +11,9 @@ namespace gpu {
 namespace {
 
 // Statistics (saved, or recomputed from x when saved_mean is null), gradient
-// sums, then dx.  dx may be dy, as x may be y above.
+// sums, then dx, in double: a block that owns whole features walks few
+// positions per thread, so latency, not the double arithmetic, bounds it.
+// dx may be dy, as x may be y above.
 template <typename T, typename G, typename P, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
     bn_backward_single_launch(const T* x, const G* dy, G* dx, BnLayout layout, const P* scale, P* dscale,
@@ -69,7 +71,7 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
     BackpropCoefficients c[VF];
 #pragma unroll
     for (int j = 0; j < VF; ++j) c[j] = coefficients[threadIdx.x * VF + j];
-    backprop_share<T, G, Rank, VR, VF>(x, dy, dx, layout, share, c, alpha, beta);
+    backprop_share<T, G, double, Rank, VR, VF>(x, dy, dx, layout, share, c, alpha, beta);
 }
 
 }  // namespace

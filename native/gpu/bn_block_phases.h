@@ -72,7 +72,10 @@ __device__ __forceinline__ double share_count(const BnLayout& layout, std::int64
 
 // ---- statistics ---------------------------------------------------------------
 
-// Positions per Welford batch: independent loads in flight, 16 values at most.
+// Positions per Welford batch: independent loads in flight, 16 values at
+// most.  (8 positions for threads along the features, which hold 4 features'
+// batches, took 92-128 registers instead of 80: one block less per
+// multiprocessor, and 7% slower NHWC training on the H100.)
 template <int V>
 __host__ __device__ constexpr int moment_batch_positions() {
     return V >= 8 ? 2 : 4;
@@ -142,9 +145,6 @@ __device__ void block_moments(const T* __restrict__ x, const BnLayout& layout, c
         cursor.start(layout.reduce, r, rows, base);
         for (; r + (kBatch - 1) * rows < share.end; r += kBatch * rows) {
             A v[VF][kBatch * VR];
-            double wide_sum[VF];
-#pragma unroll
-            for (int j = 0; j < VF; ++j) wide_sum[j] = 0.0;
 #pragma unroll
             for (int k = 0; k < kBatch; ++k) {
                 A value[V];
@@ -153,28 +153,23 @@ __device__ void block_moments(const T* __restrict__ x, const BnLayout& layout, c
                 for (int e = 0; e < V; ++e) {
                     const int j = VF > 1 ? e : 0;
                     v[j][VF > 1 ? k : k * VR + e] = value[e] - narrow_shift[j];
-                    wide_sum[j] += static_cast<double>(value[e]) - shift[j];
                 }
                 cursor.advance(layout.reduce);
             }
 #pragma unroll
-            for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j], wide_sum[j]);
+            for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j]);
         }
         for (; r < share.end; r += rows) {
             A value[V];
             load_values<A, V>(x + cursor.offset[0], value);
             A v[VF][VR];
-            double wide_sum[VF];
-#pragma unroll
-            for (int j = 0; j < VF; ++j) wide_sum[j] = 0.0;
 #pragma unroll
             for (int e = 0; e < V; ++e) {
                 const int j = VF > 1 ? e : 0;
                 v[j][VF > 1 ? 0 : e] = value[e] - narrow_shift[j];
-                wide_sum[j] += static_cast<double>(value[e]) - shift[j];
             }
 #pragma unroll
-            for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j], wide_sum[j]);
+            for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j]);
             cursor.advance(layout.reduce);
         }
     }
@@ -312,22 +307,27 @@ __device__ void normalize_share(const T* x, T* y, const BnLayout& layout, const 
     NestCursor<Rank, 2> cursor;
     cursor.start(layout.reduce, r, rows, base);
     for (; r + (kApplyBatch - 1) * rows < share.end; r += kApplyBatch * rows) {
-        A v[kApplyBatch][V];
+        // The batch stays as loaded until its turn: half-width elements
+        // widened all at once held 112-127 registers (two blocks per
+        // multiprocessor) where float data holds 64-80.
+        Pack<T, V> raw[kApplyBatch];
         std::int64_t out[kApplyBatch];
 #pragma unroll
         for (int k = 0; k < kApplyBatch; ++k) {
-            load_values<A, V>(x + cursor.offset[0], v[k]);
+            raw[k] = load_pack<V>(x + cursor.offset[0]);
             out[k] = cursor.offset[1];
             cursor.advance(layout.reduce);
         }
 #pragma unroll
         for (int k = 0; k < kApplyBatch; ++k) {
+            A v[V];
+            widen_pack<A, V>(raw[k], v);
 #pragma unroll
             for (int e = 0; e < V; ++e) {
                 const int j = VF > 1 ? e : 0;
-                v[k][e] = epilogue(((v[k][e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j]);
+                v[e] = epilogue(((v[e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j]);
             }
-            store_values<T, V>(y + out[k], v[k], alpha, beta);
+            store_values<T, V>(y + out[k], v, alpha, beta);
         }
     }
     for (; r < share.end; r += rows) {
@@ -345,11 +345,37 @@ __device__ void normalize_share(const T* x, T* y, const BnLayout& layout, const 
 
 // ---- backward -------------------------------------------------------------------
 
-// Positions per thread in flight: about 8 values of each input (they are
-// held as doubles).
-template <int V>
+// The type of dx's per-element arithmetic, C: double, or float for float,
+// half and bfloat16 data when every feature reduces over at least
+// kFloatBackpropMinCount values.  Conversions to and from double issue at an
+// eighth of the float rate, and the double path converts x, dy and dx.
+// Tiny reductions keep double: with M = 2 (per activation) dx cancels to
+// eps / (var + eps) of its terms, below float's rounding of them.  The
+// gradient sums stay in double throughout: summed in float they drift by
+// ~5e-4 at M = 2^18, past the 1e-4 floor of the reduction tolerance.
+constexpr std::int64_t kFloatBackpropMinCount = 256;
+
+// Positions per thread in flight: about 8 values of each input held as
+// doubles, 16 as floats.
+template <int V, typename C>
 __host__ __device__ constexpr int backprop_batch_positions() {
-    return V >= 8 ? 1 : V == 4 ? 2 : 4;
+    return sizeof(C) == sizeof(double) ? (V >= 8 ? 1 : V == 4 ? 2 : 4) : (V >= 8 ? 2 : V == 4 ? 4 : 8);
+}
+
+// A feature's center as two C values, hi + lo: (x - hi) - lo keeps the
+// digits of x - center in float, as long as x is within a factor of two of
+// the center (a channel of mean 1e4 and std 1e-2), where a float center
+// alone would be off by more than the deviations' own rounding.  For double
+// C, lo is 0.
+template <typename C>
+struct SplitCenter {
+    C hi;
+    C lo;
+};
+template <typename C>
+__device__ __forceinline__ SplitCenter<C> split_center(double center) {
+    const C hi = static_cast<C>(center);
+    return SplitCenter<C>{hi, static_cast<C>(center - static_cast<double>(hi))};
 }
 
 // sum(dy) and sum(dy * (x - center)) over the share in double, reduced over
@@ -359,7 +385,7 @@ __device__ void block_gradient_sums(const T* __restrict__ x, const G* __restrict
                                     const ThreadShare& share, const double (&center)[VF],
                                     Sums2<double> (&total)[VF], Sums2<double>* shared) {
     constexpr int V = VR * VF;
-    constexpr int kBatch = backprop_batch_positions<V>();
+    constexpr int kBatch = backprop_batch_positions<V, double>();
     const std::int64_t rows = layout.rows;
     Sums2<double> sums[VF];
 #pragma unroll
@@ -431,52 +457,73 @@ __device__ BackpropCoefficients finish_gradients(const BnLayout& layout, std::in
                                 sum_dy_xhat / m};
 }
 
+// The coefficients in C, the center split (see SplitCenter).
+template <typename C>
+struct BackpropFactors {
+    SplitCenter<C> center;
+    C inv_std, coef0, coef1, coef2;
+};
+template <typename C>
+__device__ __forceinline__ BackpropFactors<C> backprop_factors(const BackpropCoefficients& c) {
+    return BackpropFactors<C>{split_center<C>(c.center), static_cast<C>(c.inv_std), static_cast<C>(c.coef0),
+                              static_cast<C>(c.coef1), static_cast<C>(c.coef2)};
+}
+
+// dx (before blending) into g, from x and dy of one position.
+template <int V, int VF, typename C>
+__device__ __forceinline__ void backprop_values(const BackpropFactors<C> (&f)[VF], const C (&xv)[V], C (&g)[V]) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+        const BackpropFactors<C>& k = f[VF > 1 ? e : 0];
+        const C xhat = ((xv[e] - k.center.hi) - k.center.lo) * k.inv_std;
+        g[e] = k.coef0 * ((g[e] - k.coef1) - xhat * k.coef2);
+    }
+}
+
 // dx = alpha * coef0 * ((dy - coef1) - xhat * coef2) + beta * dx_prior over
-// the thread's share, in double: dx cancels to small values for tiny batches
-// (M = 2 per activation), where float rounding of xhat would dominate.  dx
-// may be dy (in place): each element is read before this thread writes it.
-template <typename T, typename G, int Rank, int VR, int VF>
+// the thread's share, in C (double where dx may cancel: see
+// kFloatBackpropMinCount).  dx may be dy (in place): each element is read
+// before this thread writes it.
+template <typename T, typename G, typename C, int Rank, int VR, int VF>
 __device__ void backprop_share(const T* x, const G* dy, G* dx, const BnLayout& layout, const ThreadShare& share,
-                               const BackpropCoefficients (&c)[VF], float alpha, float beta) {
+                               const BackpropCoefficients (&coefficients)[VF], float alpha, float beta) {
     constexpr int V = VR * VF;
-    constexpr int kBatch = backprop_batch_positions<V>();
+    constexpr int kBatch = backprop_batch_positions<V, C>();
     const std::int64_t rows = layout.rows;
+    BackpropFactors<C> f[VF];
+#pragma unroll
+    for (int j = 0; j < VF; ++j) f[j] = backprop_factors<C>(coefficients[j]);
     std::int64_t base[3];
     nest_offsets<3>(layout.feature, share.feature0, kSlotX, base);
     std::int64_t r = share.first;
     NestCursor<Rank, 3> cursor;
     cursor.start(layout.reduce, r, rows, base);
     for (; r + (kBatch - 1) * rows < share.end; r += kBatch * rows) {
-        double xv[kBatch][V], g[kBatch][V];
+        // As loaded until its turn (see normalize_share).
+        Pack<T, V> raw_x[kBatch];
+        Pack<G, V> raw_dy[kBatch];
         std::int64_t out[kBatch];
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
-            load_values<double, V>(x + cursor.offset[0], xv[k]);
-            load_values<double, V>(dy + cursor.offset[1], g[k]);
+            raw_x[k] = load_pack<V>(x + cursor.offset[0]);
+            raw_dy[k] = load_pack<V>(dy + cursor.offset[1]);
             out[k] = cursor.offset[2];
             cursor.advance(layout.reduce);
         }
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const int j = VF > 1 ? e : 0;
-                const double xhat = (xv[k][e] - c[j].center) * c[j].inv_std;
-                g[k][e] = c[j].coef0 * ((g[k][e] - c[j].coef1) - xhat * c[j].coef2);
-            }
-            store_values<G, V>(dx + out[k], g[k], alpha, beta);
+            C xv[V], g[V];
+            widen_pack<C, V>(raw_x[k], xv);
+            widen_pack<C, V>(raw_dy[k], g);
+            backprop_values<V, VF, C>(f, xv, g);
+            store_values<G, V>(dx + out[k], g, alpha, beta);
         }
     }
     for (; r < share.end; r += rows) {
-        double xv[V], g[V];
-        load_values<double, V>(x + cursor.offset[0], xv);
-        load_values<double, V>(dy + cursor.offset[1], g);
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-            const int j = VF > 1 ? e : 0;
-            const double xhat = (xv[e] - c[j].center) * c[j].inv_std;
-            g[e] = c[j].coef0 * ((g[e] - c[j].coef1) - xhat * c[j].coef2);
-        }
+        C xv[V], g[V];
+        load_values<C, V>(x + cursor.offset[0], xv);
+        load_values<C, V>(dy + cursor.offset[1], g);
+        backprop_values<V, VF, C>(f, xv, g);
         store_values<G, V>(dx + cursor.offset[2], g, alpha, beta);
         cursor.advance(layout.reduce);
     }

@@ -132,9 +132,12 @@ __device__ __forceinline__ ShiftedMoments<A, M2> merge(const ShiftedMoments<A, M
 
 // Adds a batch of shifted values: their mean and M2 two-pass in registers,
 // then one merge, so there is one division per batch rather than per element.
-// `wide_sum` is the batch's sum computed in double.
+// The batch's sum joins the double total once per batch: a float sum of at
+// most 16 deviations loses nothing the mean needs, and converting each
+// element to double instead cost more than loading it (conversions to and
+// from 64-bit types issue at an eighth of the float rate).
 template <typename A, int B>
-__device__ __forceinline__ void add_batch(ShiftedMoments<A, A>& m, const A (&v)[B], double wide_sum) {
+__device__ __forceinline__ void add_batch(ShiftedMoments<A, A>& m, const A (&v)[B]) {
     A sum = 0;
 #pragma unroll
     for (int i = 0; i < B; ++i) sum += v[i];
@@ -143,7 +146,7 @@ __device__ __forceinline__ void add_batch(ShiftedMoments<A, A>& m, const A (&v)[
 #pragma unroll
     for (int i = 0; i < B; ++i) m2 += (v[i] - mean) * (v[i] - mean);
     m.welford = merge(m.welford, Moments<A, A>{A(B), mean, m2});
-    m.sum += wide_sum;
+    m.sum += static_cast<double>(sum);
 }
 
 // A plain sum, merged by addition.
@@ -254,16 +257,23 @@ struct alignas(sizeof(T) * V) Pack {
     T lane[V];
 };
 
+// Reads V consecutive elements at p (aligned for V) as stored.
+template <int V, typename T>
+__device__ __forceinline__ Pack<T, V> load_pack(const T* p) {
+    return *reinterpret_cast<const Pack<T, V>*>(p);
+}
+
+// The elements of a pack, converted to A.
+template <typename A, int V, typename T>
+__device__ __forceinline__ void widen_pack(const Pack<T, V>& pack, A (&out)[V]) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = static_cast<A>(widen(pack.lane[j]));
+}
+
 // Reads V consecutive elements at p (aligned for V), converted to A.
 template <typename A, int V, typename T>
 __device__ __forceinline__ void load_values(const T* p, A (&out)[V]) {
-    if constexpr (V == 1) {
-        out[0] = static_cast<A>(widen(*p));
-    } else {
-        const Pack<T, V> pack = *reinterpret_cast<const Pack<T, V>*>(p);
-#pragma unroll
-        for (int j = 0; j < V; ++j) out[j] = static_cast<A>(widen(pack.lane[j]));
-    }
+    widen_pack<A, V>(load_pack<V>(p), out);
 }
 
 // ---- blending -----------------------------------------------------------------

@@ -41,6 +41,21 @@ void with_gradient_type(DType x_dtype, DType grad_dtype, Body&& body) {
         body(TypeTag<float>{});
 }
 
+// Calls body(TypeTag<C>{}) for the backward's per-element arithmetic type:
+// float when `float_math` and T is not double, else double (no float
+// instance exists for double data).
+template <typename T, typename Body>
+void with_backprop_type(bool float_math, Body&& body) {
+    if constexpr (std::is_same<T, double>::value) {
+        body(TypeTag<double>{});
+    } else {
+        if (float_math)
+            body(TypeTag<float>{});
+        else
+            body(TypeTag<double>{});
+    }
+}
+
 // Calls body(TypeTag<P>{}) for parameter type P: float or the data type,
 // given the accumulation type A (double only for double data).
 template <typename A, typename Body>
