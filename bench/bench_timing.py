@@ -55,29 +55,46 @@ class GpuTimer:
                 "events; host overhead NOT hidden (no torch.cuda._sleep)")
 
     def _timed(self, calls, reps, cover_us):
+        """Device microseconds of `reps` calls.  A repetition whose host part
+        (from the cover's launch to the end event's record) took longer than
+        the cover may have left the GPU idle inside the timed range, so it is
+        timed again with a cover twice its host time (at most three rounds):
+        a slow host then costs waiting, never a wrong time."""
         torch = self.torch
-        cycles = int(cover_us * self.sleep_cycles_per_us) if self.sleep_cycles_per_us else 0
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            self.flush_buffer.fill_(i & 0x7F)
-            if cycles:
-                torch.cuda._sleep(cycles)
-            starts[i].record()
-            calls[i % len(calls)]()
-            ends[i].record()
-        torch.cuda.synchronize()
-        return [start.elapsed_time(end) * 1e3 for start, end in zip(starts, ends)]
+        times = [0.0] * reps
+        pending = list(range(reps))
+        for _ in range(3):
+            cycles = int(cover_us * self.sleep_cycles_per_us) if self.sleep_cycles_per_us else 0
+            events = {i: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                      for i in pending}
+            host = {}
+            for i in pending:
+                self.flush_buffer.fill_(i & 0x7F)
+                begin = time.perf_counter()
+                if cycles:
+                    torch.cuda._sleep(cycles)
+                events[i][0].record()
+                calls[i % len(calls)]()
+                events[i][1].record()
+                host[i] = (time.perf_counter() - begin) * 1e6
+            torch.cuda.synchronize()
+            for i in pending:
+                times[i] = events[i][0].elapsed_time(events[i][1]) * 1e3
+            pending = [i for i in pending if host[i] > cover_us]
+            if not pending or not cycles:
+                break
+            cover_us = 2.0 * max(host[i] for i in pending)
+        return times
 
     def device_us(self, calls):
         """Median microseconds per call; the number of repetitions is picked
         so that the timed work takes about target_ms."""
         for call in calls:  # warm-up: first calls may compile, allocate, grow scratch
             call()
-        # The cover must outlast the slowest host call, not the typical one:
-        # a call that outruns it leaves the GPU idle between the events, and
-        # on the H100 host times of ~200 us varied up to 1 ms, which put 5-100x
-        # outliers in ~1% of the rows.  A longer cover costs no timed time.
+        # A first cover from the slowest of a few host calls; _timed lengthens
+        # it for any repetition whose host part outran it (on the H100 host
+        # times of ~200 us spiked to 0.5-2.4 ms and, before the check, put
+        # 5-100x outliers in ~0.5-1% of the rows).
         host = self.host_us(calls[0], reps=5, statistic=max)
         cover_us = 3.0 * host + 200.0
         pilot = statistics.median(self._timed(calls, 3, cover_us))
