@@ -20,10 +20,20 @@ from .handle import Handle
 _TRAINING = prepared.Entry(
     "batchnorm_forward_training",
     ("x", "scale", "bias", "running_mean", "running_var", "saved_mean", "saved_inv_var", "y"),
+    ("alpha", "beta", "exp_avg_factor", "epsilon"),
+    ("y", "saved_mean", "saved_inv_var"),
 )
-_INFERENCE = prepared.Entry("batchnorm_forward_inference", ("x", "scale", "bias", "mean", "var", "y"))
+_INFERENCE = prepared.Entry(
+    "batchnorm_forward_inference",
+    ("x", "scale", "bias", "mean", "var", "y"),
+    ("alpha", "beta", "epsilon"),
+    ("y",),
+)
 _BACKWARD = prepared.Entry(
-    "batchnorm_backward", ("x", "dy", "scale", "saved_mean", "saved_inv_var", "dx", "dscale", "dbias")
+    "batchnorm_backward",
+    ("x", "dy", "scale", "saved_mean", "saved_inv_var", "dx", "dscale", "dbias"),
+    ("alpha_data", "beta_data", "alpha_param", "beta_param", "epsilon"),
+    ("dx", "dscale", "dbias"),
 )
 
 
@@ -78,7 +88,7 @@ def batchnorm_forward_training(
     arrays = (x, scale, bias, running_mean, running_var, saved_mean, saved_inv_var, y)
     steering = (mode, bool(save_stats), beta != 0)
     call = prepared.find(_TRAINING, handle, arrays, steering) or _checked_training(arrays, steering, handle)
-    return call.run(arrays, alpha=alpha, beta=beta, exp_avg_factor=exp_avg_factor, epsilon=epsilon)
+    return call.run(arrays, (alpha, beta, exp_avg_factor, epsilon))
 
 
 def _checked_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
@@ -130,7 +140,6 @@ def _checked_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
         call.number("epsilon"),
         call.ptr(saved_mean_v),
         call.ptr(saved_inv_var_v),
-        results=(y_v, saved_mean_v, saved_inv_var_v),
     )
 
 
@@ -154,7 +163,7 @@ def batchnorm_forward_inference(
     arrays = (x, scale, bias, mean, var, y)
     steering = (mode, beta != 0)
     call = prepared.find(_INFERENCE, handle, arrays, steering) or _checked_inference(arrays, steering, handle)
-    return call.run(arrays, alpha=alpha, beta=beta, epsilon=epsilon)[0]
+    return call.run(arrays, (alpha, beta, epsilon))
 
 
 def _checked_inference(arrays: tuple, steering: tuple, handle: Optional[Handle]):
@@ -187,7 +196,6 @@ def _checked_inference(arrays: tuple, steering: tuple, handle: Optional[Handle])
         call.ptr(mean_v),
         call.ptr(var_v),
         call.number("epsilon"),
-        results=(y_v,),
     )
 
 
@@ -220,14 +228,7 @@ def batchnorm_backward(
     arrays = (x, dy, scale, saved_mean, saved_inv_var, dx, dscale, dbias)
     steering = (mode, beta_data != 0, beta_param != 0)
     call = prepared.find(_BACKWARD, handle, arrays, steering) or _checked_backward(arrays, steering, handle)
-    return call.run(
-        arrays,
-        alpha_data=alpha_data,
-        beta_data=beta_data,
-        alpha_param=alpha_param,
-        beta_param=beta_param,
-        epsilon=epsilon,
-    )
+    return call.run(arrays, (alpha_data, beta_data, alpha_param, beta_param, epsilon))
 
 
 def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
@@ -275,5 +276,4 @@ def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
         call.number("epsilon"),
         call.ptr(saved_mean_v),
         call.ptr(saved_inv_var_v),
-        results=(dx_v, dscale_v, dbias_v),
     )

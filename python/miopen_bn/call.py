@@ -222,11 +222,12 @@ class ArrayCall:
         """run()'s value ``name`` passed as a number (epsilon, ...)."""
         return _Value(name, by_pointer=False)
 
-    def prepare(self, function, *args, results: tuple):
+    def prepare(self, function, *args):
         """The checked C call: ``args`` with views standing for addresses and
-        scalar()/number() for the values run() takes by name; run() returns
-        what ``results`` (views or None) hold.  Leaves a plan for later calls
-        of the same signature where their arrays can take the views' place."""
+        scalar()/number() for the values run() takes; run() returns the
+        arrays the entry names.  Leaves a plan for later calls of the same
+        signature where their arrays can take the views' place."""
+        entry, handle, arrays, steering = self._signature
         template, pointer_positions, views, slots = list(args), [], [], []
         scalars = self.ffi.new("float[]", max(1, sum(isinstance(a, _Value) and a.by_pointer for a in args)))
         count = 0
@@ -236,16 +237,15 @@ class ArrayCall:
                 views.append(arg)
                 template[position] = None  # the plan must not keep the array alive
             elif isinstance(arg, _Value):
-                slots.append((position, arg.name, count if arg.by_pointer else None))
+                slots.append((position, entry.values.index(arg.name), count if arg.by_pointer else None))
                 template[position] = scalars + count if arg.by_pointer else None
                 count += arg.by_pointer
-        plan = prepared.Plan(self.handle, self.library, function, template, tuple(pointer_positions),
+        plan = prepared.Plan(entry, self.handle, self.library, function, template, tuple(pointer_positions),
                              tuple(slots), scalars, self._descriptors)
-        prepared.remember(plan, *self._signature, views, results)
+        prepared.remember(plan, entry, handle, arrays, steering, views)
         addresses = [self.ffi.cast("void*", view.ptr) for view in views]
-        return prepared.CheckedCall(plan, addresses, tuple(source_of(view) for view in results), self._keepalive)
-
-
-def source_of(view: Optional[TensorView]):
-    """What the caller passed (or was allocated) for an output, or None."""
-    return None if view is None else view.source
+        # What run() returns: the caller's arrays, with the outputs the checks allocated.
+        outputs = list(arrays)
+        for view in views:
+            outputs[entry.arrays.index(view.name)] = view.source
+        return prepared.CheckedCall(plan, addresses, entry.pick(outputs), self._keepalive)

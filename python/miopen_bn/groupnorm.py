@@ -26,9 +26,14 @@ _ELEMENTWISE_AFFINE, _WEIGHT_BIAS = 0, 1
 _ACTIVATION_CODES = {None: 0, "swish": 1}
 
 # mean and rstd are outputs forward always allocates: slots no caller fills.
-_FORWARD = prepared.Entry("groupnorm_forward", ("x", "weight", "bias", "y", "mean", "rstd"))
+_FORWARD = prepared.Entry(
+    "groupnorm_forward", ("x", "weight", "bias", "y", "mean", "rstd"), ("epsilon", "swish_beta"), ("y", "mean", "rstd")
+)
 _BACKWARD = prepared.Entry(
-    "groupnorm_backward", ("x", "dy", "weight", "mean", "rstd", "bias", "dx", "dweight", "dbias")
+    "groupnorm_backward",
+    ("x", "dy", "weight", "mean", "rstd", "bias", "dx", "dweight", "dbias"),
+    ("swish_beta",),
+    ("dx", "dweight", "dbias"),
 )
 
 
@@ -107,7 +112,7 @@ def groupnorm_forward(
     # The type too: 2.0 == 2, but only an integer passes the checks.
     steering = (type(num_groups), num_groups, activation)
     call = prepared.find(_FORWARD, handle, arrays, steering) or _checked_forward(arrays, steering, handle)
-    return call.run(arrays, epsilon=epsilon, swish_beta=swish_beta)
+    return call.run(arrays, (epsilon, swish_beta))
 
 
 def _checked_forward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
@@ -124,11 +129,10 @@ def _checked_forward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     common = (call.handle.ptr, mode, *call.tensor(call.x), *call.tensor(weight_v), *call.tensor(bias_v),
               call.num_groups, call.number("epsilon"))
     outputs = (*call.tensor(y_v), *call.stats_tensor(mean_v), *call.stats_tensor(rstd_v))
-    results = (y_v, mean_v, rstd_v)
     if activation is None:
-        return call.prepare(lib.miopenGroupNormForward, *common, *outputs, results=results)
+        return call.prepare(lib.miopenGroupNormForward, *common, *outputs)
     return call.prepare(lib.miopenBNGroupNormForwardActivation, *common, call.activation_code,
-                        call.number("swish_beta"), *outputs, results=results)
+                        call.number("swish_beta"), *outputs)
 
 
 def groupnorm_backward(
@@ -158,7 +162,7 @@ def groupnorm_backward(
     arrays = (x, dy, weight, mean, rstd, bias, dx, dweight, dbias)
     steering = (type(num_groups), num_groups, activation)
     call = prepared.find(_BACKWARD, handle, arrays, steering) or _checked_backward(arrays, steering, handle)
-    return call.run(arrays, swish_beta=swish_beta)
+    return call.run(arrays, (swish_beta,))
 
 
 def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
@@ -197,5 +201,4 @@ def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
         *call.tensor(dx_v),
         *call.tensor(dweight_v),
         *call.tensor(dbias_v),
-        results=(dx_v, dweight_v, dbias_v),
     )

@@ -18,6 +18,7 @@ passed in), the oldest dropped first when there are too many.
 
 from __future__ import annotations
 
+import operator
 import threading
 import weakref
 from typing import Optional
@@ -31,14 +32,17 @@ _per_thread = threading.local()
 
 
 class Entry:
-    """One public function, named for its signatures: its array arguments in
-    the order its calls list them (outputs it allocates included)."""
+    """One public function: its array arguments in the order its calls list
+    them (outputs it allocates included), the values run() takes in order,
+    and the arrays it returns (one alone, or a tuple)."""
 
-    __slots__ = ("name", "arrays")
+    __slots__ = ("name", "arrays", "values", "pick")
 
-    def __init__(self, name: str, arrays: tuple):
+    def __init__(self, name: str, arrays: tuple, values: tuple, results: tuple):
         self.name = name
         self.arrays = arrays
+        self.values = values
+        self.pick = operator.itemgetter(*(arrays.index(result) for result in results))
 
     def __repr__(self) -> str:
         return f"<prepared.Entry {self.name}>"
@@ -54,33 +58,34 @@ def real_number(value, name: str) -> float:
 
 class Plan:
     """A checked call: the C arguments in place except the arrays' addresses
-    and the values (scalars and numbers) that run() is given by name."""
+    and the values (scalars and numbers) that run() is given, in the order
+    its entry names them."""
 
-    def __init__(self, handle, library, function, template: list, pointer_positions: tuple,
+    def __init__(self, entry: Entry, handle, library, function, template: list, pointer_positions: tuple,
                  value_slots: tuple, scalars, keepalive: list):
+        self._entry = entry
         self._handle = weakref.ref(handle)
         self._ffi = library.ffi
         self._check = library.check
         self._function = function
         self._template = template
         self._pointer_positions = pointer_positions
-        self._value_slots = value_slots  # (position, name, index in scalars or None for a number)
+        self._value_slots = value_slots  # (position, value index, index in scalars or None for a number)
         self._scalars = scalars  # float[]; the template points into it
         self._keepalive = keepalive  # the descriptors the template names
         # Set by repeatable():
         self._reads: tuple = ()  # (position, array index, address reader) per pointer argument
         self._allocations: tuple = ()  # (array index, allocate) per output the call creates
-        self._results: tuple = ()  # array index (or None) per returned value
 
-    def repeatable(self, entry: Entry, arrays: tuple, views: list, results: tuple) -> bool:
+    def repeatable(self, arrays: tuple, views: list) -> bool:
         """Learns to read each pointer argument's address from a later call's
         arrays (or from an output it allocates like this call did); False
         when some address cannot be read that way."""
-        reads, allocations = [], {}
+        reads, allocations, names = [], {}, self._entry.arrays
         for position, view in zip(self._pointer_positions, views):
-            if view.name not in entry.arrays:
+            if view.name not in names:
                 return False
-            index = entry.arrays.index(view.name)
+            index = names.index(view.name)
             array = view.source
             if arrays[index] is None:  # an output the checks allocated
                 allocate = adapters.numpy_allocator(array) if type(array) is np.ndarray else None
@@ -92,11 +97,8 @@ class Plan:
             if not (array.flags.aligned and array.dtype.alignment == array.dtype.itemsize):
                 return False  # the signature's alignment flag would not stand for ours
             reads.append((position, index, adapters.address_reader(array, self._ffi)))
-        if any(view is not None and view.name not in entry.arrays for view in results):
-            return False
         self._reads = tuple(reads)
         self._allocations = tuple(allocations.items())
-        self._results = tuple(None if view is None else entry.arrays.index(view.name) for view in results)
         return True
 
     def usable(self, handle) -> bool:
@@ -104,7 +106,7 @@ class Plan:
         own = self._handle()
         return own is not None and (handle is None or own is handle) and not own.closed
 
-    def run(self, arrays: tuple, **values) -> tuple:
+    def run(self, arrays: tuple, values: tuple):
         """Repeats the call on ``arrays`` (of this plan's signature)."""
         if self._allocations:
             arrays = list(arrays)
@@ -114,7 +116,7 @@ class Plan:
         for position, index, read in self._reads:
             args[position] = read(arrays[index])
         self.call(args, values)
-        return tuple(None if index is None else arrays[index] for index in self._results)
+        return self._entry.pick(arrays)
 
     def with_addresses(self, addresses: list) -> list:
         """The C arguments with these addresses in place (values still to set)."""
@@ -123,13 +125,13 @@ class Plan:
             args[position] = address
         return args
 
-    def call(self, args: list, values: dict) -> None:
+    def call(self, args: list, values: tuple) -> None:
         """Sets the values in ``args`` and makes the C call."""
-        for position, name, scalar in self._value_slots:
+        for position, index, scalar in self._value_slots:
             if scalar is None:
-                args[position] = float(values[name])
+                args[position] = float(values[index])
             else:
-                self._scalars[scalar] = real_number(values[name], name)
+                self._scalars[scalar] = real_number(values[index], self._entry.values[index])
         self._check(self._function(*args))
 
 
@@ -137,13 +139,13 @@ class CheckedCall:
     """A signature's first call, on the addresses the checks found (private
     copies and new outputs included); run() returns what the checks saw."""
 
-    def __init__(self, plan: Plan, addresses: list, results: tuple, keepalive: list):
+    def __init__(self, plan: Plan, addresses: list, results, keepalive: list):
         self._plan = plan
         self._addresses = addresses
         self._results = results
         self._keepalive = keepalive  # the views: private copies live until the call is made
 
-    def run(self, arrays: tuple, **values) -> tuple:
+    def run(self, arrays: tuple, values: tuple):
         self._plan.call(self._plan.with_addresses(self._addresses), values)
         return self._results
 
@@ -184,12 +186,11 @@ def find(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[Plan]
     return plan if plan is not None and plan.usable(handle) else None
 
 
-def remember(plan: Plan, entry: Entry, handle, arrays: tuple, steering: tuple, views: list,
-             results: tuple) -> None:
+def remember(plan: Plan, entry: Entry, handle, arrays: tuple, steering: tuple, views: list) -> None:
     """Keeps ``plan`` for this signature when a later call's arrays can stand
     in for ``views`` (the pointer arguments, in order)."""
     key = _signature(entry, handle, arrays, steering)
-    if key is None or not plan.repeatable(entry, arrays, views, results):
+    if key is None or not plan.repeatable(arrays, views):
         return
     plans = _plans()
     try:
