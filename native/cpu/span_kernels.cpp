@@ -290,22 +290,27 @@ MBN_INLINE void backprop_body(const C* x, const C* dy, C* dx, std::int64_t n, Ba
 }
 
 // ---- rows of features --------------------------------------------------------
-// Rows go by in groups of up to kRowGroup, each feature vector visiting every
-// row of the group in order: per feature, the additions happen row after row
-// exactly as if the rows were taken one at a time, and accumulators and
-// coefficients are loaded once per group.  The normalized output takes one
-// row at a time instead: one stream in memory order, which the prefetchers
-// follow best, and only three float coefficient vectors to reload (groups of
-// 4 rows made NHWC inference of 32x256x14x14 1.6x slower than NCHW).
-
-constexpr std::int64_t kRowGroup = 4;
+// Rows go by in groups, each feature vector visiting every row of the group
+// in order: per feature, the additions happen row after row exactly as if
+// the rows were taken one at a time, and accumulators and coefficients are
+// loaded once per group.  But each row of a group is its own stream in
+// memory, a short one when rows are short (C = 128: 8 cache lines), which
+// the prefetchers barely follow: groups hold at most about four streams over
+// all the kernel's tensors.  Moments read x alone (groups of 4); the gradient
+// sums read x and dy (2 rows); normalization and backprop write an output
+// too and take one row at a time.  (Groups of 4 made NHWC inference of
+// 32x256x14x14 1.6x slower on Intel, and backward of 32x128x28x28 1.9x
+// slower on AMD EPYC.)
+constexpr std::int64_t kMomentsRowGroup = 4;
+constexpr std::int64_t kGradientRowGroup = 2;
 constexpr std::int64_t kNormalizeRowGroup = 1;
+constexpr std::int64_t kBackpropRowGroup = 1;
 
 template <typename C>
 MBN_INLINE void row_moments_body(RowSpan<const C> x, std::int64_t rows, const double* center, std::int64_t n,
                                  MomentSums out) {
-    for (std::int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
-        const std::int64_t g = rows - r0 < kRowGroup ? rows - r0 : kRowGroup;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kMomentsRowGroup) {
+        const std::int64_t g = rows - r0 < kMomentsRowGroup ? rows - r0 : kMomentsRowGroup;
         const C* base = x.data + r0 * x.stride;
         std::int64_t j = 0;
         for (; j + 4 <= n; j += 4) {
@@ -332,8 +337,8 @@ MBN_INLINE void row_moments_body(RowSpan<const C> x, std::int64_t rows, const do
 template <typename C>
 MBN_INLINE void row_gradient_body(RowSpan<const C> x, RowSpan<const C> dy, std::int64_t rows, const double* center,
                                   std::int64_t n, GradientSums out) {
-    for (std::int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
-        const std::int64_t g = rows - r0 < kRowGroup ? rows - r0 : kRowGroup;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kGradientRowGroup) {
+        const std::int64_t g = rows - r0 < kGradientRowGroup ? rows - r0 : kGradientRowGroup;
         const C* xb = x.data + r0 * x.stride;
         const C* gb = dy.data + r0 * dy.stride;
         std::int64_t j = 0;
@@ -418,8 +423,8 @@ MBN_INLINE void row_backprop_body(RowSpan<const C> x, RowSpan<const C> dy, RowSp
     const bool stream = mode.stream && (dx.stride * static_cast<std::int64_t>(sizeof(C))) % 16 == 0;
     const D4 vb = splat<D4>(static_cast<double>(mode.beta));
     const std::int64_t head = aligned_head(dx.data, n, stream);
-    for (std::int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
-        const std::int64_t g = rows - r0 < kRowGroup ? rows - r0 : kRowGroup;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kBackpropRowGroup) {
+        const std::int64_t g = rows - r0 < kBackpropRowGroup ? rows - r0 : kBackpropRowGroup;
         const C* xb = x.data + r0 * x.stride;
         const C* gb = dy.data + r0 * dy.stride;
         C* ob = dx.data + r0 * dx.stride;

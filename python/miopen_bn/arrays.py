@@ -21,8 +21,9 @@ copy would be lost.
 from __future__ import annotations
 
 import ctypes
+import functools
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import cffi
 import numpy as np
@@ -188,16 +189,46 @@ def view_of(obj, name: str, *, output: bool = False, stream: Optional[int] = Non
     return _numpy_view(np.asarray(obj), name, output=False, source=obj)
 
 
-def _data_address(array: np.ndarray) -> int:
-    """Where the array's first element is: through the buffer protocol when
-    it is C-contiguous (a fraction of what building __array_interface__
-    costs, and calls take several arrays), else from __array_interface__."""
+def _buffer_pointer(ffi, array: np.ndarray):
+    """The array's first element as a cffi pointer, through the buffer
+    protocol (a fraction of what building __array_interface__ costs, and
+    calls take several arrays); None unless the array is C-contiguous with a
+    dtype NumPy exports buffers for."""
     if array.flags.c_contiguous:
         try:
-            return int(_ffi.cast("uintptr_t", _ffi.from_buffer(array)))
-        except (BufferError, TypeError, ValueError):  # a dtype NumPy exports no buffer for
+            return ffi.from_buffer(array)
+        except (BufferError, TypeError, ValueError):
             pass
+    return None
+
+
+def _data_address(array: np.ndarray) -> int:
+    """Where the array's first element is."""
+    pointer = _buffer_pointer(_ffi, array)
+    if pointer is not None:
+        return int(_ffi.cast("uintptr_t", pointer))
     return array.__array_interface__["data"][0]
+
+
+def _axes_outermost_first(array: np.ndarray) -> tuple:
+    """The array's axes by decreasing stride.  A length-1 axis right inside
+    another has that axis's stride: it sorts after it, as it lies in a packed
+    array made in this order."""
+    shape, strides = array.shape, array.strides
+    return tuple(sorted(range(array.ndim), key=lambda axis: (-strides[axis], shape[axis] == 1, axis)))
+
+
+def address_reader(array: np.ndarray, ffi) -> Callable[[np.ndarray], Any]:
+    """A function giving the address (a cffi ``void*``-compatible pointer) of
+    any array with ``array``'s dtype, shape and strides, chosen once for that
+    layout: the buffer protocol on the array or, for a transposed layout such
+    as NHWC, on its C-contiguous transposition (same first element)."""
+    if _buffer_pointer(ffi, array) is not None:
+        return ffi.from_buffer
+    order = _axes_outermost_first(array)
+    if _buffer_pointer(ffi, array.transpose(order)) is not None:
+        return lambda a: ffi.from_buffer(a.transpose(order))
+    return lambda a: ffi.cast("void*", a.__array_interface__["data"][0])
 
 
 def _numpy_view(array: np.ndarray, name: str, output: bool, source=None) -> TensorView:
@@ -338,7 +369,7 @@ def allocate_like(
     permuted = [shape[axis] for axis in order]
     inverse = np.argsort(order)
     if template.family == "numpy":
-        return np.empty(permuted, dtype=dtypes.NUMPY_DTYPE[dtype]).transpose(inverse)
+        return _numpy_empty(shape, dtypes.NUMPY_DTYPE[dtype], order)
     if template.family == "torch":
         import torch
 
@@ -355,3 +386,19 @@ def allocate_like(
         f"{name} was not given and cannot be allocated like {template.name} "
         f"(a {template.family} {dtype} array): {hint or f'pass {name}= explicitly'}"
     )
+
+
+def _numpy_empty(shape: tuple, dtype: np.dtype, order: Sequence[int]) -> np.ndarray:
+    """A new NumPy array whose axes lie in memory in ``order``, outermost first."""
+    return np.empty([shape[axis] for axis in order], dtype=dtype).transpose(np.argsort(order))
+
+
+def numpy_allocator(array: np.ndarray) -> Optional[Callable[[], np.ndarray]]:
+    """A function making new arrays laid out like ``array`` (an output
+    allocate_like made), or None if it is not a packed array's transposition."""
+    order = _axes_outermost_first(array)
+    if _numpy_empty(array.shape, array.dtype, order).strides != array.strides:
+        return None
+    if list(order) == sorted(order):
+        return functools.partial(np.empty, array.shape, array.dtype)
+    return functools.partial(_numpy_empty, array.shape, array.dtype, order)

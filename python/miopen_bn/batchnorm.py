@@ -1,5 +1,6 @@
 """Batch normalization on arrays: argument checks in Python, then one C call
-(see call.py for the checks every function shares).
+(see call.py for the checks every function shares, prepared.py for how a
+repeated call skips them).
 
 Parameter arrays (scale, bias, means, variances and their gradients) take the
 parameter descriptor's shape with or without its leading 1: (C,) or
@@ -11,17 +12,37 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .call import ArrayCall, source_of
+from . import prepared
+from .call import ArrayCall
 from .descriptor import mode_code
 from .handle import Handle
+
+_TRAINING = prepared.Entry(
+    "batchnorm_forward_training",
+    ("x", "scale", "bias", "running_mean", "running_var", "saved_mean", "saved_inv_var", "y"),
+    ("alpha", "beta", "exp_avg_factor", "epsilon"),
+    ("y", "saved_mean", "saved_inv_var"),
+)
+_INFERENCE = prepared.Entry(
+    "batchnorm_forward_inference",
+    ("x", "scale", "bias", "mean", "var", "y"),
+    ("alpha", "beta", "epsilon"),
+    ("y",),
+)
+_BACKWARD = prepared.Entry(
+    "batchnorm_backward",
+    ("x", "dy", "scale", "saved_mean", "saved_inv_var", "dx", "dscale", "dbias"),
+    ("alpha_data", "beta_data", "alpha_param", "beta_param", "epsilon"),
+    ("dx", "dscale", "dbias"),
+)
 
 
 class _BnCall(ArrayCall):
     """A batch-norm call: parameter shapes follow the mode."""
 
-    def __init__(self, x, mode: str, handle: Optional[Handle]):
+    def __init__(self, x, mode: str, handle: Optional[Handle], signature: tuple):
         self.mode_code = mode_code(mode)
-        super().__init__(x, handle)
+        super().__init__(x, handle, signature)
         self.mode = mode
         full = (1, self.x.shape[1])
         full += (1,) * (self.x.ndim - 2) if mode == "spatial" else tuple(self.x.shape[2:])
@@ -64,13 +85,22 @@ def batchnorm_forward_training(
     ``running_var`` are updated in place: ``run = (1 - f) * run + f * stat``
     with the unbiased variance.  ``y = alpha * result + beta * y_prior``.
     """
-    call = _BnCall(x, mode, handle)
+    arrays = (x, scale, bias, running_mean, running_var, saved_mean, saved_inv_var, y)
+    steering = (mode, bool(save_stats), beta != 0)
+    call = prepared.find(_TRAINING, handle, arrays, steering) or _checked_training(arrays, steering, handle)
+    return call.run(arrays, (alpha, beta, exp_avg_factor, epsilon))
+
+
+def _checked_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+    x, scale, bias, running_mean, running_var, saved_mean, saved_inv_var, y = arrays
+    mode, save_stats, blended = steering
+    call = _BnCall(x, mode, handle, (_TRAINING, arrays, steering))
     scale_v = call.param(scale, "scale")
     bias_v = call.param(bias, "bias")
     running_mean_v, running_var_v = call.optional_pair(
         running_mean, running_var, ("running_mean", "running_var")
     )
-    y_v = call.data_output(y, "y", call.x.dtype, "x", blended=beta != 0)
+    y_v = call.data_output(y, "y", call.x.dtype, "x", blended=blended)
     if not save_stats and (saved_mean is not None or saved_inv_var is not None):
         raise ValueError("saved_mean/saved_inv_var were given but save_stats is False")
     if (saved_mean is None) != (saved_inv_var is None):
@@ -88,13 +118,12 @@ def batchnorm_forward_training(
             call.require_same_strides(running_var_v, saved_inv_var_v, reason)
     mean_desc_view = running_mean_v if running_mean_v is not None else saved_mean_v
     var_desc_view = running_var_v if running_var_v is not None else saved_inv_var_v
-    lib = call.library.lib
-    call.run(
-        lib.miopenBatchNormalizationForwardTraining_V2,
+    return call.prepare(
+        call.library.lib.miopenBatchNormalizationForwardTraining_V2,
         call.handle.ptr,
         call.mode_code,
-        call.scalar(alpha, "alpha"),
-        call.scalar(beta, "beta"),
+        call.scalar("alpha"),
+        call.scalar("beta"),
         call.desc(call.x),
         call.ptr(call.x),
         call.desc(y_v),
@@ -105,14 +134,13 @@ def batchnorm_forward_training(
         call.desc(var_desc_view),
         call.ptr(scale_v),
         call.ptr(bias_v),
-        float(exp_avg_factor),
+        call.number("exp_avg_factor"),
         call.ptr(running_mean_v),
         call.ptr(running_var_v),
-        float(epsilon),
+        call.number("epsilon"),
         call.ptr(saved_mean_v),
         call.ptr(saved_inv_var_v),
     )
-    return y_v.source, source_of(saved_mean_v), source_of(saved_inv_var_v)
 
 
 def batchnorm_forward_inference(
@@ -132,21 +160,29 @@ def batchnorm_forward_inference(
     """``y = scale * (x - mean) / sqrt(var + epsilon) + bias`` with the given
     estimates; with ``mean`` and ``var`` both None, the batch's own statistics
     (nothing else is written).  A negative ``var + epsilon`` gives NaN."""
-    call = _BnCall(x, mode, handle)
+    arrays = (x, scale, bias, mean, var, y)
+    steering = (mode, beta != 0)
+    call = prepared.find(_INFERENCE, handle, arrays, steering) or _checked_inference(arrays, steering, handle)
+    return call.run(arrays, (alpha, beta, epsilon))
+
+
+def _checked_inference(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+    x, scale, bias, mean, var, y = arrays
+    mode, blended = steering
+    call = _BnCall(x, mode, handle, (_INFERENCE, arrays, steering))
     scale_v = call.param(scale, "scale")
     bias_v = call.param(bias, "bias")
     if (mean is None) != (var is None):
         raise ValueError("mean and var go together: give both, or neither for batch statistics")
     mean_v = None if mean is None else call.param(mean, "mean")
     var_v = None if var is None else call.param(var, "var")
-    y_v = call.data_output(y, "y", call.x.dtype, "x", blended=beta != 0)
-    lib = call.library.lib
-    call.run(
-        lib.miopenBatchNormalizationForwardInference_V2,
+    y_v = call.data_output(y, "y", call.x.dtype, "x", blended=blended)
+    return call.prepare(
+        call.library.lib.miopenBatchNormalizationForwardInference_V2,
         call.handle.ptr,
         call.mode_code,
-        call.scalar(alpha, "alpha"),
-        call.scalar(beta, "beta"),
+        call.scalar("alpha"),
+        call.scalar("beta"),
         call.desc(call.x),
         call.ptr(call.x),
         call.desc(y_v),
@@ -159,9 +195,8 @@ def batchnorm_forward_inference(
         call.ptr(bias_v),
         call.ptr(mean_v),
         call.ptr(var_v),
-        float(epsilon),
+        call.number("epsilon"),
     )
-    return y_v.source
 
 
 def batchnorm_backward(
@@ -190,7 +225,16 @@ def batchnorm_backward(
     float32.  ``dx = alpha_data * result + beta_data * dx_prior``, and
     likewise dscale/dbias with alpha_param/beta_param.
     """
-    call = _BnCall(x, mode, handle)
+    arrays = (x, dy, scale, saved_mean, saved_inv_var, dx, dscale, dbias)
+    steering = (mode, beta_data != 0, beta_param != 0)
+    call = prepared.find(_BACKWARD, handle, arrays, steering) or _checked_backward(arrays, steering, handle)
+    return call.run(arrays, (alpha_data, beta_data, alpha_param, beta_param, epsilon))
+
+
+def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+    x, dy, scale, saved_mean, saved_inv_var, dx, dscale, dbias = arrays
+    mode, data_blended, param_blended = steering
+    call = _BnCall(x, mode, handle, (_BACKWARD, arrays, steering))
     dy_v = call.data(dy, "dy", "x_or_float32")
     scale_v = call.param(scale, "scale")
     saved_mean_v = saved_inv_var_v = None
@@ -201,22 +245,21 @@ def batchnorm_backward(
     if saved_mean is not None:
         saved_mean_v = call.param(saved_mean, "saved_mean")
         saved_inv_var_v = call.param(saved_inv_var, "saved_inv_var")
-    dx_v = call.data_output(dx, "dx", dy_v.dtype, "x_or_float32", blended=beta_data != 0)
+    dx_v = call.data_output(dx, "dx", dy_v.dtype, "x_or_float32", blended=data_blended)
     if dx_v.dtype != dy_v.dtype:
         raise TypeError(f"dx has dtype {dx_v.dtype} but dy has {dy_v.dtype} (they share one dtype)")
-    dscale_v = call.param_output(dscale, "dscale", like=scale_v, blended=beta_param != 0)
-    dbias_v = call.param_output(dbias, "dbias", like=scale_v, blended=beta_param != 0)
+    dscale_v = call.param_output(dscale, "dscale", like=scale_v, blended=param_blended)
+    dbias_v = call.param_output(dbias, "dbias", like=scale_v, blended=param_blended)
     # One descriptor describes both the scale and its gradient.
     call.require_same_strides(scale_v, dscale_v, "they share a descriptor in the C call")
-    lib = call.library.lib
-    call.run(
-        lib.miopenBatchNormalizationBackward_V2,
+    return call.prepare(
+        call.library.lib.miopenBatchNormalizationBackward_V2,
         call.handle.ptr,
         call.mode_code,
-        call.scalar(alpha_data, "alpha_data"),
-        call.scalar(beta_data, "beta_data"),
-        call.scalar(alpha_param, "alpha_param"),
-        call.scalar(beta_param, "beta_param"),
+        call.scalar("alpha_data"),
+        call.scalar("beta_data"),
+        call.scalar("alpha_param"),
+        call.scalar("beta_param"),
         call.desc(call.x),
         call.ptr(call.x),
         call.desc(dy_v),
@@ -230,8 +273,7 @@ def batchnorm_backward(
         call.ptr(scale_v),
         call.ptr(dscale_v),
         call.ptr(dbias_v),
-        float(epsilon),
+        call.number("epsilon"),
         call.ptr(saved_mean_v),
         call.ptr(saved_inv_var_v),
     )
-    return dx_v.source, dscale_v.source, dbias_v.source

@@ -4,8 +4,10 @@ functions.
 
 Every argument is checked (shape, dtype, strides, host or device) before the
 library is called, with a message naming it, so a rejected call writes no
-output.  Missing outputs are allocated in the input's array library; data
-outputs (y, dx) follow x's memory layout (NHWC stays NHWC).
+output.  The checks end in prepare(), which leaves a plan that later calls of
+the same signature run without them (prepared.py).  Missing outputs are
+allocated in the input's array library; data outputs (y, dx) follow x's
+memory layout (NHWC stays NHWC).
 
 Parameter arrays (per-channel or per-activation scale/weight, bias, their
 gradients...) take their descriptor's shape with or without its leading 1,
@@ -17,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Optional
 
-from . import arrays, dtypes
+from . import arrays, dtypes, prepared
 from .arrays import DEVICE, HOST, TensorView
 from .descriptor import TensorDescriptor
 from .handle import Handle, default_handle
@@ -29,8 +31,8 @@ _LOCATION_FOR_BACKEND = {"cpu": HOST, "gpu": DEVICE}
 # Descriptors made for calls, kept per thread for the most recent layouts:
 # creating, setting and destroying the six or so a call needs costs more than
 # a small tensor's whole batch norm.  They are never changed once set, and the
-# library only reads them during a call.  Least recently used first; a call
-# uses far fewer than this, so none of its own is ever closed under it.
+# library only reads them during a call.  Least recently used first; one
+# dropped here is destroyed when nothing else (a call, a plan) holds it.
 _DESCRIPTOR_CACHE_SIZE = 64
 _per_thread = threading.local()
 
@@ -44,9 +46,18 @@ def _descriptor(dtype: str, shape: tuple, strides: tuple) -> TensorDescriptor:
     if descriptor is None:
         descriptor = TensorDescriptor(dtype, shape, strides)
         if len(cache) >= _DESCRIPTOR_CACHE_SIZE:
-            cache.pop(next(iter(cache))).close()
+            del cache[next(iter(cache))]
     cache[key] = descriptor
     return descriptor
+
+
+class _Value:
+    """Stands in prepare()'s arguments for a value run() is given by name:
+    a float passed by pointer (alpha, beta) or a number passed by value."""
+
+    def __init__(self, name: str, by_pointer: bool):
+        self.name = name
+        self.by_pointer = by_pointer
 
 
 class ArrayCall:
@@ -54,7 +65,10 @@ class ArrayCall:
     returns.  A subclass sets ``param_shapes`` (the full and the short form)
     and ``param_context`` (how messages describe what fixes those shapes)."""
 
-    def __init__(self, x, handle: Optional[Handle]):
+    def __init__(self, x, handle: Optional[Handle], signature: tuple):
+        # (entry, handle, arrays, steering): what prepare() files its plan under.
+        self._signature = (signature[0], handle) + tuple(signature[1:])
+        self._descriptors: list = []
         self.library = load()
         self.ffi = self.library.ffi
         if handle is None:
@@ -188,25 +202,50 @@ class ArrayCall:
         if view is None:
             return self.ffi.NULL
         shape, strides = self._padded(view) if as_parameter else (view.shape, view.strides)
-        return _descriptor(view.dtype, tuple(shape), tuple(strides)).ptr
+        descriptor = _descriptor(view.dtype, tuple(shape), tuple(strides))
+        self._descriptors.append(descriptor)
+        return descriptor.ptr
 
     def ptr(self, view: Optional[TensorView]):
-        return self.ffi.NULL if view is None else self.ffi.cast("void*", view.ptr)
+        """The view stands for its address until prepare() reads it."""
+        return self.ffi.NULL if view is None else view
 
     def tensor(self, view: Optional[TensorView], *, as_parameter: bool = True) -> tuple:
         """(descriptor, pointer): the argument pair most entry points take."""
         return self.desc(view, as_parameter=as_parameter), self.ptr(view)
 
-    def scalar(self, value: float, name: str):
-        try:
-            return self.ffi.new("float*", float(value))
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must be a real number, got {value!r}") from None
+    def scalar(self, name: str) -> _Value:
+        """run()'s value ``name`` as a float*, as MIOpen takes alpha and beta."""
+        return _Value(name, by_pointer=True)
 
-    def run(self, function, *args) -> None:
-        self.library.check(function(*args))
+    def number(self, name: str) -> _Value:
+        """run()'s value ``name`` passed as a number (epsilon, ...)."""
+        return _Value(name, by_pointer=False)
 
-
-def source_of(view: Optional[TensorView]):
-    """What the caller passed (or was allocated) for an output, or None."""
-    return None if view is None else view.source
+    def prepare(self, function, *args):
+        """The checked C call: ``args`` with views standing for addresses and
+        scalar()/number() for the values run() takes; run() returns the
+        arrays the entry names.  Leaves a plan for later calls of the same
+        signature where their arrays can take the views' place."""
+        entry, handle, arrays, steering = self._signature
+        template, pointer_positions, views, slots = list(args), [], [], []
+        scalars = self.ffi.new("float[]", max(1, sum(isinstance(a, _Value) and a.by_pointer for a in args)))
+        count = 0
+        for position, arg in enumerate(args):
+            if isinstance(arg, TensorView):
+                pointer_positions.append(position)
+                views.append(arg)
+                template[position] = None  # the plan must not keep the array alive
+            elif isinstance(arg, _Value):
+                slots.append((position, entry.values.index(arg.name), count if arg.by_pointer else None))
+                template[position] = scalars + count if arg.by_pointer else None
+                count += arg.by_pointer
+        plan = prepared.Plan(entry, self.handle, self.library, function, template, tuple(pointer_positions),
+                             tuple(slots), scalars, self._descriptors)
+        prepared.remember(plan, entry, handle, arrays, steering, views)
+        addresses = [self.ffi.cast("void*", view.ptr) for view in views]
+        # What run() returns: the caller's arrays, with the outputs the checks allocated.
+        outputs = list(arrays)
+        for view in views:
+            outputs[entry.arrays.index(view.name)] = view.source
+        return prepared.CheckedCall(plan, addresses, entry.pick(outputs), self._keepalive)

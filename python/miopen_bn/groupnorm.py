@@ -1,5 +1,6 @@
 """Group normalization on arrays: argument checks in Python, then one C call
-(see call.py for the checks every function shares).
+(see call.py for the checks every function shares, prepared.py for how a
+repeated call skips them).
 
 x is (N, C[, D][, H][, W]) in any layout; ``num_groups`` (G) splits the C
 channels into groups of C/G, and each (n, g) is normalized over its channels
@@ -14,9 +15,9 @@ from __future__ import annotations
 from numbers import Integral
 from typing import Optional
 
-from . import dtypes
+from . import dtypes, prepared
 from .arrays import TensorView, allocate_like
-from .call import ArrayCall, source_of
+from .call import ArrayCall
 from .handle import Handle
 
 # miopenNormMode_t: weight and bias ignored, or applied.
@@ -24,11 +25,22 @@ _ELEMENTWISE_AFFINE, _WEIGHT_BIAS = 0, 1
 # miopenBNActivation_t.
 _ACTIVATION_CODES = {None: 0, "swish": 1}
 
+# mean and rstd are outputs forward always allocates: slots no caller fills.
+_FORWARD = prepared.Entry(
+    "groupnorm_forward", ("x", "weight", "bias", "y", "mean", "rstd"), ("epsilon", "swish_beta"), ("y", "mean", "rstd")
+)
+_BACKWARD = prepared.Entry(
+    "groupnorm_backward",
+    ("x", "dy", "weight", "mean", "rstd", "bias", "dx", "dweight", "dbias"),
+    ("swish_beta",),
+    ("dx", "dweight", "dbias"),
+)
+
 
 class _GnCall(ArrayCall):
     """A group-norm call: per-channel parameters and (N, G) statistics."""
 
-    def __init__(self, x, num_groups, activation, handle: Optional[Handle]):
+    def __init__(self, x, num_groups, activation, handle: Optional[Handle], signature: tuple):
         if activation not in _ACTIVATION_CODES:
             raise ValueError(f"activation must be None or 'swish', got {activation!r}")
         self.activation_code = _ACTIVATION_CODES[activation]
@@ -37,7 +49,7 @@ class _GnCall(ArrayCall):
         if num_groups < 1:
             raise ValueError(f"num_groups is {num_groups} (must be at least 1)")
         self.num_groups = int(num_groups)
-        super().__init__(x, handle)
+        super().__init__(x, handle, signature)
         channels = self.x.shape[1]
         if self.num_groups > channels:  # bounds the (N, G) outputs; divisibility is the library's check
             raise ValueError(f"num_groups {self.num_groups} exceeds the {channels} channels of x")
@@ -96,7 +108,17 @@ def groupnorm_forward(
     mean and rstd are (N, G) arrays, what ``groupnorm_backward`` needs.
     epsilon and swish_beta are passed as C floats.
     """
-    call = _GnCall(x, num_groups, activation, handle)
+    arrays = (x, weight, bias, y, None, None)
+    # The type too: 2.0 == 2, but only an integer passes the checks.
+    steering = (type(num_groups), num_groups, activation)
+    call = prepared.find(_FORWARD, handle, arrays, steering) or _checked_forward(arrays, steering, handle)
+    return call.run(arrays, (epsilon, swish_beta))
+
+
+def _checked_forward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+    x, weight, bias, y, _, _ = arrays
+    _, num_groups, activation = steering
+    call = _GnCall(x, num_groups, activation, handle, (_FORWARD, arrays, steering))
     mode = call.affine_mode(weight, bias, needs_bias=True)
     weight_v = None if weight is None else call.param(weight, "weight")
     bias_v = None if bias is None else call.param(bias, "bias")
@@ -105,13 +127,12 @@ def groupnorm_forward(
     rstd_v = call.statistic_output("rstd")
     lib = call.library.lib
     common = (call.handle.ptr, mode, *call.tensor(call.x), *call.tensor(weight_v), *call.tensor(bias_v),
-              call.num_groups, float(epsilon))
+              call.num_groups, call.number("epsilon"))
     outputs = (*call.tensor(y_v), *call.stats_tensor(mean_v), *call.stats_tensor(rstd_v))
     if activation is None:
-        call.run(lib.miopenGroupNormForward, *common, *outputs)
-    else:
-        call.run(lib.miopenBNGroupNormForwardActivation, *common, call.activation_code, float(swish_beta), *outputs)
-    return y_v.source, mean_v.source, rstd_v.source
+        return call.prepare(lib.miopenGroupNormForward, *common, *outputs)
+    return call.prepare(lib.miopenBNGroupNormForwardActivation, *common, call.activation_code,
+                        call.number("swish_beta"), *outputs)
 
 
 def groupnorm_backward(
@@ -138,7 +159,16 @@ def groupnorm_backward(
     first, which needs ``bias`` when ``weight`` is given (to recompute the
     swish's input).  dy and dx have x's shape and dtype.
     """
-    call = _GnCall(x, num_groups, activation, handle)
+    arrays = (x, dy, weight, mean, rstd, bias, dx, dweight, dbias)
+    steering = (type(num_groups), num_groups, activation)
+    call = prepared.find(_BACKWARD, handle, arrays, steering) or _checked_backward(arrays, steering, handle)
+    return call.run(arrays, (swish_beta,))
+
+
+def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+    x, dy, weight, mean, rstd, bias, dx, dweight, dbias = arrays
+    _, num_groups, activation = steering
+    call = _GnCall(x, num_groups, activation, handle, (_BACKWARD, arrays, steering))
     mode = call.affine_mode(weight, bias, needs_bias=activation is not None)
     dy_v = call.data(dy, "dy", "x")
     weight_v = bias_v = dweight_v = dbias_v = None
@@ -155,9 +185,8 @@ def groupnorm_backward(
     if weight_v is not None:
         dweight_v = call.param_output(dweight, "dweight", like=weight_v)
         dbias_v = call.param_output(dbias, "dbias", like=weight_v)
-    lib = call.library.lib
-    call.run(
-        lib.miopenBNGroupNormBackward,
+    return call.prepare(
+        call.library.lib.miopenBNGroupNormBackward,
         call.handle.ptr,
         mode,
         *call.tensor(call.x),
@@ -168,9 +197,8 @@ def groupnorm_backward(
         *call.stats_tensor(rstd_v),
         call.num_groups,
         call.activation_code,
-        float(swish_beta),
+        call.number("swish_beta"),
         *call.tensor(dx_v),
         *call.tensor(dweight_v),
         *call.tensor(dbias_v),
     )
-    return dx_v.source, source_of(dweight_v), source_of(dbias_v)

@@ -1,0 +1,201 @@
+"""Repeated calls skip the argument checks.
+
+What call.py's checks conclude depends only on a call's *signature*: for each
+array argument its type, dtype, shape, strides, writability and alignment;
+the arguments that steer the checks (the mode, whether a beta is nonzero,
+...); and the handle.  The first call with a signature runs the checks and
+leaves a ``Plan`` here: the C function with its descriptors and constants in
+place and, for each array, a cheap way to read its address.  A later call
+with the same signature reads the addresses and the scalar values and makes
+the C call: a few microseconds of Python instead of tens, which on a small
+tensor is most of the call.
+
+Only plain NumPy arrays that the library addresses as they are (no private
+copy) are planned; any other argument takes the checked path every time.
+Plans are kept per thread (each owns the buffer its ``float*`` scalars are
+passed in), the oldest dropped first when there are too many.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import weakref
+from typing import Optional
+
+import numpy as np
+
+from . import arrays as adapters
+
+_PLANS_PER_THREAD = 256
+_per_thread = threading.local()
+
+
+class Entry:
+    """One public function: its array arguments in the order its calls list
+    them (outputs it allocates included), the values run() takes in order,
+    and the arrays it returns (one alone, or a tuple)."""
+
+    __slots__ = ("name", "arrays", "values", "pick")
+
+    def __init__(self, name: str, arrays: tuple, values: tuple, results: tuple):
+        self.name = name
+        self.arrays = arrays
+        self.values = values
+        self.pick = operator.itemgetter(*(arrays.index(result) for result in results))
+
+    def __repr__(self) -> str:
+        return f"<prepared.Entry {self.name}>"
+
+
+def real_number(value, name: str) -> float:
+    """A scalar passed by pointer (alpha, beta), as the C float it becomes."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number, got {value!r}") from None
+
+
+class Plan:
+    """A checked call: the C arguments in place except the arrays' addresses
+    and the values (scalars and numbers) that run() is given, in the order
+    its entry names them."""
+
+    def __init__(self, entry: Entry, handle, library, function, template: list, pointer_positions: tuple,
+                 value_slots: tuple, scalars, keepalive: list):
+        self._entry = entry
+        self._handle = weakref.ref(handle)
+        self._ffi = library.ffi
+        self._check = library.check
+        self._function = function
+        self._template = template
+        self._pointer_positions = pointer_positions
+        self._value_slots = value_slots  # (position, value index, index in scalars or None for a number)
+        self._scalars = scalars  # float[]; the template points into it
+        self._keepalive = keepalive  # the descriptors the template names
+        # Set by repeatable():
+        self._reads: tuple = ()  # (position, array index, address reader) per pointer argument
+        self._allocations: tuple = ()  # (array index, allocate) per output the call creates
+
+    def repeatable(self, arrays: tuple, views: list) -> bool:
+        """Learns to read each pointer argument's address from a later call's
+        arrays (or from an output it allocates like this call did); False
+        when some address cannot be read that way."""
+        reads, allocations, names = [], {}, self._entry.arrays
+        for position, view in zip(self._pointer_positions, views):
+            if view.name not in names:
+                return False
+            index = names.index(view.name)
+            array = view.source
+            if arrays[index] is None:  # an output the checks allocated
+                allocate = adapters.numpy_allocator(array) if type(array) is np.ndarray else None
+                if allocate is None:
+                    return False
+                allocations[index] = allocate
+            elif array is not arrays[index]:  # a private copy, for strides the library cannot use
+                return False
+            if not (array.flags.aligned and array.dtype.alignment == array.dtype.itemsize):
+                return False  # the signature's alignment flag would not stand for ours
+            reads.append((position, index, adapters.address_reader(array, self._ffi)))
+        self._reads = tuple(reads)
+        self._allocations = tuple(allocations.items())
+        return True
+
+    def usable(self, handle) -> bool:
+        """Made with this handle (None: the thread's default one), still open."""
+        own = self._handle()
+        return own is not None and (handle is None or own is handle) and not own.closed
+
+    def run(self, arrays: tuple, values: tuple):
+        """Repeats the call on ``arrays`` (of this plan's signature)."""
+        if self._allocations:
+            arrays = list(arrays)
+            for index, allocate in self._allocations:
+                arrays[index] = allocate()
+        args = self._template.copy()
+        for position, index, read in self._reads:
+            args[position] = read(arrays[index])
+        self.call(args, values)
+        return self._entry.pick(arrays)
+
+    def with_addresses(self, addresses: list) -> list:
+        """The C arguments with these addresses in place (values still to set)."""
+        args = self._template.copy()
+        for position, address in zip(self._pointer_positions, addresses):
+            args[position] = address
+        return args
+
+    def call(self, args: list, values: tuple) -> None:
+        """Sets the values in ``args`` and makes the C call."""
+        for position, index, scalar in self._value_slots:
+            if scalar is None:
+                args[position] = float(values[index])
+            else:
+                self._scalars[scalar] = real_number(values[index], self._entry.values[index])
+        self._check(self._function(*args))
+
+
+class CheckedCall:
+    """A signature's first call, on the addresses the checks found (private
+    copies and new outputs included); run() returns what the checks saw."""
+
+    def __init__(self, plan: Plan, addresses: list, results, keepalive: list):
+        self._plan = plan
+        self._addresses = addresses
+        self._results = results
+        self._keepalive = keepalive  # the views: private copies live until the call is made
+
+    def run(self, arrays: tuple, values: tuple):
+        self._plan.call(self._plan.with_addresses(self._addresses), values)
+        return self._results
+
+
+def _plans() -> dict:
+    try:
+        return _per_thread.plans
+    except AttributeError:
+        plans = _per_thread.plans = {}
+        return plans
+
+
+def _signature(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[tuple]:
+    """The cache key, or None when an argument is not a plain NumPy array.
+    Flat: an absent array is one None, a present one five entries starting
+    with its dtype (never None), so no two signatures flatten alike."""
+    key = [entry, None if handle is None else id(handle), steering]
+    for array in arrays:
+        if array is None:
+            key.append(None)
+        elif type(array) is np.ndarray:
+            flags = array.flags
+            key += (array.dtype, array.shape, array.strides, flags.writeable, flags.aligned)
+        else:
+            return None
+    return tuple(key)
+
+
+def find(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[Plan]:
+    """The plan a previous call of this signature left, or None."""
+    key = _signature(entry, handle, arrays, steering)
+    if key is None:
+        return None
+    try:
+        plan = _plans().get(key)
+    except TypeError:  # an unhashable steering argument: the checks say what is wrong with it
+        return None
+    return plan if plan is not None and plan.usable(handle) else None
+
+
+def remember(plan: Plan, entry: Entry, handle, arrays: tuple, steering: tuple, views: list) -> None:
+    """Keeps ``plan`` for this signature when a later call's arrays can stand
+    in for ``views`` (the pointer arguments, in order)."""
+    key = _signature(entry, handle, arrays, steering)
+    if key is None or not plan.repeatable(arrays, views):
+        return
+    plans = _plans()
+    try:
+        if len(plans) >= _PLANS_PER_THREAD:
+            del plans[next(iter(plans))]
+        plans[key] = plan
+    except TypeError:  # an unhashable steering argument the checks did not need
+        pass
