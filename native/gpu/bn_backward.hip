@@ -143,7 +143,7 @@ void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarge
                 check_launch("bn_backward_partial");
             });
         });
-        with_parameter_type<acc_t<T>>(p.scale.dtype, [&](auto p_tag) {
+        with_parameter_type<T>(p.scale.dtype, [&](auto p_tag) {
             using P = typename decltype(p_tag)::type;
             const FinalizeShape shape = finalize_shape(layout);
             bn_backward_finalize<P><<<shape.grid, shape.block, 0, target.stream>>>(

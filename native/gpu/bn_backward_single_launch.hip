@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
 void run_backward_single_launch(const BnBackward& p, const BnLayout& layout, const LaunchTarget& target) {
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
-        with_parameter_type<acc_t<T>>(p.scale.dtype, [&](auto p_tag) {
+        with_parameter_type<T>(p.scale.dtype, [&](auto p_tag) {
             using P = typename decltype(p_tag)::type;
             with_gradient_type<T>(p.x.dtype, p.dy.dtype, [&](auto g_tag) {
                 using G = typename decltype(g_tag)::type;

@@ -110,7 +110,7 @@ void run_normalize(const TensorArg& x, const TensorArg& y, const BnLayout& layou
 void run_forward_inference(const BnForwardInference& p, const BnLayout& layout, const LaunchTarget& target) {
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
-        with_parameter_type<acc_t<T>>(p.scale.dtype, [&](auto p_tag) {
+        with_parameter_type<T>(p.scale.dtype, [&](auto p_tag) {
             using P = typename decltype(p_tag)::type;
             with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
                 bn_inference_apply<T, P, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>

@@ -95,7 +95,7 @@ void run_batch_statistics(const TensorArg& x, DType param_dtype, double epsilon,
     const Scratch scratch = carve_scratch(target.scratch, layout);
     with_element_type(x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
-        with_parameter_type<acc_t<T>>(param_dtype, [&](auto p_tag) {
+        with_parameter_type<T>(param_dtype, [&](auto p_tag) {
             using P = typename decltype(p_tag)::type;
             const StatsOutputs<P> out = stats_outputs<P>(writes, epsilon);
             const FinalizeShape shape = finalize_shape(layout);

@@ -56,7 +56,7 @@ void run_training_single_launch(const TensorArg& x, const TensorArg& y, DType pa
                                 const LaunchTarget& target) {
     with_element_type(x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
-        with_parameter_type<acc_t<T>>(param_dtype, [&](auto p_tag) {
+        with_parameter_type<T>(param_dtype, [&](auto p_tag) {
             using P = typename decltype(p_tag)::type;
             const StatsOutputs<P> outputs = stats_outputs<P>(writes, epsilon);
             with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {

@@ -288,7 +288,7 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
         using T = typename decltype(x_tag)::type;
         using A = acc_t<T>;
         const DType param_dtype = p.affine ? p.weight.dtype : DType::f32;
-        with_parameter_type<A>(param_dtype, [&](auto p_tag) {
+        with_parameter_type<T>(param_dtype, [&](auto p_tag) {
             using P = typename decltype(p_tag)::type;
             GnBackwardArgs<P> a{};
             a.order = plan.slices.order;

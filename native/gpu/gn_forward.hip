@@ -359,7 +359,7 @@ void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const DeviceS
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
         const DType param_dtype = p.affine ? p.weight.dtype : DType::f32;
-        with_parameter_type<acc_t<T>>(param_dtype, [&](auto p_tag) {
+        with_parameter_type<T>(param_dtype, [&](auto p_tag) {
             using P = typename decltype(p_tag)::type;
             GnForwardArgs<P> args{};
             args.walk = plan.walk;

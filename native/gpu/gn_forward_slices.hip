@@ -96,7 +96,7 @@ void run_gn_forward_slices(const GnForward& p, const GnSlicePlan& plan, const La
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
         const DType param_dtype = p.affine ? p.weight.dtype : DType::f32;
-        with_parameter_type<acc_t<T>>(param_dtype, [&](auto p_tag) {
+        with_parameter_type<T>(param_dtype, [&](auto p_tag) {
             using P = typename decltype(p_tag)::type;
             GnSliceTermsArgs<P> a{};
             a.order = plan.order;
