@@ -366,39 +366,42 @@ def allocate_like(
     if template.family == "numpy" and layout is None:  # the common case, a parameter: row-major
         return np.empty(shape, dtype=dtypes.NUMPY_DTYPE[dtype])
     order = layout.layout_order() if layout is not None else list(range(len(shape)))
-    permuted = [shape[axis] for axis in order]
-    inverse = np.argsort(order)
     if template.family == "numpy":
-        return _numpy_empty(shape, dtypes.NUMPY_DTYPE[dtype], order)
+        return in_memory_order(functools.partial(np.empty, dtype=dtypes.NUMPY_DTYPE[dtype]), shape, order)
     if template.family == "torch":
         import torch
 
         strides = [0] * len(shape)
-        for axis, stride in zip(order, packed_strides(permuted)):
+        for axis, stride in zip(order, packed_strides([shape[axis] for axis in order])):
             strides[axis] = stride
         return torch.empty_strided(shape, strides, dtype=getattr(torch, dtype), device=template.source.device)
     if template.family == "cupy" and dtype != dtypes.BFLOAT16:
         import cupy
 
         with cupy.cuda.Device(template.device_id):
-            return cupy.empty(permuted, dtype=dtypes.NUMPY_DTYPE[dtype]).transpose(inverse)
+            return in_memory_order(functools.partial(cupy.empty, dtype=dtypes.NUMPY_DTYPE[dtype]), shape, order)
     raise ValueError(
         f"{name} was not given and cannot be allocated like {template.name} "
         f"(a {template.family} {dtype} array): {hint or f'pass {name}= explicitly'}"
     )
 
 
-def _numpy_empty(shape: tuple, dtype: np.dtype, order: Sequence[int]) -> np.ndarray:
-    """A new NumPy array whose axes lie in memory in ``order``, outermost first."""
-    return np.empty([shape[axis] for axis in order], dtype=dtype).transpose(np.argsort(order))
+def in_memory_order(make: Callable, shape: Sequence[int], order: Sequence[int]):
+    """The array ``make`` returns for the lengths of ``shape`` taken in
+    ``order`` (its logical axes, outermost in memory first), viewed in logical
+    order: with ``make`` a partial of numpy.empty, numpy.full, cupy.empty or a
+    random generator, a new array of ``shape`` whose axes lie in memory in
+    ``order`` (NHWC: order (0, 2, 3, 1))."""
+    return make([shape[axis] for axis in order]).transpose(np.argsort(order))
 
 
 def numpy_allocator(array: np.ndarray) -> Optional[Callable[[], np.ndarray]]:
     """A function making new arrays laid out like ``array`` (an output
     allocate_like made), or None if it is not a packed array's transposition."""
     order = _axes_outermost_first(array)
-    if _numpy_empty(array.shape, array.dtype, order).strides != array.strides:
+    empty = functools.partial(np.empty, dtype=array.dtype)
+    if in_memory_order(empty, array.shape, order).strides != array.strides:
         return None
     if list(order) == sorted(order):
         return functools.partial(np.empty, array.shape, array.dtype)
-    return functools.partial(_numpy_empty, array.shape, array.dtype, order)
+    return functools.partial(in_memory_order, empty, array.shape, order)

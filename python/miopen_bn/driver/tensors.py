@@ -6,11 +6,13 @@ whatever their memory order: NHWC is a transposed view of an NHWC buffer."""
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
 
 from .. import dtypes
+from ..arrays import in_memory_order
 
 
 def memory_order(shape: tuple, channels_last: bool) -> list:
@@ -33,12 +35,11 @@ class TensorFactory:
         return values.reshape((1, -1) + (1,) * (len(self.shape) - 2))
 
     def _laid_out(self, dtype: str, fill=None) -> np.ndarray:
-        permuted = [self.shape[axis] for axis in self.order]
-        inverse = list(np.argsort(self.order))
         numpy_dtype = dtypes.NUMPY_DTYPE[dtype]
         if fill is None:
-            return np.empty(permuted, numpy_dtype).transpose(inverse)
-        return np.full(permuted, fill, numpy_dtype).transpose(inverse)
+            return in_memory_order(functools.partial(np.empty, dtype=numpy_dtype), self.shape, self.order)
+        return in_memory_order(functools.partial(np.full, fill_value=fill, dtype=numpy_dtype), self.shape,
+                               self.order)
 
     def poisoned(self, dtype: str) -> np.ndarray:
         """An output full of NaN: anything the call fails to write shows."""
@@ -47,8 +48,7 @@ class TensorFactory:
     def _normal(self, dtype: str) -> np.ndarray:
         # Drawn in float32 (twice as fast) unless float64 data needs the digits.
         draw = np.float64 if dtype == dtypes.FLOAT64 else np.float32
-        permuted = [self.shape[axis] for axis in self.order]
-        return self.rng.standard_normal(permuted, dtype=draw).transpose(list(np.argsort(self.order)))
+        return in_memory_order(functools.partial(self.rng.standard_normal, dtype=draw), self.shape, self.order)
 
     def _cast_into_layout(self, values: np.ndarray, dtype: str) -> np.ndarray:
         out = self._laid_out(dtype)
