@@ -13,18 +13,11 @@ changed, not the library.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections import defaultdict
 
-
-def row_key(row: dict) -> tuple:
-    return (row["op"], "x".join(str(n) for n in row["shape"]), row["dtype"], row["layout"])
-
-
-def best_anchor(row: dict):
-    times = [t for name, t in row["us"].items() if name != "ours" and t]
-    return min(times) if times else None
+from bench_report import best_anchor_us, geomean, row_key
+from bench_shapes import shape_text
 
 
 def load(path: str) -> dict:
@@ -44,20 +37,20 @@ def main(paths: list) -> int:
     ratios = defaultdict(list)
     for key in keys:
         base = runs[0][key]["us"]["ours"]
-        cells = list(key)
+        op, shape, dtype, layout = key
+        cells = [op, shape_text(shape), dtype, layout]
         for i, run in enumerate(runs):
             ours = run[key]["us"]["ours"]
-            anchor = best_anchor(run[key])
+            anchor = best_anchor_us(run[key])
             cells += [f"{ours:.1f}", "-" if anchor is None else f"{anchor:.1f}"]
             if i:
                 cells.append(f"{base / ours:.2f}x")
-                ratios[(i, key[0], key[3])].append(base / ours)
+                ratios[(i, op, layout)].append(base / ours)
                 ratios[(i, "all", "all")].append(base / ours)
         print(" | ".join(cells))
     print("\ngeomean speed over run0 (rows):")
     for (i, op, layout), values in sorted(ratios.items()):
-        geomean = math.exp(sum(math.log(v) for v in values) / len(values))
-        print(f"  {names[i]} {op:9s} {layout:5s} {geomean:.3f}x ({len(values)} rows, "
+        print(f"  {names[i]} {op:9s} {layout:5s} {geomean(values):.3f}x ({len(values)} rows, "
               f"min {min(values):.2f}x, max {max(values):.2f}x)")
     return 0
 

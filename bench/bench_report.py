@@ -15,12 +15,22 @@ def _fmt_us(value):
     return "-" if value is None else f"{value:.1f}"
 
 
+def row_key(row):
+    """What names a row across runs: op, shape, dtype and layout."""
+    return (row["op"], tuple(row["shape"]), row["dtype"], row["layout"])
+
+
+def best_anchor_us(row, key="us"):
+    """The faster anchor's time (cuDNN or PyTorch native), or None."""
+    times = row.get(key) or {}
+    anchors = [times[k] for k in ("cudnn", "torch_native") if times.get(k) is not None]
+    return min(anchors) if anchors else None
+
+
 def speedup(row, key="us"):
     """Best anchor time over ours, from the medians ("us") or, on the CPU,
     the minimum times ("us_min")."""
-    times = row.get(key) or {}
-    anchors = [times.get(k) for k in ("cudnn", "torch_native") if times.get(k) is not None]
-    ours, best = times.get("ours"), (min(anchors) if anchors else None)
+    ours, best = (row.get(key) or {}).get("ours"), best_anchor_us(row, key)
     if ours is None or best is None or ours <= 0:
         return None
     return best / ours
@@ -65,7 +75,7 @@ def write_json(path, document):
     os.replace(tmp, path)
 
 
-def _geomean(values):
+def geomean(values):
     values = [v for v in values if v is not None and v > 0]
     if not values:
         return None
@@ -83,7 +93,7 @@ def summary_lines(document):
         op_rows = [r for r in rows if r["op"] == op]
         gains = [(speedup(r), r) for r in op_rows if speedup(r) is not None]
         roofs = sorted(p for p in (roofline_percent(r, copy_gbs) for r in op_rows) if p is not None)
-        geo = _geomean([g for g, _ in gains])
+        geo = geomean([g for g, _ in gains])
         text = f"{op}: geomean speedup over best anchor "
         text += "-" if geo is None else f"{geo:.2f}x"
         if gains:
@@ -95,15 +105,15 @@ def summary_lines(document):
                     f"max {roofs[-1]:.0f}%)"
         lines.append(text)
     if any(r.get("us_min") for r in rows):
-        geo = _geomean([speedup(r, "us_min") for r in rows])
+        geo = geomean([speedup(r, "us_min") for r in rows])
         if geo is not None:
             lines.append(f"on minimum instead of median times: geomean speedup {geo:.2f}x")
     for dtype in sorted({r["dtype"] for r in rows}):
-        geo = _geomean([speedup(r) for r in rows if r["dtype"] == dtype])
+        geo = geomean([speedup(r) for r in rows if r["dtype"] == dtype])
         if geo is not None:
             lines.append(f"{dtype}: geomean speedup {geo:.2f}x")
     for layout in sorted({r["layout"] for r in rows}):
-        geo = _geomean([speedup(r) for r in rows if r["layout"] == layout])
+        geo = geomean([speedup(r) for r in rows if r["layout"] == layout])
         if geo is not None:
             lines.append(f"{layout}: geomean speedup {geo:.2f}x")
     return lines

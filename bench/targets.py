@@ -19,6 +19,8 @@ import statistics
 import sys
 from collections import defaultdict
 
+from bench_report import geomean, roofline_percent, row_key, speedup
+
 BN_OPS = ("bn_infer", "bn_train", "bn_bwd")
 ITEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8}
 LARGE, SMALL = 32e6, 4e6
@@ -26,19 +28,6 @@ LARGE, SMALL = 32e6, 4e6
 
 def tensor_bytes(row) -> int:
     return math.prod(row["shape"]) * ITEM_BYTES[row["dtype"]]
-
-
-def best_anchor(row):
-    times = [t for name, t in row["us"].items() if name != "ours" and t]
-    return min(times) if times else None
-
-
-def geomean(values) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
-def key(row) -> tuple:
-    return (row["op"], tuple(row["shape"]), row["dtype"], row["layout"])
 
 
 def load(path: str):
@@ -55,10 +44,11 @@ def report(document, rows, earlier_rows=None) -> list:
     speedups_all = []
     for op in BN_OPS:
         mine = [r for r in rows if r["op"] == op]
-        large = [r["bytes_min"] / (r["us"]["ours"] * 1e-6) / 1e9 / copy_gbs * 100
-                 for r in mine if tensor_bytes(r) >= LARGE]
+        if not mine:
+            continue
+        large = [roofline_percent(r, copy_gbs) for r in mine if tensor_bytes(r) >= LARGE]
         small = [r["us"]["ours"] for r in mine if tensor_bytes(r) <= SMALL]
-        speedups = [best_anchor(r) / r["us"]["ours"] for r in mine if best_anchor(r)]
+        speedups = [s for s in map(speedup, mine) if s is not None]
         speedups_all += speedups
         lines.append(
             f"  {op:9s} >=32 MB: median {statistics.median(large):.0f}% of roofline ({len(large)} rows); "
@@ -66,7 +56,7 @@ def report(document, rows, earlier_rows=None) -> list:
             f"geomean speedup {geomean(speedups):.2f}x, {sum(s < 1 for s in speedups)} of {len(speedups)} slower")
     lines.append(f"  all       geomean speedup {geomean(speedups_all):.2f}x, "
                  f"{sum(s < 1 for s in speedups_all)} of {len(speedups_all)} rows slower than the best anchor")
-    by_key = {key(r): r for r in rows}
+    by_key = {row_key(r): r for r in rows}
     pairs = [(r, by_key.get((r["op"], tuple(r["shape"]), r["dtype"], "nhwc")))
              for r in rows if r["layout"] == "nchw"]
     pairs = [(a, b) for a, b in pairs if b is not None]
@@ -74,12 +64,12 @@ def report(document, rows, earlier_rows=None) -> list:
                  for a, b in pairs)
     lines.append(f"  NCHW within 15% of NHWC: {within} of {len(pairs)} pairs")
     if earlier_rows is not None:
-        before = {key(r): r["us"]["ours"] for r in earlier_rows}
+        before = {row_key(r): r["us"]["ours"] for r in earlier_rows}
         change = defaultdict(list)
         for r in rows:
-            if key(r) in before:
-                change[r["op"]].append(before[key(r)] / r["us"]["ours"])
-                change["all"].append(before[key(r)] / r["us"]["ours"])
+            if row_key(r) in before:
+                change[r["op"]].append(before[row_key(r)] / r["us"]["ours"])
+                change["all"].append(before[row_key(r)] / r["us"]["ours"])
         for op, values in change.items():
             lines.append(f"  ours, earlier run over this one, {op}: geomean {geomean(values):.3f}x "
                          f"({len(values)} rows)")
