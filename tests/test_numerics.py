@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from miopen_bn import reference
+from miopen_bn.arrays import in_memory_order
 from miopen_bn.tolerances import check
 
 MODES = ("spatial", "per_activation")
@@ -26,26 +27,34 @@ def check_training(backend, x, scale, bias, mode, dtype="float32", **kwargs):
     return y, mean, inv_std
 
 
-# Small shapes, and shapes whose reductions are long enough for the GPU's
-# multi-launch kernels, whose backward works in float (a center split in two
-# floats) rather than double.
+# Small shapes, and shapes whose reductions are long enough (M >= 256) for
+# the backward to work in float rather than double: on the GPU in the
+# multi-launch kernels (a center split in two floats), on the CPU in the row
+# kernels, which channels-last spatial and packed per-activation data take
+# (the mean rounded to float, the rest folded into a coefficient).
+NHWC = (0, 2, 3, 1)
 LARGE_MEAN_SHAPES = [
-    pytest.param("spatial", (64, 4, 6, 6), id="spatial-small"),
-    pytest.param("per_activation", (64, 4, 6, 6), id="per_activation-small"),
-    pytest.param("spatial", (64, 4, 64, 64), id="spatial-long", marks=pytest.mark.slow),
-    pytest.param("per_activation", (512, 4, 8, 8), id="per_activation-long"),
+    pytest.param("spatial", (64, 4, 6, 6), None, id="spatial-small"),
+    pytest.param("per_activation", (64, 4, 6, 6), None, id="per_activation-small"),
+    pytest.param("spatial", (64, 4, 64, 64), None, id="spatial-long", marks=pytest.mark.slow),
+    pytest.param("spatial", (64, 4, 6, 6), NHWC, id="spatial-long-nhwc"),
+    pytest.param("per_activation", (512, 4, 8, 8), None, id="per_activation-long"),
 ]
 
 
-@pytest.mark.parametrize("mode, shape", LARGE_MEAN_SHAPES)
-def test_large_mean_small_std(backend, rng, mode, shape):
+@pytest.mark.parametrize("mode, shape, order", LARGE_MEAN_SHAPES)
+def test_large_mean_small_std(backend, rng, mode, shape, order):
     """mean 1e4, std 1e-2: E[x^2] - mean^2 in float32 would lose every digit,
     and so would x - mean with the mean rounded to float32 (6e-4 off)."""
-    x = (1e4 + 1e-2 * rng.standard_normal(shape)).astype(np.float32)
+
+    def normal():  # laid out in memory in `order` (None: as given)
+        return in_memory_order(rng.standard_normal, shape, order or range(len(shape)))
+
+    x = (1e4 + 1e-2 * normal()).astype(np.float32)
     scale, bias = params_for(x, mode, rng)
     _, _, inv_std = check_training(backend, x, scale, bias, mode)
     assert np.all(inv_std > 50)  # var ~ 1e-4 was found, not 0 or garbage
-    dy = rng.standard_normal(x.shape).astype(np.float32)
+    dy = normal().astype(np.float32)
     dx, dscale, dbias = backend.backward(x, dy, scale, mode=mode)
     grads = reference.batchnorm_backward(x, dy, scale, mode=mode)
     check(dx, grads["dx"], "float32", "elementwise", "dx (statistics recomputed)")

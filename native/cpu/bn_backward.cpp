@@ -30,7 +30,7 @@ void run(const BnBackward& pb) {
                             saved ? nullptr : ws.take<double>(parts)};
     double* dscale = ws.take<double>(F);
     double* dbias = ws.take<double>(F);
-    const BackpropArrays coef(ws, F);
+    const BackpropArrays coef(ws, F, backprop_in_float<C>(plan));
     const Scratch<C> scratch(plan, ws);
 
     // Sums are shifted by the saved mean, or by each feature's first value.

@@ -47,7 +47,7 @@ void run(const GnBackward& pb) {
     double *s1 = group_sums, *weighted_dot = group_sums + G;
     double* param_grads = ws.take<double>(2 * channels);
     double *dweight = param_grads, *dbias = param_grads + channels;
-    const BackpropArrays coef(ws, F);
+    const BackpropArrays coef(ws, F, backprop_in_float<C>(plan));
     std::optional<NormalizeArrays<C>> z;  // the swish's input, as the forward computed it
     if (swish) z.emplace(ws, F);
     const Scratch<C> scratch(plan, ws);

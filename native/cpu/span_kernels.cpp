@@ -6,6 +6,7 @@
 #include "cpu/vector_types.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 namespace mbn::cpu {
 namespace {
@@ -438,11 +439,36 @@ MBN_INLINE void row_normalize_body(RowSpan<const C> x, RowSpan<C> out, std::int6
     stream_fence(stream);
 }
 
-template <typename C>
+// Vectors of the arithmetic type A over values stored as C: four doubles,
+// or eight floats (float arithmetic on float data).
+template <typename A>
+struct ArithVec;
+template <>
+struct ArithVec<double> {
+    using V = D4;
+};
+template <>
+struct ArithVec<float> {
+    using V = F8;
+};
+template <typename V, typename C>
+MBN_INLINE V load_arith(const C* p) {
+    if constexpr (std::is_same_v<V, D4> && std::is_same_v<C, float>) return load4(p);
+    else return load<V>(p);
+}
+template <typename C, typename V>
+MBN_INLINE void put_arith(C* p, const V& v, bool stream) {
+    if constexpr (std::is_same_v<V, D4> && std::is_same_v<C, float>) put(p, narrow4(p, v), stream);
+    else put(p, v, stream);
+}
+
+template <typename A, typename C>
 MBN_INLINE void row_backprop_body(RowSpan<const C> x, RowSpan<const C> dy, RowSpan<C> dx, std::int64_t rows,
-                                  std::int64_t n, BackpropRowCoefficients k, OutputMode<C> mode) {
+                                  std::int64_t n, BackpropRowCoefficients<A> k, OutputMode<C> mode) {
+    using V = typename ArithVec<A>::V;
+    constexpr std::int64_t L = sizeof(V) / sizeof(A);
     const bool stream = mode.stream && (dx.stride * static_cast<std::int64_t>(sizeof(C))) % 16 == 0;
-    const D4 vb = splat<D4>(static_cast<double>(mode.beta));
+    const V vb = splat<V>(static_cast<A>(mode.beta));
     const std::int64_t head = aligned_head(dx.data, n, stream);
     for (std::int64_t r0 = 0; r0 < rows; r0 += kBackpropRowGroup) {
         const std::int64_t g = rows - r0 < kBackpropRowGroup ? rows - r0 : kBackpropRowGroup;
@@ -452,23 +478,22 @@ MBN_INLINE void row_backprop_body(RowSpan<const C> x, RowSpan<const C> dy, RowSp
         const auto one = [&](std::int64_t j) {
             for (std::int64_t r = 0; r < g; ++r) {
                 C& o = ob[r * dx.stride + j];
-                double v = (static_cast<double>(gb[r * dy.stride + j]) * k.k_dy[j] + k.k_0[j]) +
-                           (static_cast<double>(xb[r * x.stride + j]) - k.mean[j]) * k.k_x[j];
-                if (mode.blend) v += static_cast<double>(mode.beta) * static_cast<double>(o);
+                A v = (static_cast<A>(gb[r * dy.stride + j]) * k.k_dy[j] + k.k_0[j]) +
+                      (static_cast<A>(xb[r * x.stride + j]) - k.mean[j]) * k.k_x[j];
+                if (mode.blend) v += static_cast<A>(mode.beta) * static_cast<A>(o);
                 o = static_cast<C>(v);
             }
         };
         std::int64_t j = 0;
         for (; j < head; ++j) one(j);
-        for (; j + 4 <= n; j += 4) {
-            const D4 m = load<D4>(k.mean + j), kdy = load<D4>(k.k_dy + j);
-            const D4 kx = load<D4>(k.k_x + j), k0 = load<D4>(k.k_0 + j);
+        for (; j + L <= n; j += L) {
+            const V m = load<V>(k.mean + j), kdy = load<V>(k.k_dy + j);
+            const V kx = load<V>(k.k_x + j), k0 = load<V>(k.k_0 + j);
             for (std::int64_t r = 0; r < g; ++r) {
                 C* o = ob + r * dx.stride + j;
-                D4 v = (load4(gb + r * dy.stride + j) * kdy + k0) + (load4(xb + r * x.stride + j) - m) * kx;
-                if (mode.blend) v += vb * load4(o);
-                if (stream) stream_store(o, narrow4(o, v));
-                else store4(o, v);
+                V v = (load_arith<V>(gb + r * dy.stride + j) * kdy + k0) + (load_arith<V>(xb + r * x.stride + j) - m) * kx;
+                if (mode.blend) v += vb * load_arith<V>(o);
+                put_arith(o, v, stream);
             }
         }
         for (; j < n; ++j) one(j);
@@ -513,7 +538,7 @@ MBN_INLINE void segments_normalize_body(const C* x, C* out, std::int64_t len, st
 
 template <typename C>
 MBN_INLINE void segments_backprop_body(const C* x, const C* dy, C* dx, std::int64_t len, std::int64_t count,
-                                       BackpropRowCoefficients k, OutputMode<C> mode) {
+                                       BackpropRowCoefficients<double> k, OutputMode<C> mode) {
     for (std::int64_t i = 0; i < count; ++i, x += len, dy += len, dx += len)
         backprop_body(x, dy, dx, len, BackpropCoefficients{k.mean[i], k.k_dy[i], k.k_x[i], k.k_0[i]}, mode);
 }
@@ -554,9 +579,9 @@ MBN_INLINE void segments_backprop_body(const C* x, const C* dy, C* dx, std::int6
         row_normalize_body(x, out, rows, n, k, mode);                                                     \
     }                                                                                                     \
     MBN_VECTOR_CLONES void row_backprop(RowSpan<const C> x, RowSpan<const C> dy, RowSpan<C> dx,           \
-                                        std::int64_t rows, std::int64_t n, BackpropRowCoefficients k,     \
+                                        std::int64_t rows, std::int64_t n, BackpropRowCoefficients<double> k, \
                                         OutputMode<C> mode) {                                             \
-        row_backprop_body(x, dy, dx, rows, n, k, mode);                                                   \
+        row_backprop_body<double>(x, dy, dx, rows, n, k, mode);                                           \
     }                                                                                                     \
     MBN_VECTOR_CLONES void segments_moments(const C* x, std::int64_t len, std::int64_t count,             \
                                             const double* center, MomentSums out, std::int64_t stride) {  \
@@ -573,7 +598,7 @@ MBN_INLINE void segments_backprop_body(const C* x, const C* dy, C* dx, std::int6
         stream_fence(mode.stream);                                                                        \
     }                                                                                                     \
     MBN_VECTOR_CLONES void segments_backprop(const C* x, const C* dy, C* dx, std::int64_t len,            \
-                                             std::int64_t count, BackpropRowCoefficients k,               \
+                                             std::int64_t count, BackpropRowCoefficients<double> k,       \
                                              OutputMode<C> mode) {                                        \
         segments_backprop_body(x, dy, dx, len, count, k, mode);                                           \
         stream_fence(mode.stream);                                                                        \
@@ -593,5 +618,11 @@ MBN_VECTOR_CLONES void inverse_std_span(const double* variance, double epsilon, 
 
 MBN_DEFINE_SPAN_KERNELS(float)
 MBN_DEFINE_SPAN_KERNELS(double)
+
+MBN_VECTOR_CLONES void row_backprop(RowSpan<const float> x, RowSpan<const float> dy, RowSpan<float> dx,
+                                    std::int64_t rows, std::int64_t n, BackpropRowCoefficients<float> k,
+                                    OutputMode<float> mode) {
+    row_backprop_body<float>(x, dy, dx, rows, n, k, mode);
+}
 
 }  // namespace mbn::cpu

@@ -22,7 +22,10 @@
 // exact for x near the mean (so accurate even when the mean dwarfs the
 // spread) and exactly 0 for a constant feature, whose y is then b exactly.
 // dx is computed in double whatever C: with few values per feature its
-// three terms nearly cancel (with M = 2 the exact dx is 0).
+// three terms nearly cancel (with M = 2 the exact dx is 0).  row_backprop
+// also comes in float for float C, which the caller picks where every
+// feature reduces over many values (walk_passes.hpp, backprop_in_float); its
+// mean is rounded to float with the rest folded into k_0, as y's.
 // In-place use (out == x, dx == dy or dx == x) is allowed: every element is
 // read before it is written.  Output options (OutputMode): with `blend`,
 // out = result + beta * out's prior content (alpha is folded into the
@@ -44,12 +47,14 @@ struct NormalizeRowCoefficients {
     const C *mean, *k, *b;
 };
 
-// dx = dy*k_dy + (x - mean)*k_x + k_0
+// dx = dy*k_dy + (x - mean)*k_x + k_0, in double; per-feature arrays in
+// the arithmetic type A (double, or float for row_backprop's float form).
 struct BackpropCoefficients {
     double mean, k_dy, k_x, k_0;
 };
+template <typename A>
 struct BackpropRowCoefficients {
-    const double *mean, *k_dy, *k_x, *k_0;
+    const A *mean, *k_dy, *k_x, *k_0;
 };
 
 template <typename C>
@@ -91,7 +96,7 @@ struct GradientSums {
     void row_normalize(RowSpan<const C> x, RowSpan<C> out, std::int64_t rows, std::int64_t n,             \
                        NormalizeRowCoefficients<C> k, OutputMode<C> mode);                                \
     void row_backprop(RowSpan<const C> x, RowSpan<const C> dy, RowSpan<C> dx, std::int64_t rows,          \
-                      std::int64_t n, BackpropRowCoefficients k, OutputMode<C> mode);                     \
+                      std::int64_t n, BackpropRowCoefficients<double> k, OutputMode<C> mode);             \
     void segments_moments(const C* x, std::int64_t len, std::int64_t count, const double* center,         \
                           MomentSums out, std::int64_t stride);                                           \
     void segments_gradient(const C* x, const C* dy, std::int64_t len, std::int64_t count,                 \
@@ -99,7 +104,7 @@ struct GradientSums {
     void segments_normalize(const C* x, C* out, std::int64_t len, std::int64_t count,                     \
                             NormalizeRowCoefficients<C> k, OutputMode<C> mode);                           \
     void segments_backprop(const C* x, const C* dy, C* dx, std::int64_t len, std::int64_t count,          \
-                           BackpropRowCoefficients k, OutputMode<C> mode);
+                           BackpropRowCoefficients<double> k, OutputMode<C> mode);
 
 // out[i] = 1 / sqrt(variance[i] + epsilon): NaN where variance + epsilon < 0
 // (no fabs, as the SPEC asks), in vector form since per activation there is
@@ -109,5 +114,8 @@ void inverse_std_span(const double* variance, double epsilon, double* out, std::
 MBN_DECLARE_SPAN_KERNELS(float)
 MBN_DECLARE_SPAN_KERNELS(double)
 #undef MBN_DECLARE_SPAN_KERNELS
+
+void row_backprop(RowSpan<const float> x, RowSpan<const float> dy, RowSpan<float> dx, std::int64_t rows,
+                  std::int64_t n, BackpropRowCoefficients<float> k, OutputMode<float> mode);
 
 }  // namespace mbn::cpu

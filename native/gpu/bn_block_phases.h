@@ -11,6 +11,7 @@
 // values in the same order.
 #pragma once
 
+#include "common/numerics.hpp"
 #include "common/problem.hpp"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_launch.hpp"
@@ -347,13 +348,9 @@ __device__ void normalize_share(const T* x, T* y, const BnLayout& layout, const 
 
 // The type of dx's per-element arithmetic, C: double, or float for float,
 // half and bfloat16 data when every feature reduces over at least
-// kFloatBackpropMinCount values.  Conversions to and from double issue at an
-// eighth of the float rate, and the double path converts x, dy and dx.
-// Tiny reductions keep double: with M = 2 (per activation) dx cancels to
-// eps / (var + eps) of its terms, below float's rounding of them.  The
-// gradient sums stay in double throughout: summed in float they drift by
-// ~5e-4 at M = 2^18, past the 1e-4 floor of the reduction tolerance.
-constexpr std::int64_t kFloatBackpropMinCount = 256;
+// kFloatBackpropMinCount values (common/numerics.hpp).  Conversions to and
+// from double issue at an eighth of the float rate, and the double path
+// converts x, dy and dx.
 
 // Positions per thread in flight: about 8 values of each input held as
 // doubles, 16 as floats.
