@@ -132,10 +132,11 @@ class CpuTimer:
 
     mode = "median wall time; ours and PyTorch timed in alternating blocks"
 
-    def __init__(self, target_s=0.4, min_reps=4, max_reps=30):
+    def __init__(self, target_s=0.4, min_reps=4, max_reps=30, settle_s=0.02):
         self.target_s = target_s
         self.min_reps = min_reps
         self.max_reps = max_reps
+        self.settle_s = settle_s
 
     def device_us(self, calls):
         calls[0]()  # warm-up: thread pool start, page faults of fresh outputs
@@ -153,12 +154,17 @@ class CpuTimer:
     def alternating_us(self, named_calls, blocks=2):
         """Times several implementations in alternating blocks (ours x n,
         torch x n, ours x n, torch x n): a shared machine's changing load hits
-        them alike, while thread pools still spinning from the previous
-        implementation only touch each block's untimed first call.  (Strict
-        round-robin would charge every call for the other pool's spinning.)
-        Returns {name: (median_us, min_us)}."""
+        them alike.  Before each block the host sleeps settle_s, so that the
+        previous implementation's idle threads have stopped spinning and gone
+        to sleep, and an untimed call wakes the block's own: PyTorch's OpenMP
+        workers (libgomp) spin for about 9 ms after a parallel region, ours
+        for 1 ms (CPU time the process burns while its main thread sleeps),
+        and a spinning worker on a 2-core machine halves the next block's
+        cores.  (Strict round-robin would charge every call for the other
+        pool's spinning.)  Returns {name: (median_us, min_us)}."""
         reps = {}
         for name, calls in named_calls.items():
+            time.sleep(self.settle_s)
             calls[0]()  # warm-up: thread pools, page faults of fresh outputs
             start = time.perf_counter()
             calls[0]()
@@ -168,7 +174,8 @@ class CpuTimer:
         times = {name: [] for name in named_calls}
         for _ in range(blocks):
             for name, calls in named_calls.items():
-                calls[0]()  # untimed: lets the other implementation's threads settle
+                time.sleep(self.settle_s)
+                calls[0]()  # untimed: wakes this implementation's threads
                 for i in range(reps[name]):
                     start = time.perf_counter()
                     calls[i % len(calls)]()

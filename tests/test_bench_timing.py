@@ -86,3 +86,29 @@ def test_a_cover_that_outlasts_the_host_is_used_once(monkeypatch):
     timer = make_timer(device)
     assert timer._timed([device.call], reps=6, cover_us=200.0) == [KERNEL_US] * 6
     assert device.host_us == []  # no repetition was run twice
+
+
+def test_cpu_blocks_start_after_the_other_pool_went_idle(monkeypatch):
+    """Each alternating block starts settle_s after the previous block's last
+    call, with an untimed call: the other implementation's spinning workers
+    must not share the cores with the first timed calls."""
+    clock = [0.0]
+    events = []  # (time, name, kind)
+    monkeypatch.setattr(bench_timing.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(bench_timing.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+
+    def call(name):
+        def run():
+            events.append((clock[0], name))
+            clock[0] += 1e-3
+
+        return [run]
+
+    timer = bench_timing.CpuTimer(target_s=0.008, min_reps=4, max_reps=4, settle_s=0.02)
+    result = timer.alternating_us({"ours": call("ours"), "torch": call("torch")}, blocks=2)
+    assert set(result) == {"ours", "torch"}
+    switches = [i for i in range(1, len(events)) if events[i][1] != events[i - 1][1]]
+    assert len(switches) >= 3  # warm-ups, then ours, torch, ours, torch
+    for i in switches:
+        gap = events[i][0] - (events[i - 1][0] + 1e-3)
+        assert gap >= 0.02 - 1e-9, f"block of {events[i][1]} started {gap * 1e3:.1f} ms after the other's last call"
