@@ -435,18 +435,8 @@ MBN_INLINE void row_normalize_body(RowSpan<const C> x, RowSpan<C> out, std::int6
     stream_fence(stream);
 }
 
-// Vectors of the arithmetic type A over values stored as C: four doubles,
-// or eight floats (float arithmetic on float data).
-template <typename A>
-struct ArithVec;
-template <>
-struct ArithVec<double> {
-    using V = D4;
-};
-template <>
-struct ArithVec<float> {
-    using V = F8;
-};
+// Vectors of an arithmetic type (Vec<A>: four doubles, or eight floats for
+// float arithmetic on float data) loaded from and stored to values of C.
 template <typename V, typename C>
 MBN_INLINE V load_arith(const C* p) {
     if constexpr (std::is_same_v<V, D4> && std::is_same_v<C, float>) return load4(p);
@@ -461,7 +451,7 @@ MBN_INLINE void put_arith(C* p, const V& v, bool stream) {
 template <typename A, typename C>
 MBN_INLINE void row_backprop_body(RowSpan<const C> x, RowSpan<const C> dy, RowSpan<C> dx, std::int64_t rows,
                                   std::int64_t n, BackpropRowCoefficients<A> k, OutputMode<C> mode) {
-    using V = typename ArithVec<A>::V;
+    using V = Vec<A>;
     constexpr std::int64_t L = sizeof(V) / sizeof(A);
     const bool stream = mode.stream && (dx.stride * static_cast<std::int64_t>(sizeof(C))) % 16 == 0;
     const V vb = splat<V>(static_cast<A>(mode.beta));
