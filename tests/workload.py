@@ -25,6 +25,12 @@ from miopen_bn import dtypes  # noqa: E402
 # calling thread (walk_passes.hpp's kSerialValues, 32768).
 BN_SHAPE = (8, 24, 18, 18)
 GN_SHAPE, GN_GROUPS = (4, 16, 24, 24), 4
+# NCHW backward whose features (100352 values over x, dy and dx: 1.2 MB)
+# outgrow an L2-sized unit: its fused units are sized from each thread's
+# share of the last-level cache, so the plan differs with the thread count
+# (fused in 2-feature units at 1-3 threads, unfused at 8) while the results
+# must not.
+LARGE_BACKWARD_SHAPE = (2, 32, 224, 224)
 DATA = ("xDesc", "yDesc", "dyDesc", "dxDesc")
 VARIANTS = (  # mode, x type, data layout, alpha/beta
     ("spatial", dtypes.FLOAT32, PACKED, (1.0, 0.0)),
@@ -43,6 +49,9 @@ def jobs() -> list:
             base = batch_norm_base(function, mode, BN_SHAPE, x_dtype, layouts_by_desc=dict.fromkeys(DATA, layout),
                                    scalars=scalars)
             result.append((base, len(result)))
+    large = batch_norm_base("miopenBatchNormalizationBackward", "spatial", LARGE_BACKWARD_SHAPE, dtypes.FLOAT32,
+                            layouts_by_desc=dict.fromkeys(DATA, PACKED))
+    result.append((large, len(result)))
     for function in GROUP_NORM:
         result.append((group_norm_base(function, GN_SHAPE, GN_GROUPS, dtypes.FLOAT32), len(result)))
     return result

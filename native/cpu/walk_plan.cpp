@@ -25,7 +25,10 @@ constexpr std::int64_t kMaxFeatureBlock = 2048;
 // feature fits that, a unit may span up to a share of the last-level cache
 // (fused_cache_share_bytes): its second pass then reads the unit from L3, not
 // memory.  NCHW backward of 32x{64,128,256}x56x56 (1.2 MB a feature over x,
-// dy and dx) got 1.15-1.35x faster that way on AMD EPYC (5 alternating runs).
+// dy and dx) got 5-30% faster that way on AMD EPYC (three A/B sessions of
+// 3-5 alternating runs).  That share depends on the thread count, and so
+// does the plan; the results do not, since each feature's sums are taken
+// block by block in the same order whatever unit holds it.
 constexpr std::int64_t kFusedUnitBytes = std::int64_t{1} << 20;
 constexpr std::int64_t kFusedMinUnits = 16;
 
