@@ -47,11 +47,41 @@ elseif(MIOPEN_BN_GPU STREQUAL "HIP")
   find_library(MIOPEN_BN_AMDHIP64 amdhip64 HINTS $ENV{ROCM_PATH}/lib /opt/rocm/lib REQUIRED)
   find_path(MIOPEN_BN_HIP_INCLUDE hip/hip_runtime_api.h HINTS $ENV{ROCM_PATH}/include /opt/rocm/include REQUIRED)
 
-  set(MIOPEN_BN_HIPCC_FLAGS -x hip -std=c++17 -fPIC -O3 -DMIOPEN_BN_HAS_GPU
+  set(MIOPEN_BN_HIPCC_COMMON_FLAGS -x hip -std=c++17 -fPIC -O3 -DMIOPEN_BN_HAS_GPU
     -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/native)
+  set(MIOPEN_BN_HIPCC_FLAGS ${MIOPEN_BN_HIPCC_COMMON_FLAGS})
   foreach(arch IN LISTS MIOPEN_BN_HIP_ARCHS)
     list(APPEND MIOPEN_BN_HIPCC_FLAGS --offload-arch=${arch})
   endforeach()
+
+  # Architectures the sources are checked for but not built: hipcc runs the
+  # front end only (-fsyntax-only, each device pass included), which catches
+  # a kernel that does not compile for that architecture's wave size at a
+  # small part of the cost of building it.  CI uses it for its second wave
+  # size.
+  set(MIOPEN_BN_HIP_CHECK_ARCHS "" CACHE STRING
+      "AMD architectures to check the HIP sources for with -fsyntax-only (not built)")
+  set(MIOPEN_BN_HIP_CHECK_STAMPS "")
+  if(MIOPEN_BN_HIP_CHECK_ARCHS)
+    set(check_flags ${MIOPEN_BN_HIPCC_COMMON_FLAGS} -fsyntax-only)
+    foreach(arch IN LISTS MIOPEN_BN_HIP_CHECK_ARCHS)
+      list(APPEND check_flags --offload-arch=${arch})
+    endforeach()
+    foreach(source IN LISTS MIOPEN_BN_GPU_KERNEL_SOURCES)
+      get_filename_component(stem ${source} NAME_WE)
+      set(stamp ${CMAKE_CURRENT_BINARY_DIR}/miopen_bn_hip/${stem}.checked)
+      add_custom_command(
+        OUTPUT ${stamp}
+        COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/miopen_bn_hip
+        COMMAND ${CMAKE_COMMAND} -E env HIP_PLATFORM=amd ${MIOPEN_BN_HIPCC} ${check_flags} ${source}
+        COMMAND ${CMAKE_COMMAND} -E touch ${stamp}
+        DEPENDS ${source} ${MIOPEN_BN_GPU_HEADERS}
+        COMMENT "hipcc -fsyntax-only ${stem}.hip (${MIOPEN_BN_HIP_CHECK_ARCHS})"
+        VERBATIM)
+      list(APPEND MIOPEN_BN_HIP_CHECK_STAMPS ${stamp})
+    endforeach()
+    add_custom_target(miopen_bn_hip_check ALL DEPENDS ${MIOPEN_BN_HIP_CHECK_STAMPS})
+  endif()
 
   set(MIOPEN_BN_HIP_OBJECTS "")
   foreach(source IN LISTS MIOPEN_BN_GPU_KERNEL_SOURCES)
