@@ -54,6 +54,20 @@ elseif(MIOPEN_BN_GPU STREQUAL "HIP")
     list(APPEND MIOPEN_BN_HIPCC_FLAGS --offload-arch=${arch})
   endforeach()
 
+  # A build step running hipcc on `source` with the arguments after
+  # `comment`; it makes `output` (an object, or the stamp it touches after a
+  # check that writes nothing).
+  function(miopen_bn_hipcc_step output source comment)
+    add_custom_command(
+      OUTPUT ${output}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/miopen_bn_hip
+      COMMAND ${CMAKE_COMMAND} -E env HIP_PLATFORM=amd ${MIOPEN_BN_HIPCC} ${ARGN}
+      COMMAND ${CMAKE_COMMAND} -E touch ${output}
+      DEPENDS ${source} ${MIOPEN_BN_GPU_HEADERS}
+      COMMENT "${comment}"
+      VERBATIM)
+  endfunction()
+
   # Architectures the sources are checked for but not built: hipcc runs the
   # front end only (-fsyntax-only, each device pass included), which catches
   # a kernel that does not compile for that architecture's wave size at a
@@ -61,42 +75,28 @@ elseif(MIOPEN_BN_GPU STREQUAL "HIP")
   # size.
   set(MIOPEN_BN_HIP_CHECK_ARCHS "" CACHE STRING
       "AMD architectures to check the HIP sources for with -fsyntax-only (not built)")
-  set(MIOPEN_BN_HIP_CHECK_STAMPS "")
-  if(MIOPEN_BN_HIP_CHECK_ARCHS)
-    set(check_flags ${MIOPEN_BN_HIPCC_COMMON_FLAGS} -fsyntax-only)
-    foreach(arch IN LISTS MIOPEN_BN_HIP_CHECK_ARCHS)
-      list(APPEND check_flags --offload-arch=${arch})
-    endforeach()
-    foreach(source IN LISTS MIOPEN_BN_GPU_KERNEL_SOURCES)
-      get_filename_component(stem ${source} NAME_WE)
-      set(stamp ${CMAKE_CURRENT_BINARY_DIR}/miopen_bn_hip/${stem}.checked)
-      add_custom_command(
-        OUTPUT ${stamp}
-        COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/miopen_bn_hip
-        COMMAND ${CMAKE_COMMAND} -E env HIP_PLATFORM=amd ${MIOPEN_BN_HIPCC} ${check_flags} ${source}
-        COMMAND ${CMAKE_COMMAND} -E touch ${stamp}
-        DEPENDS ${source} ${MIOPEN_BN_GPU_HEADERS}
-        COMMENT "hipcc -fsyntax-only ${stem}.hip (${MIOPEN_BN_HIP_CHECK_ARCHS})"
-        VERBATIM)
-      list(APPEND MIOPEN_BN_HIP_CHECK_STAMPS ${stamp})
-    endforeach()
-    add_custom_target(miopen_bn_hip_check ALL DEPENDS ${MIOPEN_BN_HIP_CHECK_STAMPS})
-  endif()
+  set(check_flags ${MIOPEN_BN_HIPCC_COMMON_FLAGS} -fsyntax-only)
+  foreach(arch IN LISTS MIOPEN_BN_HIP_CHECK_ARCHS)
+    list(APPEND check_flags --offload-arch=${arch})
+  endforeach()
 
   set(MIOPEN_BN_HIP_OBJECTS "")
+  set(MIOPEN_BN_HIP_CHECK_STAMPS "")
   foreach(source IN LISTS MIOPEN_BN_GPU_KERNEL_SOURCES)
     get_filename_component(stem ${source} NAME_WE)
     set(object ${CMAKE_CURRENT_BINARY_DIR}/miopen_bn_hip/${stem}.o)
-    add_custom_command(
-      OUTPUT ${object}
-      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/miopen_bn_hip
-      COMMAND ${CMAKE_COMMAND} -E env HIP_PLATFORM=amd
-              ${MIOPEN_BN_HIPCC} ${MIOPEN_BN_HIPCC_FLAGS} -c ${source} -o ${object}
-      DEPENDS ${source} ${MIOPEN_BN_GPU_HEADERS}
-      COMMENT "hipcc ${stem}.hip"
-      VERBATIM)
+    miopen_bn_hipcc_step(${object} ${source} "hipcc ${stem}.hip" ${MIOPEN_BN_HIPCC_FLAGS} -c ${source} -o ${object})
     list(APPEND MIOPEN_BN_HIP_OBJECTS ${object})
+    if(MIOPEN_BN_HIP_CHECK_ARCHS)
+      set(stamp ${CMAKE_CURRENT_BINARY_DIR}/miopen_bn_hip/${stem}.checked)
+      miopen_bn_hipcc_step(${stamp} ${source} "hipcc -fsyntax-only ${stem}.hip (${MIOPEN_BN_HIP_CHECK_ARCHS})"
+                           ${check_flags} ${source})
+      list(APPEND MIOPEN_BN_HIP_CHECK_STAMPS ${stamp})
+    endif()
   endforeach()
+  if(MIOPEN_BN_HIP_CHECK_STAMPS)
+    add_custom_target(miopen_bn_hip_check ALL DEPENDS ${MIOPEN_BN_HIP_CHECK_STAMPS})
+  endif()
   set_source_files_properties(${MIOPEN_BN_HIP_OBJECTS} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
   target_sources(miopen_bn PRIVATE ${MIOPEN_BN_HIP_OBJECTS})
   target_link_libraries(miopen_bn PRIVATE ${MIOPEN_BN_AMDHIP64})
