@@ -93,7 +93,7 @@ def test_cpu_blocks_start_after_the_other_pool_went_idle(monkeypatch):
     call, with an untimed call: the other implementation's spinning workers
     must not share the cores with the first timed calls."""
     clock = [0.0]
-    events = []  # (time, name, kind)
+    events = []  # (time the call started, implementation)
     monkeypatch.setattr(bench_timing.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(bench_timing.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
 
