@@ -1,5 +1,7 @@
 #include "cpu/thread_pool.hpp"
 
+#include "common/environment.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -19,11 +21,8 @@ constexpr auto kCallerSpin = std::chrono::microseconds(100);
 constexpr std::int64_t kChunksPerRange = 8;
 
 int configured_thread_count() {
-    if (const char* text = std::getenv("MIOPEN_BN_NUM_THREADS")) {
-        char* end = nullptr;
-        const long value = std::strtol(text, &end, 10);
-        if (end != text && value >= 1) return value > 1024 ? 1024 : static_cast<int>(value);
-    }
+    const std::int64_t asked = positive_from_environment("MIOPEN_BN_NUM_THREADS", 0);
+    if (asked > 0) return static_cast<int>(std::min<std::int64_t>(asked, 1024));
     const unsigned hardware = std::thread::hardware_concurrency();
     return hardware == 0 ? 1 : static_cast<int>(hardware);
 }

@@ -1,5 +1,6 @@
 #include "logging.hpp"
 
+#include "common/environment.hpp"
 #include "live_objects.hpp"
 #include "tensor_descriptor.hpp"
 
@@ -17,11 +18,6 @@ struct LogSettings {
     bool commands = false;
     std::FILE* sink = stderr;
 };
-
-bool env_flag(const char* name) {
-    const char* value = std::getenv(name);
-    return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
-}
 
 int level_from_hipdnn(const char* value) {
     struct Named { const char* name; LogLevel level; };
@@ -41,8 +37,8 @@ LogSettings read_settings() {
     } else if (const char* hipdnn = std::getenv("HIPDNN_LOG_LEVEL"); hipdnn && *hipdnn) {
         s.level = level_from_hipdnn(hipdnn);
     }
-    s.api_calls = env_flag("MIOPEN_ENABLE_LOGGING");
-    s.commands = env_flag("MIOPEN_ENABLE_LOGGING_CMD");
+    s.api_calls = switch_from_environment("MIOPEN_ENABLE_LOGGING", false);
+    s.commands = switch_from_environment("MIOPEN_ENABLE_LOGGING_CMD", false);
     if (const char* path = std::getenv("MIOPEN_BN_LOG_FILE"); path && *path) {
         if (std::FILE* file = std::fopen(path, "a")) s.sink = file;
     }

@@ -1,5 +1,7 @@
 #include "gpu/bn_planner.hpp"
 
+#include "common/environment.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -137,19 +139,15 @@ struct SplitTuning {
     bool reverse_second_pass = true;
 };
 
-int positive_from_environment(const char* name, int fallback) {
-    const char* value = std::getenv(name);
-    const int parsed = value != nullptr ? std::atoi(value) : 0;
-    return parsed > 0 ? parsed : fallback;
-}
-
 const SplitTuning& split_tuning() {
     static const SplitTuning tuning = [] {
         SplitTuning t;
-        t.thread_elements = positive_from_environment("MIOPEN_BN_GPU_THREAD_ELEMENTS", t.thread_elements);
-        t.blocks_per_multiprocessor = positive_from_environment("MIOPEN_BN_GPU_BLOCKS_PER_SM", 0);
-        const char* reverse = std::getenv("MIOPEN_BN_GPU_REVERSE_SECOND_PASS");
-        t.reverse_second_pass = reverse == nullptr || std::atoi(reverse) != 0;
+        // Clamped: the planner multiplies these by block sizes in int.
+        t.thread_elements = static_cast<int>(
+            std::min<std::int64_t>(positive_from_environment("MIOPEN_BN_GPU_THREAD_ELEMENTS", t.thread_elements), 1 << 16));
+        t.blocks_per_multiprocessor =
+            static_cast<int>(std::min<std::int64_t>(positive_from_environment("MIOPEN_BN_GPU_BLOCKS_PER_SM", 0), 1 << 10));
+        t.reverse_second_pass = switch_from_environment("MIOPEN_BN_GPU_REVERSE_SECOND_PASS", true);
         return t;
     }();
     return tuning;

@@ -1,18 +1,14 @@
 // Whether a call takes the single-launch kernels (bn_fused.hpp).
 #include "gpu/bn_fused.hpp"
 
-#include <cstdlib>
-#include <cstring>
+#include "common/environment.hpp"
 
 namespace mbn {
 namespace gpu {
 namespace {
 
 bool single_launch_switched_on() {
-    static const bool on = [] {
-        const char* value = std::getenv("MIOPEN_BN_GPU_SINGLE_LAUNCH");
-        return value == nullptr || std::strcmp(value, "0") != 0;
-    }();
+    static const bool on = switch_from_environment("MIOPEN_BN_GPU_SINGLE_LAUNCH", true);
     return on;
 }
 
