@@ -29,9 +29,10 @@
 // In-place use (out == x, dx == dy or dx == x) is allowed: every element is
 // read before it is written.  Output options (OutputMode): with `blend`,
 // out = result + beta * out's prior content (alpha is folded into the
-// coefficients); with `stream`, stores bypass the cache (for outputs larger
-// than the last-level cache, where reading the lines first only costs
-// bandwidth).
+// coefficients); with `stream`, the whole cache lines of the output bypass
+// the cache (for passes whose data outgrow the last-level cache, where the
+// lines would be evicted before anyone read them, and reading them in first
+// only costs bandwidth).
 #pragma once
 
 #include <cstdint>
@@ -65,8 +66,8 @@ struct OutputMode {
 };
 
 // `rows` rows of a tensor for row_* kernels: row r starts at data + r * stride.
-// The kernels take rows a few at a time per vector of features, so that
-// coefficients and accumulators are loaded once for several rows.
+// The sum kernels take rows a few at a time per vector of features, so that
+// accumulators are loaded once for several rows.
 template <typename C>
 struct RowSpan {
     C* data;

@@ -541,8 +541,8 @@ void gradient_pass(const WalkPlan& plan, const PassScope& scope, const Tx* x_all
 template <typename Tx, typename C>
 void normalize_pass(const WalkPlan& plan, const PassScope& scope, const Tx* x_all, Tx* y_all, const NormalizeArrays<C>& coef, float beta,
                     const Scratch<C>& scratch, const OutputActivation<C>& act = {}) {
-    const bool stream = !act.swish && stream_output(plan.repeats * plan.features * plan.reduction *
-                                                    static_cast<std::int64_t>(sizeof(Tx)));
+    const std::int64_t values = plan.repeats * plan.features * plan.reduction;
+    const bool stream = !act.swish && stream_output(values * static_cast<std::int64_t>(2 * sizeof(Tx)));
     const OutputMode<C> mode{beta != 0.0f, false, static_cast<C>(beta)};
     const OutputMode<C> direct{mode.blend, stream, mode.beta};  // for results written straight to y
     const bool blend = mode.blend;  // staged outputs need the prior read in
@@ -601,8 +601,8 @@ void normalize_pass(const WalkPlan& plan, const PassScope& scope, const Tx* x_al
 template <typename Tx, typename Tg, typename C>
 void backprop_pass(const WalkPlan& plan, const PassScope& scope, const Tx* x_all, const Tg* dy_all, Tg* dx_all, const BackpropArrays& coef,
                    float beta, const Scratch<C>& scratch, const GradientInput<C>& in = {}) {
-    const bool stream =
-        stream_output(plan.repeats * plan.features * plan.reduction * static_cast<std::int64_t>(sizeof(Tg)));
+    const std::int64_t values = plan.repeats * plan.features * plan.reduction;
+    const bool stream = stream_output(values * static_cast<std::int64_t>(sizeof(Tx) + 2 * sizeof(Tg)));
     const OutputMode<C> mode{beta != 0.0f, false, static_cast<C>(beta)};
     const OutputMode<C> direct{mode.blend, stream, mode.beta};  // for results written straight to dx
     const bool blend = mode.blend;  // staged outputs need the prior read in

@@ -1,5 +1,6 @@
 #include "cpu/walk_plan.hpp"
 
+#include "common/environment.hpp"
 #include "cpu/thread_pool.hpp"
 
 #include <algorithm>
@@ -121,13 +122,17 @@ void fuse(WalkPlan& plan, std::int64_t unit_values, std::int64_t cache_share_val
     plan.fused = true;
 }
 
+// MIOPEN_BN_CPU_CACHE_BYTES overrides what the system reports (a VM may
+// report its host's cache, or none); tests shrink it to make small tensors
+// take the streamed and fused paths of large ones.
 std::int64_t last_level_cache_bytes() {
     static const std::int64_t bytes = [] {
         long llc = -1;
 #ifdef _SC_LEVEL3_CACHE_SIZE
         llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
 #endif
-        return llc > 0 ? static_cast<std::int64_t>(llc) : std::int64_t{32} << 20;
+        const std::int64_t reported = llc > 0 ? static_cast<std::int64_t>(llc) : std::int64_t{32} << 20;
+        return positive_from_environment("MIOPEN_BN_CPU_CACHE_BYTES", reported);
     }();
     return bytes;
 }
@@ -141,7 +146,7 @@ std::int64_t fused_cache_share_bytes() {
 
 }  // namespace
 
-bool stream_output(std::int64_t bytes) { return bytes >= last_level_cache_bytes(); }
+bool stream_output(std::int64_t pass_bytes) { return pass_bytes >= last_level_cache_bytes(); }
 
 WalkPlan plan_walk(const BnGeometry& geom, std::array<const TensorArg*, kMaxSlots> tensors, int count) {
     WalkPlan plan;

@@ -159,9 +159,10 @@ void for_each_feature(const WalkPlan& plan, const Strides& strides, std::int64_t
                      [&](std::int64_t p, const std::array<std::int64_t, 1>& offset) { fn(p, offset[0]); });
 }
 
-// Whether an output of this many bytes should be written around the cache:
-// true from the size of the last-level cache up.
-bool stream_output(std::int64_t bytes);
+// Whether a pass that reads and writes this many bytes in all should write
+// its output around the cache: true from the size of the last-level cache
+// up, where what it writes would only evict what it is about to read.
+bool stream_output(std::int64_t pass_bytes);
 
 // Plans the walk over `tensors` (1 to kMaxSlots of them, all of x's lengths).
 WalkPlan plan_walk(const BnGeometry& geom, std::array<const TensorArg*, kMaxSlots> tensors, int count);
