@@ -111,11 +111,26 @@ def test_repeated_calls_are_bitwise_identical(lib, ffi, serial):
         assert lib.miopenDestroy(handle) == 0
 
 
-@pytest.mark.parametrize("threads", [1, 3, 8])
-def test_results_do_not_depend_on_the_thread_count(lib, ffi, threads):
-    """The pool's size is fixed per process: compare whole processes."""
-    env = {**os.environ, "MIOPEN_BN_NUM_THREADS": str(threads), "MIOPEN_LOG_LEVEL": "1"}
+def digest_in_a_process(variable: str, value: int) -> str:
+    """The workload's digest in a process with environment `variable` set:
+    the settings below are read once per process."""
+    env = {**os.environ, variable: str(value), "MIOPEN_LOG_LEVEL": "1"}
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workload.py")
     result = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == workload.digest(lib, ffi)
+    return result.stdout.strip()
+
+
+@pytest.mark.parametrize("threads", [1, 3, 8])
+def test_results_do_not_depend_on_the_thread_count(lib, ffi, threads):
+    assert digest_in_a_process("MIOPEN_BN_NUM_THREADS", threads) == workload.digest(lib, ffi)
+
+
+@pytest.mark.parametrize("cache_bytes", [1 << 16, 1 << 40])
+def test_results_do_not_depend_on_the_cache_size(lib, ffi, cache_bytes):
+    """The last-level cache size picks which passes stream their output past
+    the cache and how fused units are cut.  At 64 KiB every pool-sized pass
+    of the workload streams (whole cache lines only, runs starting anywhere
+    in a line, in place and blended); at 1 TiB none does, the large backward
+    included, which streams at any real cache size."""
+    assert digest_in_a_process("MIOPEN_BN_CPU_CACHE_BYTES", cache_bytes) == workload.digest(lib, ffi)

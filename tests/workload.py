@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # when run as a script
 
-from entry_points import BATCH_NORM, GROUP_NORM  # noqa: E402
+from entry_points import BACKWARD, BATCH_NORM, GROUP_NORM  # noqa: E402
 from fuzz_bases import batch_norm_base, group_norm_base  # noqa: E402
 from fuzz_cases import Case  # noqa: E402
 from strategies import CHANNELS_LAST, PACKED, Layout  # noqa: E402
@@ -32,10 +32,16 @@ GN_SHAPE, GN_GROUPS = (4, 16, 24, 24), 4
 # must not.
 LARGE_BACKWARD_SHAPE = (2, 32, 224, 224)
 DATA = ("xDesc", "yDesc", "dyDesc", "dxDesc")
-VARIANTS = (  # mode, x type, data layout, alpha/beta
-    ("spatial", dtypes.FLOAT32, PACKED, (1.0, 0.0)),
-    ("spatial", dtypes.FLOAT16, CHANNELS_LAST, (1.0, 0.0)),
-    ("per_activation", dtypes.FLOAT32, Layout("padded", padding=3), (0.5, 0.25)),
+# The float32 in-place variants write outputs over inputs in runs (324-value
+# planes, 24-value rows) whose cache lines start at varied offsets: the
+# streamed stores' whole-line windows (span_kernels.cpp), when the cache is
+# shrunk, begin and end mid-run.
+VARIANTS = (  # mode, x type, data layout, alpha/beta, in place
+    ("spatial", dtypes.FLOAT32, PACKED, (1.0, 0.0), False),
+    ("spatial", dtypes.FLOAT16, CHANNELS_LAST, (1.0, 0.0), False),
+    ("per_activation", dtypes.FLOAT32, Layout("padded", padding=3), (0.5, 0.25), False),
+    ("spatial", dtypes.FLOAT32, PACKED, (0.75, 0.5), True),
+    ("spatial", dtypes.FLOAT32, CHANNELS_LAST, (0.75, 0.5), True),
 )
 
 
@@ -43,11 +49,12 @@ def jobs() -> list:
     """(base problem, data seed) pairs, always the same."""
     result = []
     for function in BATCH_NORM:
-        for mode, x_dtype, layout, (alpha, beta) in VARIANTS:
+        for mode, x_dtype, layout, (alpha, beta), in_place in VARIANTS:
             scalars = {name: value for name, value in (("alpha", alpha), ("beta", beta), ("alphaDataDiff", alpha),
                                                        ("betaDataDiff", beta))}
+            over = ("dy" if function in BACKWARD else "x") if in_place else None
             base = batch_norm_base(function, mode, BN_SHAPE, x_dtype, layouts_by_desc=dict.fromkeys(DATA, layout),
-                                   scalars=scalars)
+                                   in_place=over, scalars=scalars)
             result.append((base, len(result)))
     large = batch_norm_base("miopenBatchNormalizationBackward", "spatial", LARGE_BACKWARD_SHAPE, dtypes.FLOAT32,
                             layouts_by_desc=dict.fromkeys(DATA, PACKED))
