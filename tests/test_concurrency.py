@@ -126,6 +126,43 @@ def test_results_do_not_depend_on_the_thread_count(lib, ffi, threads):
     assert digest_in_a_process("MIOPEN_BN_NUM_THREADS", threads) == workload.digest(lib, ffi)
 
 
+# Run in a process of its own: pins its main thread, which must not outlive the test.
+PINNED_CALLER = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import miopen_bn, workload
+lib, ffi = miopen_bn.lib, miopen_bn.ffi
+print(workload.digest(lib, ffi))  # starts the pool's workers with every CPU allowed
+everywhere = os.sched_getaffinity(0)
+os.sched_setaffinity(0, {min(everywhere)})
+for base, seed in workload.jobs() * 2:
+    time.sleep(0.003)  # long enough for the workers to fall asleep, to be woken onto the caller's CPU
+    workload.run(lib, ffi, base, seed)
+print(workload.digest(lib, ffi))
+for tid in sorted(os.listdir("/proc/self/task")):
+    if int(tid) != os.getpid():
+        print(sorted(os.sched_getaffinity(int(tid))) == sorted(everywhere))
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs Linux and 2 CPUs"
+)
+def test_a_caller_pinned_to_one_cpu_leaves_the_workers_affinity_alone():
+    """A worker woken on its caller's CPU moves itself off it by narrowing its
+    affinity for a moment (thread_pool.cpp); the caller pinned to one CPU
+    makes that happen, and afterwards every other thread must still allow
+    every CPU.  Results are unchanged."""
+    env = {**os.environ, "MIOPEN_BN_NUM_THREADS": "2", "MIOPEN_LOG_LEVEL": "1"}
+    tests = os.path.dirname(os.path.abspath(__file__))
+    result = subprocess.run([sys.executable, "-c", PINNED_CALLER, tests], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    before, after, *threads = result.stdout.split()
+    assert after == before
+    assert threads and all(flag == "True" for flag in threads)
+
+
 @pytest.mark.parametrize("cache_bytes", [1 << 16, 1 << 40])
 def test_results_do_not_depend_on_the_cache_size(lib, ffi, cache_bytes):
     """The last-level cache size picks which passes stream their output past

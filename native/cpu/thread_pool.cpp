@@ -7,6 +7,11 @@
 #include <cstdlib>
 #include <exception>
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 namespace mbn::cpu {
 namespace {
 
@@ -35,15 +40,51 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins until done() or `spin` has passed; returns done().
+// Spins until done() or `spin` has passed; returns done().  Every 64 turns
+// (a microsecond or two) it also yields the CPU: the thread it waits for may
+// be queued behind it on the same CPU, where the scheduler often puts a
+// woken worker beside its waker.  Without the yield such a call ran 5-7x
+// slower (2-vCPU VM, NCHW inference of 6.4 MB: 1.5 ms instead of 0.2 ms).
 template <typename Done>
 bool spin_until(Done&& done, std::chrono::microseconds spin) {
     const auto deadline = std::chrono::steady_clock::now() + spin;
     for (unsigned i = 1;; ++i) {
         if (done()) return true;
         cpu_relax();
-        if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return done();
+        if (i % 64 == 0) {
+            std::this_thread::yield();
+            if (std::chrono::steady_clock::now() > deadline) return done();
+        }
     }
+}
+
+// The CPU the calling thread runs on, or -1 where that cannot be known.
+int current_cpu() {
+#if defined(__linux__)
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+}
+
+// Moves the calling thread off `cpu` if its affinity allows `threads` CPUs
+// or more, so that there is room for every thread of the pool.  The
+// scheduler often queues a woken worker on its waker's CPU while another CPU
+// idles, and then leaves the two taking turns there: each call ran at one
+// thread's speed (2-vCPU VM, with both threads on one CPU for rounds on
+// end).  The affinity is restored at once; the migration it forced stays.
+void move_off_cpu(int cpu, int threads) {
+#if defined(__linux__)
+    cpu_set_t allowed;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed) != 0) return;
+    if (CPU_COUNT(&allowed) < threads || !CPU_ISSET(cpu, &allowed)) return;
+    cpu_set_t others = allowed;
+    CPU_CLR(cpu, &others);
+    if (pthread_setaffinity_np(pthread_self(), sizeof others, &others) == 0)
+        pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
+#else
+    (void)cpu, (void)threads;
+#endif
 }
 
 }  // namespace
@@ -121,6 +162,7 @@ void ThreadPool::run(std::int64_t tasks, Entry entry, void* body) {
             ranges_[t].chunk = std::max<std::int64_t>(1, (length + kChunksPerRange - 1) / kChunksPerRange);
         }
         finished_.store(0, std::memory_order_relaxed);
+        caller_cpu_ = current_cpu();
         busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
         generation_.fetch_add(1, std::memory_order_release);
     }
@@ -145,6 +187,7 @@ void ThreadPool::worker_loop(int thread) {
         // Task bodies never throw (scratch is allocated before the call);
         // terminate rather than deadlock the caller if one ever does.
         if (thread < active_threads_) {
+            if (caller_cpu_ >= 0 && current_cpu() == caller_cpu_) move_off_cpu(caller_cpu_, size());
             try {
                 work(thread);
             } catch (...) {

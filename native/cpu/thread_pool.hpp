@@ -12,7 +12,10 @@
 // Waking a sleeping thread costs tens of microseconds, as much as a whole
 // small batch norm, so workers spin after each job for longer than the gap
 // between two calls of a typical caller before sleeping, and the caller
-// spins briefly before sleeping on the job's completion.
+// spins briefly before sleeping on the job's completion.  Spinning yields
+// now and then, and a worker that finds itself on its caller's CPU moves
+// off it: the scheduler tends to queue a woken worker there, and two
+// threads sharing one CPU must not spin it away from each other.
 #pragma once
 
 #include <atomic>
@@ -85,6 +88,7 @@ private:
     void* body_ = nullptr;
     std::int64_t tasks_ = 0;
     int active_threads_ = 1;
+    int caller_cpu_ = -1;  // where the caller published the job, -1 if unknown
 };
 
 }  // namespace mbn::cpu
