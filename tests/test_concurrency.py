@@ -113,7 +113,7 @@ def test_repeated_calls_are_bitwise_identical(lib, ffi, serial):
 
 def digest_in_a_process(variable: str, value: int) -> str:
     """The workload's digest in a process with environment `variable` set:
-    the settings below are read once per process."""
+    the CPU backend reads its settings once per process."""
     env = {**os.environ, variable: str(value), "MIOPEN_LOG_LEVEL": "1"}
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workload.py")
     result = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=120)

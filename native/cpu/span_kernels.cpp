@@ -87,6 +87,17 @@ MBN_INLINE StreamWindow stream_window(const C* p, std::int64_t n, bool stream) {
     return {begin, begin + lines * per_line};
 }
 
+// Writes a span's values from i on: one(i) each up to the window, then
+// vectors(end, stream) through the window with streamed stores (stream is
+// std::true_type) and on to n with ordinary ones (std::false_type).  Both
+// advance i; what vectors leave short of n is the caller's.
+template <typename One, typename Vectors>
+MBN_INLINE void write_through_window(StreamWindow w, std::int64_t n, std::int64_t& i, One&& one, Vectors&& vectors) {
+    for (; i < w.begin; ++i) one(i);
+    vectors(w.end, std::true_type{});
+    vectors(n, std::false_type{});
+}
+
 // Makes streamed stores visible before the caller signals completion.
 MBN_INLINE void stream_fence(bool stream) {
 #if defined(__x86_64__)
@@ -232,9 +243,7 @@ MBN_INLINE void normalize_body(const C* x, C* out, std::int64_t n, NormalizeCoef
             for (; i + L <= end; i += L) put(out + i, (load<Vec<C>>(x + i) - km) * kk + kb, stream());
         }
     };
-    for (; i < w.begin; ++i) one(i);
-    vectors(w.end, std::true_type{});
-    vectors(n, std::false_type{});
+    write_through_window(w, n, i, one, vectors);
     if (tail) {
         store(out + n - L, last);
         i = n;
@@ -291,6 +300,8 @@ MBN_INLINE void backprop_body(const C* x, const C* dy, C* dx, std::int64_t n, Ba
     D4 last = {};  // the overlapping last vector, computed before any store
     if (tail) last = mode.blend ? v.at<true>(x, dy, dx, n - 4) : v.at<false>(x, dy, dx, n - 4);
     std::int64_t i = 0;
+    // As write_through_window, spelled out: its nested lambdas stayed out of
+    // line in the double clones here.
     for (; i < w.begin; ++i) one(i);
     if (mode.blend) {
         i = backprop_vectors<true, true>(x, dy, dx, i, w.end, v);
@@ -436,10 +447,7 @@ MBN_INLINE void row_normalize_body(RowSpan<const C> x, RowSpan<C> out, std::int6
                 put(o + j, v, stream());
             }
         };
-        const StreamWindow w = stream_window(o, n, mode.stream);
-        for (; j < w.begin; ++j) one(j);
-        vectors(w.end, std::true_type{});
-        vectors(n, std::false_type{});
+        write_through_window(stream_window(o, n, mode.stream), n, j, one, vectors);
         for (; j < n; ++j) one(j);
     }
     stream_fence(mode.stream);
@@ -482,10 +490,7 @@ MBN_INLINE void row_backprop_body(RowSpan<const C> x, RowSpan<const C> dy, RowSp
                 put_arith(o + j, v, stream());
             }
         };
-        const StreamWindow w = stream_window(o, n, mode.stream);
-        for (; j < w.begin; ++j) one(j);
-        vectors(w.end, std::true_type{});
-        vectors(n, std::false_type{});
+        write_through_window(stream_window(o, n, mode.stream), n, j, one, vectors);
         for (; j < n; ++j) one(j);
     }
     stream_fence(mode.stream);
