@@ -34,8 +34,9 @@ LARGE_BACKWARD_SHAPE = (2, 32, 224, 224)
 DATA = ("xDesc", "yDesc", "dyDesc", "dxDesc")
 # The float32 in-place variants write outputs over inputs in runs (324-value
 # planes, 24-value rows) whose cache lines start at varied offsets: the
-# streamed stores' whole-line windows (span_kernels.cpp), when the cache is
-# shrunk, begin and end mid-run.
+# streamed stores' whole-line windows (span_kernels.cpp; in packed NCHW one
+# window spans a task's planes joined), when the cache is shrunk, begin and
+# end mid-run.
 VARIANTS = (  # mode, x type, data layout, alpha/beta, in place
     ("spatial", dtypes.FLOAT32, PACKED, (1.0, 0.0), False),
     ("spatial", dtypes.FLOAT16, CHANNELS_LAST, (1.0, 0.0), False),

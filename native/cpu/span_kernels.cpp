@@ -5,6 +5,7 @@
 #include "cpu/vector_clones.hpp"
 #include "cpu/vector_types.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -524,9 +525,63 @@ MBN_INLINE void segments_gradient_body(const C* x, const C* dy, std::int64_t len
     }
 }
 
+// Runs of at least a vector, back to back, taken as one span: vectors cross
+// from one run into the next, the vector that straddles two takes each
+// lane's coefficients from its own run, and only the span's ends are
+// scalar.  Run by run, every run paid for its own ends, and when streaming
+// also for scalar values up to its first whole cache line (up to 15 of a
+// 14x14 run's 196): NCHW 32x1024x14x14 inference, whose output streams,
+// ran no faster than with ordinary stores that way.  Every value is the
+// same expression as run by run, so results do not change.
+template <bool Blend, typename C>
+MBN_INLINE void joined_runs_normalize(const C* x, C* out, std::int64_t len, std::int64_t count,
+                                      NormalizeRowCoefficients<C> k, OutputMode<C> mode) {
+    using V = Vec<C>;
+    using Mask = decltype(V{} < V{});
+    constexpr std::int64_t L = kLanes<C>;
+    Mask lane = {};
+    for (std::int64_t j = 0; j < L; ++j) lane[j] = j;
+    const V vb = splat<V>(mode.beta);
+    const std::int64_t n = len * count;
+    std::int64_t run = 0, run_end = len;  // the run of value i, and where it ends
+    std::int64_t i = 0;
+    const auto one = [&](std::int64_t j) {
+        while (j >= run_end) ++run, run_end += len;
+        C r = (x[j] - k.mean[run]) * k.k[run] + k.b[run];
+        if constexpr (Blend) r += mode.beta * out[j];
+        out[j] = r;
+    };
+    const auto vectors = [&](std::int64_t end, auto stream) {
+        const auto put_next = [&](const V& mean, const V& scale, const V& shift) {
+            V r = (load<V>(x + i) - mean) * scale + shift;
+            if constexpr (Blend) r += vb * load<V>(out + i);
+            put(out + i, r, stream());
+            i += L;
+        };
+        while (i + L <= end) {
+            while (i >= run_end) ++run, run_end += len;
+            const V km = splat<V>(k.mean[run]), kk = splat<V>(k.k[run]), kb = splat<V>(k.b[run]);
+            for (const std::int64_t last = std::min(run_end, end) - L; i <= last;) put_next(km, kk, kb);
+            if (i + L > end) break;
+            // run_end lies in [i, i + L): lanes from there on are the next run's,
+            // which exists since the vector ends inside the span.
+            const Mask here = lane < splat<Mask>(run_end - i);
+            put_next(here ? km : splat<V>(k.mean[run + 1]), here ? kk : splat<V>(k.k[run + 1]),
+                     here ? kb : splat<V>(k.b[run + 1]));
+        }
+    };
+    write_through_window(stream_window(out, n, mode.stream), n, i, one, vectors);
+    for (; i < n; ++i) one(i);
+}
+
 template <typename C>
 MBN_INLINE void segments_normalize_body(const C* x, C* out, std::int64_t len, std::int64_t count,
                                         NormalizeRowCoefficients<C> k, OutputMode<C> mode) {
+    if (len >= kLanes<C>) {  // a vector then spans at most two runs
+        if (mode.blend) joined_runs_normalize<true>(x, out, len, count, k, mode);
+        else joined_runs_normalize<false>(x, out, len, count, k, mode);
+        return;
+    }
     for (std::int64_t i = 0; i < count; ++i, x += len, out += len)
         normalize_body(x, out, len, NormalizeCoefficients<C>{k.mean[i], k.k[i], k.b[i]}, mode);
 }
