@@ -545,14 +545,14 @@ MBN_INLINE void joined_runs_normalize(const C* x, C* out, std::int64_t len, std:
     const std::int64_t n = len * count;
     std::int64_t run = 0, run_end = len;  // the run of value i, and where it ends
     std::int64_t i = 0;
-    const auto one = [&](std::int64_t j) {
+    const auto one = [&](std::int64_t j) MBN_INLINE_LAMBDA {
         while (j >= run_end) ++run, run_end += len;
         C r = (x[j] - k.mean[run]) * k.k[run] + k.b[run];
         if constexpr (Blend) r += mode.beta * out[j];
         out[j] = r;
     };
-    const auto vectors = [&](std::int64_t end, auto stream) {
-        const auto put_next = [&](const V& mean, const V& scale, const V& shift) {
+    const auto vectors = [&](std::int64_t end, auto stream) MBN_INLINE_LAMBDA {
+        const auto put_next = [&](const V& mean, const V& scale, const V& shift) MBN_INLINE_LAMBDA {
             V r = (load<V>(x + i) - mean) * scale + shift;
             if constexpr (Blend) r += vb * load<V>(out + i);
             put(out + i, r, stream());
