@@ -4,13 +4,14 @@
 //   reduce    moments of x (training; backward without saved statistics),
 //             then for backward the sums of dy and dy (x - mean);
 //   hand-over with one split, the block's own totals; with several, every
-//             block stores its partials, the grid meets at a barrier, and
-//             each block merges its features' partials in split order
-//             (every block of a feature gets the same bits);
+//             block stores its partials, the grid meets at a barrier, the
+//             blocks of a tile divide its features, each merging its share
+//             in split order and storing the results, and after a second
+//             barrier every block reads its tile's results;
 //   epilogue  y (training) or dx (backward), from registers when the block
 //             kept its share there, else re-reading it.
 // Outputs that belong to a feature (running and saved statistics, dscale,
-// dbias) are written by the block of its split 0 alone.
+// dbias) are written by the one block that finishes the feature.
 #include "common/numerics.hpp"
 #include "gpu/bn_block_phases.h"
 #include "gpu/bn_dispatch.hpp"
@@ -64,10 +65,10 @@ __device__ __forceinline__ ShiftedMoments<double>* moments_buffer<double>(Reduce
     return b.moments_d;
 }
 
-// Feature f's statistics; writes its running and saved statistics when
-// `owner` (the block of split 0), and returns its forward coefficients.
+// Feature f's statistics: writes its running and saved statistics and
+// returns its forward coefficients.  Called once per feature.
 __device__ ForwardCoefficients feature_statistics(const TrainingArgs& a, const BnLayout& layout, std::int64_t f,
-                                                  double shift, const ShiftedMoments<double>& total, bool owner) {
+                                                  double shift, const ShiftedMoments<double>& total) {
     const std::int64_t m = layout.reduction_size();
     const FeatureStatistics s = finish_statistics(total, static_cast<double>(m), a.epsilon);
     std::int64_t at[6];  // the forward parameter slots
@@ -77,7 +78,6 @@ __device__ ForwardCoefficients feature_statistics(const TrainingArgs& a, const B
         c.coef0 = a.scale.load(at[kFwdScale - kSlotParam0]) * s.inv_std;
         c.coef1 = a.bias.load(at[kFwdBias - kSlotParam0]);
     }
-    if (!owner) return c;
     const double mean = shift + s.mean_offset;
     if (a.running_mean.present()) {
         // Unbiased for the running estimate; a single value has no M - 1.
@@ -134,20 +134,24 @@ __device__ __forceinline__ ShiftedMoments<double> widened(const ShiftedMoments<A
                                   m.sum};
 }
 
-// The statistics of the block's features into `coef` (shared, one entry per
-// local feature), from the row-0 totals of the share: directly with one
-// split, else through the partials of every split.  Every thread calls it.
-template <typename A, int VF, typename Finish>
+// The statistics of the block's features, from the row-0 totals of its
+// share: with one split, keep(f, shift, merged) for each local feature f;
+// with several, every block stores its partials, the blocks of the tile
+// divide the merges (publish(feature, f, shift, merged) stores the results),
+// and after a second barrier every block takes its tile's results
+// (fetch(feature, f)).  Every thread calls it; the block is synchronized
+// when it returns.
+template <typename A, int VF, typename Keep, typename Publish, typename Fetch>
 __device__ void hand_over_moments(const BnLayout& layout, const ThreadShare& share, const BlockPlace& place,
                                   const ShiftedMoments<A> (&total)[VF], const double (&shift)[VF],
                                   const EngineScratch& scratch, const GridBarrier& barrier, double* shift_buffer,
-                                  ReduceBuffer& buffer, Finish&& finish) {
+                                  ReduceBuffer& buffer, Keep&& keep, Publish&& publish, Fetch&& fetch) {
     const std::int64_t features = layout.feature.size;
     const bool writer = threadIdx.y == 0 && share.active;
     if (layout.splits == 1) {
         if (writer)
 #pragma unroll
-            for (int j = 0; j < VF; ++j) finish(threadIdx.x * VF + j, shift[j], widened(total[j]));
+            for (int j = 0; j < VF; ++j) keep(threadIdx.x * VF + j, shift[j], widened(total[j]));
         __syncthreads();
         return;
     }
@@ -162,8 +166,9 @@ __device__ void hand_over_moments(const BnLayout& layout, const ThreadShare& sha
         }
     grid_barrier(barrier);
     const std::int64_t first = place.tile * layout.tile_features * VF;
-    merge_splits(
-        layout.tile_features * VF, layout.splits, ShiftedMoments<double>{{0.0, 0.0, 0.0}, 0.0},
+    const int tile = layout.tile_features * VF;
+    merge_owned_splits(
+        tile, layout.splits, static_cast<int>(place.split), ShiftedMoments<double>{{0.0, 0.0, 0.0}, 0.0},
         [&](int f, int s) {
             if (first + f >= features) return ShiftedMoments<double>{{0.0, 0.0, 0.0}, 0.0};
             const std::int64_t at = static_cast<std::int64_t>(s) * features + first + f;
@@ -172,9 +177,18 @@ __device__ void hand_over_moments(const BnLayout& layout, const ThreadShare& sha
                 load_after_barrier(scratch.sum + at)};
         },
         [&](int f, const ShiftedMoments<double>& merged) {
-            if (first + f < features) finish(f, shift_buffer[f], merged);
+            if (first + f < features) publish(first + f, f, shift_buffer[f], merged);
         },
         buffer.moments_d);
+    grid_barrier(barrier);
+    for (int f = flat_thread_index(); f < tile; f += static_cast<int>(blockDim.x * blockDim.y))
+        if (first + f < features) fetch(first + f, f);
+    __syncthreads();
+}
+
+// Entry k of a feature's published results.
+__device__ __forceinline__ double* final_of(const EngineScratch& scratch, std::int64_t feature, int k) {
+    return scratch.finals + feature * kFinalsPerFeature + k;
 }
 
 // ---- training forward ------------------------------------------------------
@@ -207,11 +221,24 @@ __global__ void __launch_bounds__(kBlockThreads)
         double shift[VF];
         share_moments<T, Rank, VR, VF, Cache>(x, layout, share, px, count, total, shift, buffer);
         const std::int64_t first = place.tile * layout.tile_features * VF;
-        hand_over_moments<A, VF>(layout, share, place, total, shift, scratch, barrier, shift_buffer, buffer,
-                                 [&](int f, double feature_shift, const ShiftedMoments<double>& merged) {
-                                     coef[f] = feature_statistics(args, layout, first + f, feature_shift, merged,
-                                                                  place.split == 0);
-                                 });
+        hand_over_moments<A, VF>(
+            layout, share, place, total, shift, scratch, barrier, shift_buffer, buffer,
+            [&](int f, double feature_shift, const ShiftedMoments<double>& merged) {
+                coef[f] = feature_statistics(args, layout, first + f, feature_shift, merged);
+            },
+            [&](std::int64_t feature, int, double feature_shift, const ShiftedMoments<double>& merged) {
+                const ForwardCoefficients c = feature_statistics(args, layout, feature, feature_shift, merged);
+                *final_of(scratch, feature, 0) = c.shift;
+                *final_of(scratch, feature, 1) = c.mean_offset;
+                *final_of(scratch, feature, 2) = c.coef0;
+                *final_of(scratch, feature, 3) = c.coef1;
+            },
+            [&](std::int64_t feature, int f) {
+                coef[f] = ForwardCoefficients{load_after_barrier(final_of(scratch, feature, 0)),
+                                              load_after_barrier(final_of(scratch, feature, 1)),
+                                              load_after_barrier(final_of(scratch, feature, 2)),
+                                              load_after_barrier(final_of(scratch, feature, 3))};
+            });
         if (share.active) {
             A c_shift[VF], c_offset[VF], c_factor[VF], c_bias[VF];
 #pragma unroll
@@ -293,13 +320,23 @@ __device__ __noinline__ void backward_item(const T* x, const G* dy, G* dx, const
         ShiftedMoments<A> total[VF];
         double shift[VF];
         share_moments<T, Rank, VR, VF, Cache>(x, layout, share, px, count, total, shift, buffer);
-        hand_over_moments<A, VF>(layout, share, place, total, shift, scratch, barrier, shift_buffer, buffer,
-                                 [&](int f, double feature_shift, const ShiftedMoments<double>& merged) {
-                                     const FeatureStatistics s = finish_statistics(
-                                         merged, static_cast<double>(layout.reduction_size()), args.epsilon);
-                                     coef[f].center = feature_shift + s.mean_offset;
-                                     coef[f].inv_std = s.inv_std;
-                                 });
+        const double m = static_cast<double>(layout.reduction_size());
+        hand_over_moments<A, VF>(
+            layout, share, place, total, shift, scratch, barrier, shift_buffer, buffer,
+            [&](int f, double feature_shift, const ShiftedMoments<double>& merged) {
+                const FeatureStatistics s = finish_statistics(merged, m, args.epsilon);
+                coef[f].center = feature_shift + s.mean_offset;
+                coef[f].inv_std = s.inv_std;
+            },
+            [&](std::int64_t feature, int, double feature_shift, const ShiftedMoments<double>& merged) {
+                const FeatureStatistics s = finish_statistics(merged, m, args.epsilon);
+                *final_of(scratch, feature, 0) = feature_shift + s.mean_offset;
+                *final_of(scratch, feature, 1) = s.inv_std;
+            },
+            [&](std::int64_t feature, int f) {
+                coef[f].center = load_after_barrier(final_of(scratch, feature, 0));
+                coef[f].inv_std = load_after_barrier(final_of(scratch, feature, 1));
+            });
     }
 
     // sum(dy) and sum(dy (x - mean)) in double, about the exact mean.
@@ -330,18 +367,16 @@ __device__ __noinline__ void backward_item(const T* x, const G* dy, G* dx, const
         block_gradient_sums<T, G, Rank, VR, VF>(x, dy, layout, share, center, sums, buffer.sums);
     }
 
-    // dscale, dbias and the backprop coefficients of each feature.
+    // dscale, dbias and the backprop coefficients of each feature (written by
+    // the one block that finishes the feature).
     auto finish = [&](int f, const Sums2<double>& s) {
         const std::int64_t feature = first + f;
         BackpropCoefficients& c = coef[f];
         std::int64_t at[3];
         nest_offsets<3>(layout.feature, feature, kBwdScale, at);
         const double sum_dy_xhat = s.b * c.inv_std;
-        if (place.split == 0) {
-            args.dscale.store_blended(at[kBwdDscale - kBwdScale], sum_dy_xhat, args.param.alpha,
-                                      args.param.beta);
-            args.dbias.store_blended(at[kBwdDbias - kBwdScale], s.a, args.param.alpha, args.param.beta);
-        }
+        args.dscale.store_blended(at[kBwdDscale - kBwdScale], sum_dy_xhat, args.param.alpha, args.param.beta);
+        args.dbias.store_blended(at[kBwdDbias - kBwdScale], s.a, args.param.alpha, args.param.beta);
         const double m = static_cast<double>(layout.reduction_size());
         c.coef0 = args.scale.load(at[0]) * c.inv_std;
         c.coef1 = s.a / m;
@@ -361,17 +396,31 @@ __device__ __noinline__ void backward_item(const T* x, const G* dy, G* dx, const
                 scratch.dy_x_sum[at] = sums[j].b;
             }
         grid_barrier(barrier);
-        merge_splits(
-            layout.tile_features * VF, layout.splits, Sums2<double>{0.0, 0.0},
+        const int tile = layout.tile_features * VF;
+        merge_owned_splits(
+            tile, layout.splits, static_cast<int>(place.split), Sums2<double>{0.0, 0.0},
             [&](int f, int s) {
                 if (first + f >= features) return Sums2<double>{0.0, 0.0};
                 const std::int64_t at = static_cast<std::int64_t>(s) * features + first + f;
                 return Sums2<double>{load_after_barrier(scratch.dy_sum + at), load_after_barrier(scratch.dy_x_sum + at)};
             },
             [&](int f, const Sums2<double>& merged) {
-                if (first + f < features) finish(f, merged);
+                if (first + f >= features) return;
+                finish(f, merged);
+                const BackpropCoefficients& c = coef[f];
+                *final_of(scratch, first + f, 2) = c.coef0;
+                *final_of(scratch, first + f, 3) = c.coef1;
+                *final_of(scratch, first + f, 4) = c.coef2;
             },
             buffer.sums);
+        grid_barrier(barrier);
+        for (int f = flat_thread_index(); f < tile; f += static_cast<int>(blockDim.x * blockDim.y))
+            if (first + f < features) {
+                coef[f].coef0 = load_after_barrier(final_of(scratch, first + f, 2));
+                coef[f].coef1 = load_after_barrier(final_of(scratch, first + f, 3));
+                coef[f].coef2 = load_after_barrier(final_of(scratch, first + f, 4));
+            }
+        __syncthreads();
     }
 
     // dx.

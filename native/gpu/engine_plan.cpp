@@ -19,8 +19,6 @@ constexpr std::int64_t kMinThreadElements = 16;
 // A feature whose whole reduction takes a thread this many steps or fewer is
 // not split: a grid barrier costs about as much as such a walk.
 constexpr std::int64_t kUnsplitSteps = 16;
-// Partials each thread merges after the grid barrier, at most.
-constexpr std::int64_t kMaxMergesPerThread = 16;
 
 // MIOPEN_BN_GPU_ALGORITHM: one of the names of algorithm_name, else automatic.
 bool forced_algorithm(EngineAlgorithm& out) {
@@ -55,12 +53,7 @@ std::int64_t splits_for(const BnLayout& layout, std::int64_t resident, bool forc
     const std::int64_t min_positions = forced ? 1 : std::max<std::int64_t>(1, kMinThreadElements / elements);
     const std::int64_t by_work = std::max<std::int64_t>(1, layout.reduce.size / (layout.rows * min_positions));
     const std::int64_t by_grid = std::max<std::int64_t>(1, resident / layout.tiles);
-    // Every block of a feature merges all its splits, its threads sharing
-    // them: kMaxMergesPerThread each at most.
-    const std::int64_t block_threads = static_cast<std::int64_t>(layout.tile_features) * layout.rows;
-    const std::int64_t tile = static_cast<std::int64_t>(layout.tile_features) * layout.features_per_thread;
-    const std::int64_t by_merge = kMaxMergesPerThread * std::max<std::int64_t>(1, block_threads / tile);
-    const std::int64_t splits = std::min({by_work, by_grid, by_merge});
+    const std::int64_t splits = std::min(by_work, by_grid);
     return forced ? std::max<std::int64_t>(2, splits) : splits;
 }
 
@@ -137,13 +130,14 @@ std::string describe(const EnginePlan& plan) {
 
 std::size_t engine_scratch_bytes(const BnLayout& layout) {
     const std::int64_t per_array = (layout.feature.size * layout.splits + 31) / 32 * 32;
-    return static_cast<std::size_t>(5 * per_array) * sizeof(double);
+    return static_cast<std::size_t>(5 * per_array + layout.feature.size * kFinalsPerFeature) * sizeof(double);
 }
 
 EngineScratch carve_engine_scratch(void* base, const BnLayout& layout) {
     const std::int64_t per_array = (layout.feature.size * layout.splits + 31) / 32 * 32;
     double* p = static_cast<double*>(base);
-    return EngineScratch{p, p + per_array, p + 2 * per_array, p + 3 * per_array, p + 4 * per_array};
+    return EngineScratch{p, p + per_array, p + 2 * per_array, p + 3 * per_array, p + 4 * per_array,
+                         p + 5 * per_array};
 }
 
 }  // namespace gpu

@@ -10,10 +10,11 @@
 //                    then the epilogue from registers; no grid barrier
 //   single-streamed  the same, the epilogue re-reading its share (L1/L2)
 //   split-cached     a feature's reduction split over several blocks, all
-//                    resident at once: partials, one grid barrier (two for
-//                    a backward that recomputes statistics), a merge in
-//                    fixed order by every block of the feature, then the
-//                    epilogue from registers: DRAM sees the data once
+//                    resident at once: partials, a grid barrier, the blocks
+//                    of a tile dividing the merges (fixed order), a second
+//                    barrier to share the results (twice, for a backward
+//                    that recomputes statistics), then the epilogue from
+//                    registers: DRAM sees the data once
 //   split-streamed   the same, the epilogue re-reading its share
 // All are one launch.
 #pragma once
@@ -53,14 +54,18 @@ EnginePlan plan_engine(const BnLayout& layout, const EngineCapacity& capacity);
 // A description of the plan for the Info log.
 std::string describe(const EnginePlan& plan);
 
-// Scratch arrays of the split algorithms, per (split, feature), in double:
-// moments (mean, M2, sum of the shifted values) and gradient sums (dy, dy (x - mean)).
+// Scratch arrays of the split algorithms, in double: per (split, feature)
+// partials, moments (mean, M2, sum of the shifted values) and gradient sums
+// (dy, dy (x - mean)); and per feature kFinalsPerFeature merged results,
+// published by the block that merged them.
+constexpr int kFinalsPerFeature = 8;
 struct EngineScratch {
     double* mean;
     double* m2;
     double* sum;
     double* dy_sum;
     double* dy_x_sum;
+    double* finals;  // [feature * kFinalsPerFeature + k]
 };
 std::size_t engine_scratch_bytes(const BnLayout& layout);
 EngineScratch carve_engine_scratch(void* base, const BnLayout& layout);

@@ -9,6 +9,7 @@
 //   merge_splits            the partials of a block's features from every
 //                           split of the grid, merged in a fixed order by the
 //                           whole block (deterministic; no atomics)
+//   merge_owned_splits      the same, the blocks of a tile sharing the merges
 #pragma once
 
 #include "gpu/bn_device_math.h"
@@ -118,8 +119,7 @@ __device__ void run_moments(const Pack<T, VR * VF> (&px)[Cache], int count, cons
     }
 }
 
-// Merges, for each of the block's `features` local features (a power of
-// two), the partials of all `splits` splits: load(f, s) gives feature f's
+// Merges, for each of the block's `features` local features, the partials of all `splits` splits: load(f, s) gives feature f's
 // partial of split s, identity the empty value, and finish(f, merged) is
 // called once per feature with the result.  The block's threads share the
 // work (lanes of a feature take splits lane, lane + lanes, ...), then the
@@ -131,7 +131,10 @@ __device__ void merge_splits(int features, int splits, const V& identity, Load&&
     const int threads = static_cast<int>(blockDim.x * blockDim.y);
     const int t = flat_thread_index();
     const int columns = features < threads ? features : threads;
-    const int lanes = threads / columns;
+    // Lanes: a power of two, for the tree below; threads past lanes * columns
+    // compute nothing that is read.
+    int lanes = 1;
+    while (lanes * 2 * columns <= threads) lanes *= 2;
     const int lane = t / columns;
     for (int first = 0; first < features; first += columns) {
         const int f = first + t % columns;
@@ -156,6 +159,25 @@ __device__ void merge_splits(int features, int splits, const V& identity, Load&&
         if (lane == 0) finish(f, value);
         __syncthreads();
     }
+}
+
+// The grid-wide form of merge_splits: the `splits` blocks that share a tile
+// of `features` features divide them, block `split` merging features split,
+// split + splits, ... (finish(f, merged) for each), so that each block does
+// 1/splits of the tile's merges instead of all of them.  The results reach
+// the other blocks through memory and a grid barrier (the caller's).
+template <typename V, typename Load, typename Finish>
+__device__ void merge_owned_splits(int features, int splits, int split, const V& identity, Load&& load,
+                                   Finish&& finish, V* buffer) {
+    const int owned = split < features ? (features - split + splits - 1) / splits : 0;
+    if (owned == 0) return;
+    merge_splits(
+        owned, splits, identity,
+        [&](int i, int s) { return i < owned ? load(split + i * splits, s) : identity; },
+        [&](int i, const V& merged) {
+            if (i < owned) finish(split + i * splits, merged);
+        },
+        buffer);
 }
 
 }  // namespace gpu
