@@ -27,8 +27,6 @@
 # bn_train"), once per variant NAME:VAR=VALUE,VAR=VALUE (the settings apply to
 # that run alone; none: this build as it is), each in its own process, then
 # bench/ab_compare.py over their JSONs (ab_NAME.json, ab_compare.txt).
-# GPU_CHECK_PYTEST_PATHS (default tests/) narrows the GPU tests; GPU_CHECK_ALGORITHMS the
-# algorithms the C program is forced through (engine_plan.hpp).
 # GPU_CHECK_SKIP="pytest c_check driver sanitizer" leaves those steps out (say,
 # a bench-only run after the tests passed in an earlier one); the time the
 # skipped steps would have had goes to the others.
@@ -254,7 +252,7 @@ step_pytest() {
     if "$PYTHON" -c "import pytest_timeout" 2>/dev/null; then extra+=(--timeout=120); fi
     note "time cap ${cap}s"
     run_logged pytest "$OUT/pytest.log" timeout -k 10 "$cap" "$PYTHON" -m pytest -m gpu -q \
-        -p no:cacheprovider --continue-on-collection-errors "${extra[@]}" ${GPU_CHECK_PYTEST_PATHS:-tests/}
+        -p no:cacheprovider --continue-on-collection-errors "${extra[@]}" tests/
     PYTEST_LINE=$(grep -E '(passed|failed|skipped|error|no tests ran)' "$OUT/pytest.log" | tail -n 1 || true)
     [ "$RC" = 124 ] && PYTEST_LINE="TIMED OUT after ${cap}s; last: $PYTEST_LINE"
     if [ "$SIMULATE" = 1 ] && [ "$RC" = 5 ]; then
@@ -273,15 +271,12 @@ step_c_check() {
         return 0
     fi
     run_logged c_check "$OUT/c_check.log" timeout -k 10 150 "$C_CHECK" --huge
-    local first=$RC summary algorithm
+    local first=$RC summary
     summary="$(grep -E 'passed' "$OUT/c_check.log" | tail -n 1 || echo 'no summary')"
-    # Each algorithm of the engine forced on the quick cases (engine_plan.hpp).
-    for algorithm in ${GPU_CHECK_ALGORITHMS:-single-cached single-streamed split-cached split-streamed}; do
-        MIOPEN_BN_GPU_ALGORITHM=$algorithm run_logged "c_check_$algorithm" "$OUT/c_check_algorithms.log" \
-            timeout -k 10 "${GPU_CHECK_ALGORITHM_S:-60}" "$C_CHECK" --quick
-        summary="$summary; $algorithm --quick: $(grep -E 'passed' "$OUT/c_check_algorithms.log" | tail -n 1 || echo 'no summary')"
-        [ "$RC" = 0 ] || first=$RC
-    done
+    # The multi-launch kernels too, on the small shapes the single launch takes.
+    MIOPEN_BN_GPU_SINGLE_LAUNCH=0 run_logged c_check_multi "$OUT/c_check_multi.log" \
+        timeout -k 10 120 "$C_CHECK" --quick
+    summary="$summary; multi-launch --quick: $(grep -E 'passed' "$OUT/c_check_multi.log" | tail -n 1 || echo 'no summary')"
     [ "$first" = 0 ] || RC=$first
     record c_check "$RC" $((SECONDS - start)) "$summary"
 }

@@ -55,21 +55,6 @@ LAYOUTS = ("nchw", "nhwc", "strided")
 SHAPE = (5, 6, 7, 9)
 
 
-# The engine's algorithms (native/gpu/engine_plan.hpp), each forced through
-# MIOPEN_BN_GPU_ALGORITHM on the small shapes below (which the automatic
-# choice would run unsplit), and the automatic choice itself.
-ALGORITHMS = ("auto", "single-cached", "single-streamed", "split-cached", "split-streamed")
-
-
-@pytest.fixture(params=ALGORITHMS)
-def algorithm(request, monkeypatch):
-    if request.param == "auto":
-        monkeypatch.delenv("MIOPEN_BN_GPU_ALGORITHM", raising=False)
-    else:
-        monkeypatch.setenv("MIOPEN_BN_GPU_ALGORITHM", request.param)
-    return request.param
-
-
 @pytest.fixture(scope="module")
 def handle():
     with mbn.Handle(backend="gpu") as gpu_handle:
@@ -127,7 +112,7 @@ def run_training(handle, x, mode, stats, seed, alpha=1.0, beta=0.0, y=None):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", list(TORCH_DTYPE))
 @pytest.mark.parametrize("mode", MODES)
-def test_forward_training(handle, algorithm, mode, dtype, layout, stats):
+def test_forward_training(handle, mode, dtype, layout, stats):
     x = random_data(SHAPE, dtype, 11, layout)
     run_training(handle, x, mode, stats, 11)
 
@@ -211,7 +196,7 @@ def run_backward(handle, x, dy, mode, saved, seed, alpha_data=1.0, beta_data=0.0
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", list(TORCH_DTYPE))
 @pytest.mark.parametrize("mode", MODES)
-def test_backward(handle, algorithm, mode, dtype, layout, saved):
+def test_backward(handle, mode, dtype, layout, saved):
     x = random_data(SHAPE, dtype, 31, layout)
     dy = random_data(SHAPE, dtype, 32, layout)
     run_backward(handle, x, dy, mode, saved, 31)
@@ -242,7 +227,7 @@ def test_mixed_layouts_in_one_call(handle):
 @pytest.mark.parametrize("shape", [(13, 79), (3, 4, 11), (2, 3, 4, 5, 6)],
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("mode", MODES)
-def test_other_ranks(handle, algorithm, shape, mode, layout):
+def test_other_ranks(handle, shape, mode, layout):
     if len(shape) == 2 and layout == "nhwc":
         pytest.skip("a rank-2 tensor has one layout")
     x = random_data(shape, "fp32", 41, layout)
@@ -256,7 +241,7 @@ def test_other_ranks(handle, algorithm, shape, mode, layout):
 # alpha / beta, in-place, allocation of outputs
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ("fp32", "fp16"))
-def test_alpha_beta_blend_with_prior_outputs(handle, algorithm, dtype):
+def test_alpha_beta_blend_with_prior_outputs(handle, dtype):
     x = random_data(SHAPE, dtype, 51, "nhwc")
     dy = random_data(SHAPE, dtype, 52, "nhwc")
     prior = random_data(SHAPE, dtype, 53, "nhwc")
@@ -270,7 +255,7 @@ def test_alpha_beta_blend_with_prior_outputs(handle, algorithm, dtype):
 
 
 @pytest.mark.parametrize("layout", ("nchw", "nhwc"))
-def test_in_place(handle, algorithm, layout):
+def test_in_place(handle, layout):
     """y == x for both forwards, dx == dy for backward."""
     x = random_data(SHAPE, "fp32", 61, layout)
     run_inference(handle, x, "spatial", True, 61, y=x)

@@ -44,9 +44,6 @@ public:
         (void)what;
     }
 
-    // How the last op ran, for the Info log (nullptr or empty: nothing to say).
-    virtual const char* last_algorithm() const { return nullptr; }
-
     virtual void bn_forward_training(const BnForwardTraining& p) = 0;
     virtual void bn_forward_inference(const BnForwardInference& p) = 0;
     virtual void bn_backward(const BnBackward& p) = 0;

@@ -2,7 +2,6 @@
 #pragma once
 
 #include "common/backend.hpp"
-#include "logging.hpp"
 
 #include <memory>
 #include <mutex>
@@ -19,16 +18,11 @@ namespace mbn {
 // The handle behind an argument, or BadParm when it is NULL.
 miopenHandle& require_handle(miopenHandle* handle);
 
-// Runs `op` on the handle's backend under its lock; at Info level, logs
-// the algorithm the backend chose.
+// Runs `op` on the handle's backend under its lock.
 template <typename Op>
 void dispatch(miopenHandle& handle, Op&& op) {
     std::lock_guard<std::mutex> lock(handle.call_mutex);
     op(*handle.backend);
-    if (log_level_enabled(LogLevel::info)) {
-        const char* algorithm = handle.backend->last_algorithm();
-        if (algorithm != nullptr && *algorithm != '\0') log_info("dispatch", algorithm);
-    }
 }
 
 }  // namespace mbn

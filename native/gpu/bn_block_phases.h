@@ -3,8 +3,12 @@
 // reduction): statistics moments, their finish into mean and inverse std,
 // the normalize loop, the gradient sums and the backprop loop.
 //
-// The engine (bn_engine.hip) chains them in one launch; group norm's slice
-// path (bn_stats.hip, bn_forward.hip's normalize) runs two of them alone.
+// The multi-launch kernels (bn_stats.hip, bn_forward.hip, bn_backward.hip)
+// run one phase each, with the splits of a feature merged in scratch between
+// launches; the single-launch kernels (bn_fused.hpp) chain the phases inside
+// one block when that block owns its features' whole reduction
+// (layout.splits == 1).  Both use these functions, so both compute the same
+// values in the same order.
 #pragma once
 
 #include "common/numerics.hpp"
@@ -200,6 +204,40 @@ __device__ __forceinline__ FeatureStatistics finish_statistics(const ShiftedMome
     return s;
 }
 
+// Pointers of a training call's optional outputs, in parameter type P
+// (nullptr: not written), and its factors.
+template <typename P>
+struct StatsOutputs {
+    const P* scale;
+    const P* bias;
+    P* running_mean;
+    P* running_var;
+    P* saved_mean;
+    P* saved_inv_std;
+    double epsilon;
+    double exp_avg_factor;
+};
+
+template <typename P>
+P* data_of(const TensorArg* t) {
+    return t != nullptr && t->present() ? static_cast<P*>(t->data) : nullptr;
+}
+
+// The kernels' view of a call's StatsWrites.
+template <typename P>
+StatsOutputs<P> stats_outputs(const StatsWrites& writes, double epsilon) {
+    StatsOutputs<P> out;
+    out.scale = data_of<P>(writes.scale);
+    out.bias = data_of<P>(writes.bias);
+    out.running_mean = data_of<P>(writes.running_mean);
+    out.running_var = data_of<P>(writes.running_var);
+    out.saved_mean = data_of<P>(writes.saved_mean);
+    out.saved_inv_std = data_of<P>(writes.saved_inv_std);
+    out.epsilon = epsilon;
+    out.exp_avg_factor = writes.exp_avg_factor;
+    return out;
+}
+
 // The forward factors of one feature: y = ((x - shift) - mean_offset) * coef0 + coef1.
 struct ForwardCoefficients {
     double shift;
@@ -207,6 +245,38 @@ struct ForwardCoefficients {
     double coef0;  // scale * inv_std
     double coef1;  // bias
 };
+
+// Writes a feature's saved and running statistics (where `out` names them)
+// and returns its forward coefficients (scale/bias in `out` may be null when
+// only statistics are wanted: the coefficients are then meaningless).
+template <typename P>
+__device__ ForwardCoefficients write_statistics(const StatsOutputs<P>& out, const BnLayout& layout,
+                                                std::int64_t feature, double shift, const FeatureStatistics& s) {
+    const std::int64_t m = layout.reduction_size();
+    const double mean = shift + s.mean_offset;
+    std::int64_t at[6];  // offsets in the forward parameter slots
+    nest_offsets<6>(layout.feature, feature, kSlotParam0, at);
+    ForwardCoefficients c{shift, s.mean_offset, 0.0, 0.0};
+    if (out.scale != nullptr) {
+        c.coef0 = static_cast<double>(widen(out.scale[at[kFwdScale - kSlotParam0]])) * s.inv_std;
+        c.coef1 = static_cast<double>(widen(out.bias[at[kFwdBias - kSlotParam0]]));
+    }
+    if (out.running_mean != nullptr) {
+        // Unbiased for the running estimate; a single value has no M - 1.
+        const double unbiased =
+            m > 1 ? s.variance * static_cast<double>(m) / static_cast<double>(m - 1) : s.variance;
+        const double f = out.exp_avg_factor;
+        P* rm = out.running_mean + at[kFwdMean - kSlotParam0];
+        P* rv = out.running_var + at[kFwdVar - kSlotParam0];
+        *rm = narrow<P>((1.0 - f) * static_cast<double>(widen(*rm)) + f * mean);
+        *rv = narrow<P>((1.0 - f) * static_cast<double>(widen(*rv)) + f * unbiased);
+    }
+    if (out.saved_mean != nullptr) {
+        out.saved_mean[at[kFwdSavedMean - kSlotParam0]] = narrow<P>(mean);
+        out.saved_inv_std[at[kFwdSavedInvStd - kSlotParam0]] = narrow<P>(s.inv_std);
+    }
+    return c;
+}
 
 // ---- normalize ---------------------------------------------------------------
 
@@ -366,6 +436,23 @@ struct BackpropCoefficients {
     double coef1;  // mean of dy
     double coef2;  // mean of dy * xhat
 };
+
+// Writes a feature's dscale and dbias (blended) from its gradient sums and
+// returns its backprop coefficients.
+template <typename P>
+__device__ BackpropCoefficients finish_gradients(const BnLayout& layout, std::int64_t feature, double center,
+                                                 double inv_std, const Sums2<double>& sums, const P* scale,
+                                                 P* dscale, P* dbias, Blend param) {
+    const double sum_dy = sums.a;
+    const double sum_dy_xhat = sums.b * inv_std;
+    std::int64_t at[3];
+    nest_offsets<3>(layout.feature, feature, kBwdScale, at);
+    store_blended(dscale, at[kBwdDscale - kBwdScale], sum_dy_xhat, param.alpha, param.beta);
+    store_blended(dbias, at[kBwdDbias - kBwdScale], sum_dy, param.alpha, param.beta);
+    const double m = static_cast<double>(layout.reduction_size());
+    return BackpropCoefficients{center, inv_std, static_cast<double>(widen(scale[at[0]])) * inv_std, sum_dy / m,
+                                sum_dy_xhat / m};
+}
 
 // The coefficients in C, the center split (see SplitCenter).
 template <typename C>

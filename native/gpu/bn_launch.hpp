@@ -1,6 +1,5 @@
-// What every launch gets (stream, scratch, counters), the check each launch
-// is followed by, and the kernel sequences of inference and of group norm's
-// batch-norm parts.  All work goes to one stream; nothing
+// The kernel sequences of each batch-norm op (one .hip file each) and the
+// check every launch is followed by.  All work goes to one stream; nothing
 // here allocates or synchronizes with the host.
 #pragma once
 
@@ -8,7 +7,6 @@
 #include "common/group_norm_problem.hpp"
 #include "common/problem.hpp"
 #include "gpu/bn_layout.hpp"
-#include "gpu/grid_sync.h"
 #include "gpu/hip_compat.h"
 
 namespace mbn {
@@ -36,19 +34,49 @@ inline dim3 walk_block(const BnLayout& layout) {
     return dim3(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
 }
 
+// Launch shape of the kernels that merge the splits of each feature:
+// blockDim = (features per block, lanes), the lanes sharing the splits.
+struct FinalizeShape {
+    dim3 grid;
+    dim3 block;
+};
+inline FinalizeShape finalize_shape(const BnLayout& layout) {
+    unsigned lanes = 1;
+    while (lanes < static_cast<unsigned>(layout.splits) && lanes < static_cast<unsigned>(kBlockThreads)) lanes *= 2;
+    const unsigned per_block = static_cast<unsigned>(kBlockThreads) / lanes;
+    const std::int64_t blocks = (layout.feature.size + per_block - 1) / per_block;
+    return FinalizeShape{dim3(static_cast<unsigned>(blocks)), dim3(per_block, lanes)};
+}
+
 struct LaunchTarget {
     hipStream_t stream;
-    void* scratch;  // at least the bytes the op asked for
-    unsigned long long* counters;  // zero-initialized, as many as the op asked for; left at zero
-    GridBarrier barrier;           // the handle's own pair (grid_sync.h), apart from `counters`
+    void* scratch;  // at least the bytes the op asked for (scratch_bytes(layout) for batch norm)
+    unsigned long long* counters;  // zero-initialized, as many as the op asked for (group norm)
 };
 
-// Inference: one pass, each thread deriving its features' coefficients from
-// the estimates.  (Training and backward: bn_engine.hpp.)
+void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, const LaunchTarget& target);
 void run_forward_inference(const BnForwardInference& p, const BnLayout& layout, const LaunchTarget& target);
+void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarget& target);
 
-// Group norm's per-slice statistics: per (split, feature) moments of x and
-// each feature's shift, into the scratch partials (bn_stats.hip).
+// Batch statistics of x into the scratch (shift, mean_offset, inv_std), for
+// forward training and for backward without saved statistics.  Whatever
+// `writes` names is written too; its tensors sit in the forward parameter
+// slots of `layout` (ForwardParam).
+struct StatsWrites {
+    const TensorArg* scale = nullptr;  // with bias: coef0 = scale * inv_std, coef1 = bias
+    const TensorArg* bias = nullptr;
+    const TensorArg* running_mean = nullptr;  // with running_var
+    const TensorArg* running_var = nullptr;
+    const TensorArg* saved_mean = nullptr;  // with saved_inv_std
+    const TensorArg* saved_inv_std = nullptr;
+    double exp_avg_factor = 0.0;
+};
+void run_batch_statistics(const TensorArg& x, DType param_dtype, double epsilon, const StatsWrites& writes,
+                          const BnLayout& layout, const LaunchTarget& target);
+
+// Its first launch alone: per (split, feature) moments of x and each
+// feature's shift, into the scratch partials (group norm merges them per
+// group itself).
 void run_statistics_partials(const TensorArg& x, const BnLayout& layout, const LaunchTarget& target);
 
 // The forward's last launch: y = act(((x - shift) - mean_offset) * coef0 +

@@ -196,11 +196,9 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
         layout.tile_features = static_cast<int>(std::min<std::int64_t>(wave, pow2_at_least(feature_groups)));
         layout.rows = kBlockThreads / layout.tile_features;
         if (rows_wanted < layout.rows) {
-            // A block's features stay within kBlockThreads, the per-feature
-            // shared arrays of the engine (bn_engine.hip).
             layout.rows = static_cast<int>(rows_wanted);
-            layout.tile_features = static_cast<int>(std::min<std::int64_t>(
-                kBlockThreads / std::max(layout.rows, layout.features_per_thread), pow2_at_least(feature_groups)));
+            layout.tile_features = static_cast<int>(
+                std::min<std::int64_t>(kBlockThreads / layout.rows, pow2_at_least(feature_groups)));
         }
     } else {
         // One feature per block: fewer rows when a feature has few elements.
@@ -219,10 +217,10 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
     std::int64_t splits = (target_blocks + layout.tiles - 1) / layout.tiles;
     splits = std::min(splits, std::max<std::int64_t>(1, positions / (static_cast<std::int64_t>(layout.rows) * min_positions)));
     splits = std::max<std::int64_t>(1, std::min<std::int64_t>(splits, kMaxSplits));
-    // More splits mean more launches for group norm's slice path (partials,
-    // their merge, the elementwise pass); when each thread walks its whole
-    // reduction in a few steps, one split wins.  (Batch norm's engine
-    // re-plans the splits for its kernels: engine_plan.cpp.)
+    // More splits mean more launches (partials, their merge, the elementwise
+    // pass); when each thread walks its whole reduction in a few steps, one
+    // split runs as a single launch (bn_fused.hpp), which wins: each launch
+    // costs a few microseconds, as much as such a walk.
     if ((positions + layout.rows - 1) / layout.rows <= kSingleSplitSteps) splits = 1;
     layout.chunk = (positions + splits - 1) / splits;
     layout.splits = static_cast<int>((positions + layout.chunk - 1) / layout.chunk);

@@ -1,15 +1,20 @@
-// Per (split, feature) moments of x into the scratch partials, for group
-// norm's slice path (which merges them per group itself): each block reduces
-// its (features x reduction slice) tile with Welford batches and Chan merges
-// to (mean, M2) per feature, plus the sum in double.  Values are shifted by
-// the feature's first element first, so a channel with mean 1e4 and std 1e-2
-// keeps its digits in float and a constant channel gives exactly zero
-// deviations.
+// Batch statistics: per-feature mean and inverse standard deviation of x,
+// in two launches.
+//   1. bn_stats_partial: each block reduces its (features x reduction slice)
+//      tile with Welford batches and Chan merges to (mean, M2) per feature,
+//      plus the sum in double, written to the scratch partials.  Values are
+//      shifted by the feature's first element first, so a channel with mean
+//      1e4 and std 1e-2 keeps its digits in float and a constant channel gives
+//      exactly zero deviations.
+//   2. bn_stats_finalize: per feature, merges the partials in a fixed order
+//      (deterministic results) in double, and writes the statistics, the
+//      forward coefficients, saved and running statistics.
 #include "gpu/bn_block_phases.h"
 #include "gpu/bn_dispatch.hpp"
 #include "gpu/bn_launch.hpp"
 #include "gpu/bn_scratch.hpp"
 
+#include <cmath>
 
 namespace mbn {
 namespace gpu {
@@ -36,6 +41,36 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
 }
 
+// Launched with finalize_shape(): the block's rows ("lanes") share the
+// splits of one feature, merged lane by lane and then over the lanes in a
+// fixed tree, so results do not depend on timing.
+template <typename P>
+__global__ void __launch_bounds__(kBlockThreads)
+    bn_stats_finalize(BnLayout layout, Scratch scratch, StatsOutputs<P> out) {
+    __shared__ ShiftedMoments<double> shared[kBlockThreads];
+    const std::int64_t features = layout.feature.size;
+    const std::int64_t feature = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+
+    ShiftedMoments<double> part{{0.0, 0.0, 0.0}, 0.0};
+    if (feature < features) {
+        for (int split = threadIdx.y; split < layout.splits; split += blockDim.y) {
+            const std::int64_t at = static_cast<std::int64_t>(split) * features + feature;
+            part = merge(part, ShiftedMoments<double>{{share_count(layout, split), scratch.partial0[at],
+                                                       scratch.partial1[at]},
+                                                      scratch.partial2[at]});
+        }
+    }
+    part = reduce_over_rows(part, shared);
+    if (feature >= features || threadIdx.y != 0) return;
+    const FeatureStatistics s =
+        finish_statistics(part, static_cast<double>(layout.reduction_size()), out.epsilon);
+    const ForwardCoefficients c = write_statistics(out, layout, feature, scratch.shift[feature], s);
+    scratch.mean_offset[feature] = s.mean_offset;
+    scratch.inv_std[feature] = s.inv_std;
+    scratch.coef0[feature] = c.coef0;
+    scratch.coef1[feature] = c.coef1;
+}
+
 }  // namespace
 
 void run_statistics_partials(const TensorArg& x, const BnLayout& layout, const LaunchTarget& target) {
@@ -50,6 +85,22 @@ void run_statistics_partials(const TensorArg& x, const BnLayout& layout, const L
                 <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
                 static_cast<const T*>(x.data), layout, scratch);
             check_launch("bn_stats_partial");
+        });
+    });
+}
+
+void run_batch_statistics(const TensorArg& x, DType param_dtype, double epsilon, const StatsWrites& writes,
+                          const BnLayout& layout, const LaunchTarget& target) {
+    run_statistics_partials(x, layout, target);
+    const Scratch scratch = carve_scratch(target.scratch, layout);
+    with_element_type(x.dtype, [&](auto x_tag) {
+        using T = typename decltype(x_tag)::type;
+        with_parameter_type<T>(param_dtype, [&](auto p_tag) {
+            using P = typename decltype(p_tag)::type;
+            const StatsOutputs<P> out = stats_outputs<P>(writes, epsilon);
+            const FinalizeShape shape = finalize_shape(layout);
+            bn_stats_finalize<P><<<shape.grid, shape.block, 0, target.stream>>>(layout, scratch, out);
+            check_launch("bn_stats_finalize");
         });
     });
 }

@@ -16,13 +16,19 @@
 #pragma once
 
 #include "gpu/gn_layout.hpp"
-#include "gpu/grid_sync.h"
 #include "gpu/hip_compat.h"
 
 #include <cstdint>
 
 namespace mbn {
 namespace gpu {
+
+// Reads that must see other blocks' stores of this launch: past the
+// non-coherent L1 (and after a fence that orders them behind the arrival).
+template <typename V>
+__device__ __forceinline__ V load_coherent(const V* p) {
+    return *static_cast<const volatile V*>(p);
+}
 
 // One thread per block, after the block's partial results are stored.
 // True for the arrival that completes `target`: that block finalizes and
@@ -38,6 +44,17 @@ __device__ __forceinline__ bool arrive(ArrivalCounter* counter, ArrivalCounter t
 __device__ __forceinline__ void release(ArrivalCounter* counter) {
     __threadfence();
     atomicExch(counter, 0ull);
+}
+
+// Eases the polling of a waiting thread (plain spinning before sm_70).
+__device__ __forceinline__ void pause_briefly() {
+#if MBN_GPU_CUDA
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    __nanosleep(64);
+#endif
+#else
+    __builtin_amdgcn_s_sleep(2);
+#endif
 }
 
 // One thread per block, after its own arrival (so the counter is not zero

@@ -10,16 +10,15 @@
 // the counters (group norm's cross-block hand-overs, gn_arrival.h) at
 // kInitialCounters, enough for 65536 groups and channels per call.
 #include "common/backend.hpp"
-#include "gpu/bn_engine.hpp"
 #include "gpu/bn_launch.hpp"
 #include "gpu/bn_planner.hpp"
+#include "gpu/bn_scratch.hpp"
 #include "gpu/gn_launch.hpp"
 #include "gpu/hip_compat.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <string>
 
 namespace mbn {
 namespace gpu {
@@ -55,13 +54,11 @@ public:
         check_runtime(hipEventCreate(&stop_), "hipEventCreate");
         grow_scratch(kInitialScratchBytes);
         grow_counters(kInitialCounters);
-        barrier_ = allocate_zeroed_counters(kGridBarrierCounters);
     }
 
     ~GpuBackend() override {
         if (scratch_ != nullptr) (void)hipFree(scratch_);
         if (counters_ != nullptr) (void)hipFree(counters_);
-        if (barrier_ != nullptr) (void)hipFree(barrier_);
         (void)hipEventDestroy(start_);
         (void)hipEventDestroy(stop_);
     }
@@ -93,9 +90,8 @@ public:
         t.slot[kFwdVar] = &p.running_var;
         t.slot[kFwdSavedMean] = &p.saved_mean;
         t.slot[kFwdSavedInvStd] = &p.saved_inv_std;
-        const EnginePlan plan = plan_forward_training(p, plan_layout(p.geom, t, shape_), shape_);
-        algorithm_ = describe(plan);
-        run(plan.scratch_bytes, 0, [&](const LaunchTarget& target) { run_forward_training(p, plan, target); });
+        const BnLayout layout = plan_layout(p.geom, t, shape_);
+        run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_forward_training(p, layout, target); });
     }
 
     void bn_forward_inference(const BnForwardInference& p) override {
@@ -107,8 +103,7 @@ public:
         t.slot[kFwdMean] = &p.mean;
         t.slot[kFwdVar] = &p.var;
         const BnLayout layout = plan_layout(p.geom, t, shape_);
-        algorithm_ = "GPU algorithm inference single pass";
-        run(0, 0, [&](const LaunchTarget& target) { run_forward_inference(p, layout, target); });
+        run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_forward_inference(p, layout, target); });
     }
 
     void bn_backward(const BnBackward& p) override {
@@ -121,22 +116,17 @@ public:
         t.slot[kBwdDbias] = &p.dbias;
         t.slot[kBwdSavedMean] = &p.saved_mean;
         t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
-        const EnginePlan plan = plan_backward(p, plan_layout(p.geom, t, shape_), shape_);
-        algorithm_ = describe(plan);
-        run(plan.scratch_bytes, 0, [&](const LaunchTarget& target) { run_backward(p, plan, target); });
+        const BnLayout layout = plan_layout(p.geom, t, shape_);
+        run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_backward(p, layout, target); });
     }
 
-    const char* last_algorithm() const override { return algorithm_.c_str(); }
-
     void gn_forward(const GnForward& p) override {
-        algorithm_.clear();
         const GnForwardPlan plan = plan_gn_forward(p, shape_);
         run(plan.needs.bytes, plan.needs.counters,
             [&](const LaunchTarget& target) { run_gn_forward(p, plan, shape_, target); });
     }
 
     void gn_backward(const GnBackward& p) override {
-        algorithm_.clear();
         const GnBackwardPlan plan = plan_gn_backward(p, shape_);
         run(plan.needs.bytes, plan.needs.counters,
             [&](const LaunchTarget& target) { run_gn_backward(p, plan, target); });
@@ -156,7 +146,7 @@ private:
 
         const hipStream_t stream = static_cast<hipStream_t>(stream_);
         if (profiling_) check_runtime(hipEventRecord(start_, stream), "hipEventRecord");
-        op(LaunchTarget{stream, scratch_, counters_, GridBarrier{barrier_, barrier_ + 1}});
+        op(LaunchTarget{stream, scratch_, counters_});
         if (profiling_) {
             check_runtime(hipEventRecord(stop_, stream), "hipEventRecord");
             timed_ = true;
@@ -193,13 +183,7 @@ private:
             counters_ = nullptr;
             counter_count_ = 0;
         }
-        counters_ = allocate_zeroed_counters(size);
-        counter_count_ = size;
-    }
-
-    // `count` counters, zeroed before any kernel uses them.
-    unsigned long long* allocate_zeroed_counters(std::int64_t count) {
-        const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(unsigned long long);
+        const std::size_t bytes = static_cast<std::size_t>(size) * sizeof(unsigned long long);
         void* fresh = nullptr;
         if (hipMalloc(&fresh, bytes) != hipSuccess) {
             (void)hipGetLastError();
@@ -212,7 +196,8 @@ private:
             (void)hipFree(fresh);
             check_runtime(status, "zeroing the GPU counters");
         }
-        return static_cast<unsigned long long*>(fresh);
+        counters_ = static_cast<unsigned long long*>(fresh);
+        counter_count_ = size;
     }
 
     int device_;
@@ -221,8 +206,6 @@ private:
     std::size_t scratch_bytes_ = 0;
     unsigned long long* counters_ = nullptr;
     std::int64_t counter_count_ = 0;
-    unsigned long long* barrier_ = nullptr;  // the grid barrier's pair (grid_sync.h), never shared with group norm
-    std::string algorithm_;  // the last call's plan, for the Info log
     hipEvent_t start_ = nullptr;
     hipEvent_t stop_ = nullptr;
     bool timed_ = false;

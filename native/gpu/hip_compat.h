@@ -88,15 +88,6 @@ using mbn_bfloat16 = hip_bfloat16;
 
 #endif
 
-// A kernel parameter whose address device functions may take without the
-// kernel copying it to local memory first (CUDA's __grid_constant__; HIP
-// passes parameters by address already).
-#if MBN_GPU_CUDA
-#define MBN_GRID_CONSTANT __grid_constant__
-#else
-#define MBN_GRID_CONSTANT
-#endif
-
 // The wavefront width: 32 on NVIDIA and RDNA (gfx10+), 64 on CDNA (gfx9).
 // clang defines __AMDGCN_WAVEFRONT_SIZE in AMD device passes; host passes
 // never use the value (the host reads the device's warpSize instead).
