@@ -68,6 +68,10 @@ void log_error(const char* function, const std::string& message) {
     if (log_level_enabled(LogLevel::error)) write_line("Error", function, message);
 }
 
+void log_warning(const char* function, const std::string& message) {
+    if (log_level_enabled(LogLevel::warning)) write_line("Warning", function, message);
+}
+
 void log_info(const char* function, const std::string& message) {
     if (log_level_enabled(LogLevel::info)) write_line("Info", function, message);
 }
