@@ -76,3 +76,40 @@ def test_threads_that_cannot_start_leave_a_smaller_pool_and_a_log_line():
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
     assert f"using {4 * cpus}" in result.stderr, result.stderr
     assert "could not start worker thread" in result.stderr, result.stderr
+
+
+@pytest.mark.gpu
+def test_a_forked_child_gets_a_clear_error_for_gpu_handles():
+    """A GPU runtime does not survive fork(): the parent's GPU handle is
+    refused in the child (BadParm naming fork), a new GPU handle is refused
+    there, and the child's CPU work and the parent's GPU work go on."""
+    result = run_script("""
+        import os, torch
+        x = torch.randn(8, 16, 32, 32, device="cuda")
+        ones, zeros = torch.ones(16, device="cuda"), torch.zeros(16, device="cuda")
+        gpu = bn.Handle("gpu")
+        parent = bn.batchnorm_forward_training(x, ones, zeros, handle=gpu)[0].cpu()
+        cpu = train()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                bn.batchnorm_forward_training(x, ones, zeros, handle=gpu)
+                code = 2
+            except bn.MIOpenError as e:
+                code = 0 if "fork" in str(e) else 3
+            try:
+                bn.Handle("gpu")
+                code = code or 4
+            except bn.MIOpenError:
+                pass
+            gpu.close()  # forgets the handle without touching the parent's runtime
+            code = code or (0 if np.array_equal(train(), cpu) else 5)
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, f"child failed with {os.waitstatus_to_exitcode(status)}"
+        again = bn.batchnorm_forward_training(x, ones, zeros, handle=gpu)[0].cpu()
+        assert torch.equal(again, parent)
+        print("ok")
+    """)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr

@@ -17,7 +17,7 @@ BnMode checked_mode(miopenBatchNormMode_t mode) {
 }
 
 // x's descriptor fixes the geometry every other tensor is checked against.
-BnGeometry checked_geometry(const miopenTensorDescriptor& x, miopenBatchNormMode_t mode) {
+BnGeometry checked_geometry(const TensorDesc& x, miopenBatchNormMode_t mode) {
     require(x.rank >= 2 && x.rank <= 5, miopenStatusBadParm, "xDesc has rank ", x.rank,
             " (batch norm takes ranks 2 to 5)");
     BnGeometry geom;
@@ -49,7 +49,7 @@ public:
     DType x_dtype() const { return x_dtype_; }
 
     // A tensor with x's lengths (y, dy, dx) whose type is given.
-    TensorArg data_tensor(const miopenTensorDescriptor& desc, const void* data, const char* what,
+    TensorArg data_tensor(const TensorDesc& desc, const void* data, const char* what,
                           DType dtype) const {
         return mbn::data_tensor(backend_, x_desc_, desc, data, what, dtype);
     }
@@ -110,7 +110,7 @@ public:
 
 private:
     const Backend& backend_;
-    const miopenTensorDescriptor& x_desc_;
+    const TensorDesc x_desc_;  // a snapshot: see tensor_descriptor.hpp
     BnGeometry geom_;
     DType x_dtype_;
     DType param_dtype_ = DType::f32;
@@ -221,15 +221,15 @@ BnBackward build_backward(const Backend& backend, const BnBackwardCall& call) {
     return p;
 }
 
-void derive_bn_descriptor(miopenTensorDescriptor& derived, const miopenTensorDescriptor& x,
+void derive_bn_descriptor(miopenTensorDescriptor* derived, const TensorDesc& x,
                           miopenBatchNormMode_t mode) {
     require(x.rank >= 4 && x.rank <= 5, miopenStatusBadParm, "xDesc has rank ", x.rank,
             " (miopenDeriveBNTensorDescriptor takes ranks 4 and 5)");
     const BnMode m = checked_mode(mode);
-    std::int64_t lens[miopenTensorDescriptor::kMaxRank];
+    std::int64_t lens[mbn::TensorDesc::kMaxRank];
     lens[0] = 1;
     for (int i = 1; i < x.rank; ++i) lens[i] = (m == BnMode::spatial && i > 1) ? 1 : x.lens[i];
-    set_descriptor(derived, miopenFloat, x.rank, lens, nullptr);
+    set_descriptor(derived, "derivedBnDesc", miopenFloat, x.rank, lens, nullptr);
 }
 
 }  // namespace mbn

@@ -97,7 +97,7 @@ public:
 
 private:
     const Backend& backend_;
-    const miopenTensorDescriptor& x_desc_;
+    const TensorDesc x_desc_;  // a snapshot: see tensor_descriptor.hpp
     DType x_dtype_ = DType::f32;
     std::optional<DType> param_dtype_;
     GnShape shape_;

@@ -1,7 +1,6 @@
 #include "logging.hpp"
 
 #include "common/environment.hpp"
-#include "live_objects.hpp"
 #include "tensor_descriptor.hpp"
 
 #include <cstdio>
@@ -91,13 +90,14 @@ void format_descriptor(std::ostream& out, const miopenTensorDescriptor* desc) {
     }
     // Arguments are logged before they are checked: a destroyed descriptor
     // must not be read.
-    if (!is_live(ObjectKind::descriptor, desc)) {
+    const auto copy = try_snapshot_descriptor(desc);
+    if (!copy) {
         out << static_cast<const void*>(desc) << " (not a live descriptor)";
         return;
     }
     // An unset descriptor has no contents to tell it apart: show its address.
-    if (!desc->is_set()) out << static_cast<const void*>(desc) << ' ';
-    out << *desc;
+    if (!copy->is_set()) out << static_cast<const void*>(desc) << ' ';
+    out << *copy;
 }
 
 void format_pointer(std::ostream& out, const void* pointer) {

@@ -26,14 +26,14 @@ Blend read_blend(const void* alpha, const void* beta, const char* alpha_name, co
     return Blend{*static_cast<const float*>(alpha), *static_cast<const float*>(beta)};
 }
 
-DType checked_io_dtype(const miopenTensorDescriptor& desc, const char* what) {
+DType checked_io_dtype(const TensorDesc& desc, const char* what) {
     const auto dtype = compute_dtype(desc.dtype);
     require(dtype.has_value(), miopenStatusNotImplemented, what, " has type ", miopen_dtype_name(desc.dtype),
             " (miopenFloat, miopenHalf, miopenBFloat16 and miopenDouble are supported)");
     return *dtype;
 }
 
-void require_same_lengths(const miopenTensorDescriptor& a, const miopenTensorDescriptor& b,
+void require_same_lengths(const TensorDesc& a, const TensorDesc& b,
                           const char* a_name, const char* b_name, const char* b_prefix) {
     bool same = a.rank == b.rank;
     for (int i = 0; same && i < a.rank; ++i) same = a.lens[i] == b.lens[i];
@@ -64,8 +64,8 @@ void check_in_place(const TensorArg& in, const TensorArg& out, const char* in_na
             in_name, " with different strides (in-place needs identical layouts)");
 }
 
-TensorArg data_tensor(const Backend& backend, const miopenTensorDescriptor& like,
-                      const miopenTensorDescriptor& desc, const void* data, const char* what, DType dtype) {
+TensorArg data_tensor(const Backend& backend, const TensorDesc& like,
+                      const TensorDesc& desc, const void* data, const char* what, DType dtype) {
     require_same_lengths(like, desc, "xDesc", what, "the descriptor of ");
     require_pointer(data, what);
     backend.check_accessible(data, what);

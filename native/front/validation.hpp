@@ -20,10 +20,10 @@ void check_epsilon(double epsilon);
 Blend read_blend(const void* alpha, const void* beta, const char* alpha_name, const char* beta_name);
 
 // The compute type of a data tensor (f16, bf16, f32, f64), else NotImplemented.
-DType checked_io_dtype(const miopenTensorDescriptor& desc, const char* what);
+DType checked_io_dtype(const TensorDesc& desc, const char* what);
 
 // BadParm unless a and b have the same lengths; b is named `b_prefix b_name`.
-void require_same_lengths(const miopenTensorDescriptor& a, const miopenTensorDescriptor& b,
+void require_same_lengths(const TensorDesc& a, const TensorDesc& b,
                           const char* a_name, const char* b_name, const char* b_prefix = "");
 
 // An output whose strides let two of its elements share memory would get
@@ -38,7 +38,7 @@ void check_in_place(const TensorArg& in, const TensorArg& out, const char* in_na
 
 // A data tensor with `like`'s lengths: present, accessible to the backend,
 // normalized.
-TensorArg data_tensor(const Backend& backend, const miopenTensorDescriptor& like,
-                      const miopenTensorDescriptor& desc, const void* data, const char* what, DType dtype);
+TensorArg data_tensor(const Backend& backend, const TensorDesc& like,
+                      const TensorDesc& desc, const void* data, const char* what, DType dtype);
 
 }  // namespace mbn
