@@ -310,3 +310,57 @@ def test_in_place_with_other_strides_is_refused(rng):
     with pytest.raises(miopen_bn.MIOpenBadParmError, match="aliases"):
         miopen_bn.groupnorm_forward(x, 3, y=y)
     np.testing.assert_array_equal(memory, before)
+
+
+# --- partial aliasing (C refuses it; Python also where it copied an input) -------
+
+
+def _overlap_case(rng, shift):
+    """x and an output of one shape in one buffer, the output `shift` elements on."""
+    memory = rng.standard_normal(2 * 6 * 16 + abs(shift)).astype(np.float32)
+    start = max(0, -shift)
+    x = memory[start:start + 192].reshape(2, 6, 4, 4)
+    out = memory[start + shift:start + shift + 192].reshape(2, 6, 4, 4)
+    return memory, x, out
+
+
+@pytest.mark.parametrize("shift", [1, -1, 16])
+def test_group_norm_output_partly_over_x_is_refused(rng, shift):
+    memory, x, y = _overlap_case(rng, shift)
+    before = memory.copy()
+    with pytest.raises(miopen_bn.MIOpenBadParmError, match="y .* overlaps x"):
+        miopen_bn.groupnorm_forward(x, 3, y=y)
+    np.testing.assert_array_equal(memory, before)
+
+
+def test_group_norm_backward_outputs_partly_over_inputs_are_refused(rng):
+    memory, dy, dx = _overlap_case(rng, 1)
+    x = rng.standard_normal(dy.shape).astype(np.float32)
+    weight, bias = np.ones(6, np.float32), np.zeros(6, np.float32)
+    _, mean, rstd = miopen_bn.groupnorm_forward(x, 3, weight, bias)
+    with pytest.raises(miopen_bn.MIOpenBadParmError, match="dx .* overlaps dy"):
+        miopen_bn.groupnorm_backward(x, dy, 3, weight, mean, rstd, bias=bias, dx=dx)
+    grads = np.full(6, np.nan, np.float32)
+    with pytest.raises(miopen_bn.MIOpenBadParmError, match="overlaps"):
+        miopen_bn.groupnorm_backward(x, x, 3, weight, mean, rstd, bias=bias, dweight=grads, dbias=grads)
+    assert np.isnan(grads).all()
+
+
+def test_batch_norm_saved_statistics_at_one_address_are_refused(rng):
+    x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
+    ones, zeros, stats = np.ones(3, np.float32), np.zeros(3, np.float32), np.full(3, np.nan, np.float32)
+    with pytest.raises(miopen_bn.MIOpenBadParmError, match="overlaps"):
+        miopen_bn.batchnorm_forward_training(x, ones, zeros, saved_mean=stats, saved_inv_var=stats)
+    assert np.isnan(stats).all()
+
+
+def test_an_output_over_an_input_python_copied_is_refused(rng):
+    """x with negative strides is copied before the call, which would hide
+    from the library that y overlaps it: Python refuses it first."""
+    memory = rng.standard_normal(192).astype(np.float32)
+    before = memory.copy()
+    x = memory[::-1].reshape(2, 6, 4, 4)
+    y = memory.reshape(2, 6, 4, 4)
+    with pytest.raises(ValueError, match="y overlaps x"):
+        miopen_bn.groupnorm_forward(x, 3, y=y)
+    np.testing.assert_array_equal(memory, before)

@@ -114,7 +114,6 @@ GnForward build_gn_forward(const Backend& backend, const GnForwardCall& call) {
     p.x = check.x();
     p.y = check.data_like_x(call.y_desc, call.y, "y");
     require_distinct_elements(p.y, "y");
-    check_in_place(p.x, p.y, "x", "y");
     if (p.affine) {
         p.weight = check.param(call.weight_desc, call.weight, "weight");
         p.bias = check.param(call.bias_desc, call.bias, "bias");
@@ -127,6 +126,13 @@ GnForward build_gn_forward(const Backend& backend, const GnForwardCall& call) {
     p.epsilon = call.epsilon;
     p.activation = checked_activation(call.activation, call.activation_beta);
     p.swish_beta = call.activation_beta;
+    require_no_aliasing({{p.x, "x", false},
+                         {p.y, "y", true},
+                         {p.weight, "weight", false},
+                         {p.bias, "bias", false},
+                         {p.mean, "mean", true},
+                         {p.rstd, "rstd", true}},
+                        {{"x", "y"}});
     return p;
 }
 
@@ -139,8 +145,6 @@ GnBackward build_gn_backward(const Backend& backend, const GnBackwardCall& call)
     p.dy = check.data_like_x(call.dy_desc, call.dy, "dy");
     p.dx = check.data_like_x(call.dx_desc, call.dx, "dx");
     require_distinct_elements(p.dx, "dx");
-    check_in_place(p.dy, p.dx, "dy", "dx");
-    check_in_place(p.x, p.dx, "x", "dx");
     p.activation = checked_activation(call.activation, call.activation_beta);
     p.swish_beta = call.activation_beta;
     if (p.affine) {
@@ -153,6 +157,16 @@ GnBackward build_gn_backward(const Backend& backend, const GnBackwardCall& call)
     }
     p.mean = check.statistic(call.mean_desc, call.mean, "mean");
     p.rstd = check.statistic(call.rstd_desc, call.rstd, "rstd");
+    require_no_aliasing({{p.x, "x", false},
+                         {p.dy, "dy", false},
+                         {p.dx, "dx", true},
+                         {p.weight, "weight", false},
+                         {p.bias, "bias", false},
+                         {p.mean, "mean", false},
+                         {p.rstd, "rstd", false},
+                         {p.dweight, "dweight", true},
+                         {p.dbias, "dbias", true}},
+                        {{"dy", "dx"}, {"x", "dx"}});
     return p;
 }
 
