@@ -113,3 +113,19 @@ def test_a_forked_child_gets_a_clear_error_for_gpu_handles():
         print("ok")
     """)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_a_fifo_as_log_file_neither_blocks_nor_is_written(tmp_path):
+    """The log file is opened by the first line logged, never blocking: with
+    logging quiet a FIFO is never opened; with logging on it is refused
+    (said once on stderr) and the lines go to stderr."""
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    quiet = run_script("train(); print('ok')", timeout=30, MIOPEN_BN_LOG_FILE=str(fifo), MIOPEN_LOG_LEVEL="1")
+    assert quiet.returncode == 0 and quiet.stdout.strip() == "ok", quiet.stderr
+    assert quiet.stderr == ""
+    logged = run_script("train(); train(); print('ok')", timeout=30, MIOPEN_BN_LOG_FILE=str(fifo),
+                        MIOPEN_ENABLE_LOGGING="1")
+    assert logged.returncode == 0 and logged.stdout.strip() == "ok", logged.stderr
+    assert logged.stderr.count("MIOPEN_BN_LOG_FILE") == 1, logged.stderr
+    assert "miopenBatchNormalizationForwardTraining" in logged.stderr
