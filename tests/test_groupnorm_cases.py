@@ -364,3 +364,18 @@ def test_an_output_over_an_input_python_copied_is_refused(rng):
     with pytest.raises(ValueError, match="y overlaps x"):
         miopen_bn.groupnorm_forward(x, 3, y=y)
     np.testing.assert_array_equal(memory, before)
+
+
+def test_float64_groups_of_two_close_values_keep_float64_precision(rng):
+    """Pairs of channels 3e-3 apart at one position: variance ~2e-6 against
+    epsilon 1e-5.  The float epsilon of the ABI once made rstd 1e-8 off; it
+    must match float64 arithmetic with epsilon 1e-5 (as PyTorch's) to
+    float64's tolerance, and y with it."""
+    x = rng.standard_normal((4, 8, 1, 1))
+    x[:, 1::2] = x[:, 0::2] + 3e-3 * rng.standard_normal((4, 4, 1, 1))
+    y, mean, rstd = miopen_bn.groupnorm_forward(x, 4, epsilon=1e-5)
+    pairs = x.reshape(4, 4, 2)
+    expected_rstd = 1.0 / np.sqrt(pairs.var(axis=2) + 1e-5)
+    check(rstd, expected_rstd, "float64", "reduction", "rstd")
+    expected_y = (pairs - pairs.mean(axis=2, keepdims=True)) * expected_rstd[:, :, None]
+    check(y, expected_y.reshape(x.shape), "float64", "elementwise", "y")

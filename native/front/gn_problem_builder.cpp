@@ -2,7 +2,9 @@
 
 #include "validation.hpp"
 
+#include <charconv>
 #include <cmath>
+#include <system_error>
 
 namespace mbn {
 namespace {
@@ -12,6 +14,22 @@ bool affine_mode(miopenNormMode_t mode) {
     require(m >= MIOPEN_ELEMENTWISE_AFFINE && m <= MIOPEN_WEIGHT_BIAS_T5, miopenStatusBadParm, "mode ", m,
             " is not a miopenNormMode_t");
     return mode != MIOPEN_ELEMENTWISE_AFFINE;
+}
+
+// The ABI takes group norm's epsilon as a float, which holds 1e-5 only to
+// 7 digits: a float64 group of two values 3e-3 apart (variance 2e-6) got an
+// rstd 1e-8 off the float64 one for epsilon 1e-5.  The double used is the
+// one the float's shortest decimal names (1e-5f: "1e-05", so 1e-5), the
+// value the caller wrote, whatever type it was then rounded to.
+double decimal_meant(float value) {
+    if (!std::isfinite(value)) return value;
+    char text[32];
+    const auto written = std::to_chars(text, text + sizeof text, value);
+    double widened = value;
+    if (written.ec == std::errc() && std::from_chars(text, written.ptr, widened).ec == std::errc() &&
+        static_cast<float>(widened) == value)
+        return widened;
+    return value;
 }
 
 Activation checked_activation(miopenBNActivation_t activation, float beta) {
@@ -123,7 +141,7 @@ GnForward build_gn_forward(const Backend& backend, const GnForwardCall& call) {
     require_distinct_elements(p.mean, "mean");
     require_distinct_elements(p.rstd, "rstd");
     check_epsilon(call.epsilon);
-    p.epsilon = call.epsilon;
+    p.epsilon = decimal_meant(call.epsilon);
     p.activation = checked_activation(call.activation, call.activation_beta);
     p.swish_beta = call.activation_beta;
     require_no_aliasing({{p.x, "x", false},
