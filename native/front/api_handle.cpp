@@ -12,6 +12,7 @@
 
 namespace mbn {
 
+#ifdef MIOPEN_BN_HAS_GPU
 namespace {
 
 // The process that first started a GPU runtime (0: none yet).  A forked
@@ -24,6 +25,7 @@ bool gpu_runtime_of_a_parent() {
 }
 
 }  // namespace
+#endif
 
 HandleUse use_handle(miopenHandle* handle) {
     require(handle != nullptr, miopenStatusBadParm, "handle is NULL");
