@@ -152,7 +152,7 @@ def test_a_descriptor_re_set_during_calls_gives_the_old_or_the_new_result(lib, f
         flipper = threading.Thread(target=flip)
         flipper.start()
         try:
-            for _ in range(300):
+            for _ in range(2000):
                 call.y.fill(np.nan)
                 assert call(handle) == 0
                 assert any(np.array_equal(call.y, e) for e in expected), "a result of neither setting"

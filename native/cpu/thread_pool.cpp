@@ -133,13 +133,15 @@ void move_off_cpu(int cpu, int threads) {
 
 ThreadPool& ThreadPool::instance() {
     if (ThreadPool* pool = current_pool.load(std::memory_order_acquire)) return *pool;
+#if defined(__linux__)
+    // Registered before pool_creation is taken: fork() runs the handlers
+    // under the C library's own lock, which pthread_atfork also takes.
+    static const bool fork_handled = pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0;
+    if (!fork_handled) throw std::bad_alloc();  // pthread_atfork fails only for lack of memory
+#endif
     std::lock_guard<std::mutex> lock(pool_creation);
     ThreadPool* pool = current_pool.load(std::memory_order_relaxed);
     if (pool == nullptr) {
-#if defined(__linux__)
-        static const bool fork_handled = pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0;
-        if (!fork_handled) throw std::bad_alloc();  // pthread_atfork fails only for lack of memory
-#endif
         // Never destroyed: workers must not be joined during static
         // destruction, when a late call from another library's destructor
         // could still come.
