@@ -186,7 +186,14 @@ MIOPEN_BN_EXPORT int miopenBNHasGpuSupport(void);
 /* Handles and streams                                                       */
 /* ------------------------------------------------------------------------ */
 
-/* Creates a handle on the default backend: the GPU when the library was built
+/* Handles may be shared by threads (calls through one handle are serialized)
+ * and destroyed while another thread's call on them is in flight:
+ * miopenDestroy waits for it; a call made after the destroy is BadParm.  A
+ * CPU handle works in a process forked after its creation; a GPU handle there
+ * is BadParm (a GPU runtime does not survive fork), and so is a new GPU handle
+ * in a child of a process that had started the GPU runtime.
+ *
+ * Creates a handle on the default backend: the GPU when the library was built
  * with one and a device is present, else the CPU.  The environment variable
  * MIOPEN_BN_BACKEND=cpu|gpu overrides the choice.
  * Returns: Success; BadParm (handle NULL, or MIOPEN_BN_BACKEND=gpu with no
@@ -324,7 +331,9 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescri
  * M, the reduction count, is N*D*H*W in spatial mode and N per activation.
  * Training with M <= 1, negative or NaN epsilon, an unknown mode, a NULL
  * handle, descriptor, alpha or beta give BadParm.  In-place (y == x,
- * dx == dy) is supported.
+ * dx == dy or dx == x) is supported at the same address with the same strides
+ * and type; any other overlap of an output's bytes (first to last) with
+ * another tensor's is BadParm, naming both.
  */
 
 /* Fills derivedBnDesc with the parameter tensor shape for x and bn_mode:
@@ -437,7 +446,10 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationBackward_V2(
  * miopenHalf, miopenBFloat16 or miopenDouble.  G = num_groups divides C; each
  * (n, g) normalizes its C/G channels over all spatial positions with the
  * biased variance: y = (x - mean) * rstd * weight[c] + bias[c],
- * rstd = 1 / sqrt(var + epsilon).
+ * rstd = 1 / sqrt(var + epsilon), where epsilon (a float, as MIOpen's
+ * prototype has it) is taken as the double its shortest decimal names: 1e-5f
+ * as 1e-5, so float64 statistics keep float64 precision.  In place and
+ * overlapping memory follow batch norm's rule (y over x, dx over dy or x).
  * weight, bias (and their gradients): lengths (C) or (1, C, 1, ...), type
  *   miopenFloat or x's type.
  * mean, rstd: lengths (N, G), type miopenFloat (miopenDouble for miopenDouble

@@ -310,3 +310,72 @@ def test_in_place_with_other_strides_is_refused(rng):
     with pytest.raises(miopen_bn.MIOpenBadParmError, match="aliases"):
         miopen_bn.groupnorm_forward(x, 3, y=y)
     np.testing.assert_array_equal(memory, before)
+
+
+# --- partial aliasing (C refuses it; Python also where it copied an input) -------
+
+
+def _overlap_case(rng, shift):
+    """x and an output of one shape in one buffer, the output `shift` elements on."""
+    memory = rng.standard_normal(2 * 6 * 16 + abs(shift)).astype(np.float32)
+    start = max(0, -shift)
+    x = memory[start:start + 192].reshape(2, 6, 4, 4)
+    out = memory[start + shift:start + shift + 192].reshape(2, 6, 4, 4)
+    return memory, x, out
+
+
+@pytest.mark.parametrize("shift", [1, -1, 16])
+def test_group_norm_output_partly_over_x_is_refused(rng, shift):
+    memory, x, y = _overlap_case(rng, shift)
+    before = memory.copy()
+    with pytest.raises(miopen_bn.MIOpenBadParmError, match="y .* overlaps x"):
+        miopen_bn.groupnorm_forward(x, 3, y=y)
+    np.testing.assert_array_equal(memory, before)
+
+
+def test_group_norm_backward_outputs_partly_over_inputs_are_refused(rng):
+    memory, dy, dx = _overlap_case(rng, 1)
+    x = rng.standard_normal(dy.shape).astype(np.float32)
+    weight, bias = np.ones(6, np.float32), np.zeros(6, np.float32)
+    _, mean, rstd = miopen_bn.groupnorm_forward(x, 3, weight, bias)
+    with pytest.raises(miopen_bn.MIOpenBadParmError, match="dx .* overlaps dy"):
+        miopen_bn.groupnorm_backward(x, dy, 3, weight, mean, rstd, bias=bias, dx=dx)
+    grads = np.full(6, np.nan, np.float32)
+    with pytest.raises(miopen_bn.MIOpenBadParmError, match="overlaps"):
+        miopen_bn.groupnorm_backward(x, x, 3, weight, mean, rstd, bias=bias, dweight=grads, dbias=grads)
+    assert np.isnan(grads).all()
+
+
+def test_batch_norm_saved_statistics_at_one_address_are_refused(rng):
+    x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
+    ones, zeros, stats = np.ones(3, np.float32), np.zeros(3, np.float32), np.full(3, np.nan, np.float32)
+    with pytest.raises(miopen_bn.MIOpenBadParmError, match="overlaps"):
+        miopen_bn.batchnorm_forward_training(x, ones, zeros, saved_mean=stats, saved_inv_var=stats)
+    assert np.isnan(stats).all()
+
+
+def test_an_output_over_an_input_python_copied_is_refused(rng):
+    """x with negative strides is copied before the call, which would hide
+    from the library that y overlaps it: Python refuses it first."""
+    memory = rng.standard_normal(192).astype(np.float32)
+    before = memory.copy()
+    x = memory[::-1].reshape(2, 6, 4, 4)
+    y = memory.reshape(2, 6, 4, 4)
+    with pytest.raises(ValueError, match="y overlaps x"):
+        miopen_bn.groupnorm_forward(x, 3, y=y)
+    np.testing.assert_array_equal(memory, before)
+
+
+def test_float64_groups_of_two_close_values_keep_float64_precision(rng):
+    """Pairs of channels 3e-3 apart at one position: variance ~2e-6 against
+    epsilon 1e-5.  The float epsilon of the ABI once made rstd 1e-8 off; it
+    must match float64 arithmetic with epsilon 1e-5 (as PyTorch's) to
+    float64's tolerance, and y with it."""
+    x = rng.standard_normal((4, 8, 1, 1))
+    x[:, 1::2] = x[:, 0::2] + 3e-3 * rng.standard_normal((4, 4, 1, 1))
+    y, mean, rstd = miopen_bn.groupnorm_forward(x, 4, epsilon=1e-5)
+    pairs = x.reshape(4, 4, 2)
+    expected_rstd = 1.0 / np.sqrt(pairs.var(axis=2) + 1e-5)
+    check(rstd, expected_rstd, "float64", "reduction", "rstd")
+    expected_y = (pairs - pairs.mean(axis=2, keepdims=True)) * expected_rstd[:, :, None]
+    check(y, expected_y.reshape(x.shape), "float64", "elementwise", "y")

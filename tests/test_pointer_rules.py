@@ -317,6 +317,67 @@ def test_in_place_backward(problem, function):
     check(a["dy"], expected["dx"], "float32", "elementwise", "dx written over dy")
 
 
+# --- partial aliasing -----------------------------------------------------------
+
+ELEMENT = 4  # bytes of a float32
+
+
+def shifted(problem, name, elements):
+    """The address of buffer `name` moved by `elements` float32 elements."""
+    return problem.ffi.cast("void*", problem.arrays[name].ctypes.data + elements * ELEMENT)
+
+
+PLANE = SHAPE[2] * SHAPE[3]
+X_SIZE = int(np.prod(SHAPE))
+# (functions, the output moved, the buffer it is moved onto, by how many elements).
+PARTIAL_ALIASES = [
+    (INFERENCE, "y", "x", 1),
+    (TRAINING, "y", "x", PLANE),
+    (TRAINING, "y", "x", -1),
+    (BACKWARD, "dx", "dy", 1),
+    (BACKWARD, "dx", "x", 1),
+    (TRAINING, "resultSaveInvVariance", "resultSaveMean", 0),
+    (TRAINING, "resultRunningVariance", "resultRunningMean", 1),
+    (TRAINING, "resultRunningMean", "bnScale", 0),
+    (INFERENCE, "y", "estimatedMean", 1 - X_SIZE),  # y's last element over the mean's first
+    (TRAINING, "y", "resultRunningMean", 2 - X_SIZE),
+    (BACKWARD, "resultBnBiasDiff", "resultBnScaleDiff", 0),
+    (BACKWARD, "resultBnScaleDiff", "savedMean", 0),
+    (BACKWARD, "dx", "bnScale", 0),
+]
+
+
+@pytest.mark.parametrize(
+    "function, output, onto, by",
+    [(f, output, onto, by) for functions, output, onto, by in PARTIAL_ALIASES for f in functions],
+)
+def test_an_output_overlapping_another_operand_is_refused(problem, function, output, onto, by):
+    """Only y over x and dx over dy or x, at the same address with the same
+    strides, may share memory; every other overlap is BadParm naming both
+    (the call is refused before it reads or writes anything)."""
+    message = problem.expect_bad_parm(function, output, "overlaps", **{output: shifted(problem, onto, by)})
+    # Moved back over a small buffer, the output may cross others the
+    # allocator put before it; the one the message names must really overlap.
+    begin = problem.arrays[onto].ctypes.data + by * ELEMENT
+    end = begin + problem.arrays[output].nbytes
+    overlapped = [
+        name for name, array in problem.arrays.items()
+        if name != output and array.ctypes.data < end and begin < array.ctypes.data + array.nbytes
+    ]
+    named = [name for name in overlapped if f"{name} (bytes" in message]
+    assert onto in overlapped and named and f"{output} (bytes" in message, message
+
+
+@pytest.mark.parametrize("function", TRAINING + INFERENCE)
+def test_outputs_next_to_their_inputs_are_accepted(problem, function):
+    """Adjacent is not overlapping: y starting one past x's last byte."""
+    memory = np.full(2 * X_SIZE, np.nan, np.float32)
+    memory[:X_SIZE] = problem.arrays["x"].ravel()
+    x, y = (problem.ffi.cast("void*", memory.ctypes.data + i * X_SIZE * ELEMENT) for i in (0, 1))
+    assert problem.call(function, x=x, y=y) == 0, problem.message()
+    assert not np.isnan(memory[X_SIZE:]).any()
+
+
 # --- the other BadParm rules of SPEC 2 ------------------------------------------
 
 

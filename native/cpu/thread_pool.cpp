@@ -1,10 +1,15 @@
 #include "cpu/thread_pool.hpp"
 
 #include "common/environment.hpp"
+#include "common/error.hpp"
+#include "common/log_sink.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <mutex>
+#include <new>
+#include <system_error>
 
 #if defined(__linux__)
 #include <pthread.h>
@@ -24,11 +29,49 @@ constexpr auto kCallerSpin = std::chrono::microseconds(100);
 // that claiming them costs nothing next to the work.
 constexpr std::int64_t kChunksPerRange = 8;
 
-int configured_thread_count() {
-    const std::int64_t asked = positive_from_environment("MIOPEN_BN_NUM_THREADS", 0);
-    if (asked > 0) return static_cast<int>(std::min<std::int64_t>(asked, 1024));
+// The CPUs this process may run on (its affinity mask, which a container or
+// taskset narrows), else the hardware threads.
+int usable_cpus() {
+#if defined(__linux__)
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0) return CPU_COUNT(&allowed);
+#endif
     const unsigned hardware = std::thread::hardware_concurrency();
     return hardware == 0 ? 1 : static_cast<int>(hardware);
+}
+
+// More threads than this many per usable CPU only take turns: each call
+// then waits for every one of them to be scheduled (1024 threads on 2 CPUs
+// made a 256 KiB call 500x slower).
+constexpr int kMaxThreadsPerCpu = 4;
+
+// MIOPEN_BN_NUM_THREADS, capped at kMaxThreadsPerCpu per usable CPU; by
+// default one thread per usable CPU.
+int configured_thread_count() {
+    const int cpus = usable_cpus();
+    const std::int64_t asked = positive_from_environment("MIOPEN_BN_NUM_THREADS", 0);
+    if (asked <= 0) return cpus;
+    const std::int64_t cap = static_cast<std::int64_t>(kMaxThreadsPerCpu) * cpus;
+    if (asked <= cap) return static_cast<int>(asked);
+    log_warning("thread pool", concat("MIOPEN_BN_NUM_THREADS=", asked, " is more than ", kMaxThreadsPerCpu,
+                                      " threads per CPU this process may use (", cpus, "): using ", cap));
+    return static_cast<int>(cap);
+}
+
+// The pool of this process.  A forked child has none of its parent's
+// workers (fork copies only the calling thread), so it must not use the
+// parent's pool: the fork handlers forget it in the child, whose first call
+// then starts a pool of its own.  The parent's pool object is left behind
+// there, unused (destroying it would join threads that do not exist).
+std::atomic<ThreadPool*> current_pool{nullptr};
+// Held across fork() so that a child never inherits it locked.
+std::mutex pool_creation;
+
+void before_fork() { pool_creation.lock(); }
+void after_fork_in_parent() { pool_creation.unlock(); }
+void after_fork_in_child() {
+    current_pool.store(nullptr, std::memory_order_relaxed);
+    pool_creation.unlock();
 }
 
 inline void cpu_relax() {
@@ -89,14 +132,39 @@ void move_off_cpu(int cpu, int threads) {
 }  // namespace
 
 ThreadPool& ThreadPool::instance() {
-    // Never destroyed: workers must not be joined during static destruction,
-    // when a late call from another library's destructor could still come.
-    static ThreadPool* pool = new ThreadPool(configured_thread_count());
+    if (ThreadPool* pool = current_pool.load(std::memory_order_acquire)) return *pool;
+#if defined(__linux__)
+    // Registered before pool_creation is taken: fork() runs the handlers
+    // under the C library's own lock, which pthread_atfork also takes.
+    static const bool fork_handled = pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0;
+    if (!fork_handled) throw std::bad_alloc();  // pthread_atfork fails only for lack of memory
+#endif
+    std::lock_guard<std::mutex> lock(pool_creation);
+    ThreadPool* pool = current_pool.load(std::memory_order_relaxed);
+    if (pool == nullptr) {
+        // Never destroyed: workers must not be joined during static
+        // destruction, when a late call from another library's destructor
+        // could still come.
+        pool = new ThreadPool(configured_thread_count());
+        current_pool.store(pool, std::memory_order_release);
+    }
     return *pool;
 }
 
+// A thread that cannot be started (a pids limit, an address-space limit too
+// small for its stack) leaves the pool with the workers started so far; the
+// caller's thread alone still does the work.
 ThreadPool::ThreadPool(int threads) : ranges_(new Range[threads]) {
-    for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
+    workers_.reserve(threads - 1);  // from here on, only starting a thread can fail
+    for (int t = 1; t < threads; ++t) {
+        try {
+            workers_.emplace_back([this, t] { worker_loop(t); });
+        } catch (const std::system_error& e) {
+            log_warning("thread pool", concat("could not start worker thread ", t, " of ", threads - 1, " (", e.what(),
+                                              "): running with ", t, " thread(s)"));
+            break;
+        }
+    }
 }
 
 ThreadPool::~ThreadPool() {

@@ -42,8 +42,9 @@ public:
     // How many threads (callers included) share a call's work.
     int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-    // The process-wide pool, sized by MIOPEN_BN_NUM_THREADS or the number of
-    // hardware threads.
+    // The process-wide pool (a forked child gets its own on first use), sized
+    // by MIOPEN_BN_NUM_THREADS (at most 4 per usable CPU) or the CPUs this
+    // process may use; smaller when threads cannot be started (logged).
     static ThreadPool& instance();
 
     explicit ThreadPool(int threads);

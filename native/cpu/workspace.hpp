@@ -1,8 +1,9 @@
 // Per-call working memory (partial sums, coefficients, staging) without a
 // fresh allocation per call: page-faulting new memory on every call would
 // cost more than the work on small tensors.  Each thread that calls into the
-// library keeps a few buffers that only grow; a Workspace hands them out in
-// order, so a call reuses the buffers of the previous call of its kind.
+// library keeps a few buffers, at most 8 MiB in all between calls; a
+// Workspace hands them out in order, so a call reuses the buffers of the
+// previous call of its kind.
 #pragma once
 
 #include <array>

@@ -15,7 +15,7 @@ void log_bn_command(const char* function, BnDirection direction, const miopenTen
                     const BnGeometry& geom, const TensorArg& x, const TensorArg& scale, const TensorArg& grad,
                     bool saved, bool running, Blend blend, Blend param_blend = {}) {
     if (!command_logging_enabled()) return;
-    const BnCommandInfo info{direction, &geom,   x_desc->rank, x.dtype, scale.dtype, grad.dtype,
+    const BnCommandInfo info{direction, &geom,   snapshot_descriptor(x_desc, "xDesc").rank, x.dtype, scale.dtype, grad.dtype,
                              x.order,   saved,   running,      blend,   param_blend};
     log_command(function, bn_driver_command(info));
 }
@@ -28,36 +28,36 @@ void log_dispatch(const char* function, const Backend& backend, const BnGeometry
 }
 
 void forward_training(const char* function, miopenHandle* handle, const BnTrainingCall& call) {
-    auto& h = require_handle(handle);
-    const BnForwardTraining p = build_forward_training(*h.backend, call);
+    const auto h = use_handle(handle);
+    const BnForwardTraining p = build_forward_training(h.backend(), call);
     log_bn_command(function, BnDirection::training, call.x_desc, p.geom, p.x, p.scale, p.x,
                    p.saved_mean.present(), p.running_mean.present(), p.out);
-    log_dispatch(function, *h.backend, p.geom);
+    log_dispatch(function, h.backend(), p.geom);
     dispatch(h, [&](Backend& b) { b.bn_forward_training(p); });
 }
 
 void forward_inference(const char* function, miopenHandle* handle, const BnInferenceCall& call) {
-    auto& h = require_handle(handle);
+    const auto h = use_handle(handle);
     if (!inference_uses_estimates(call)) {
         // MIOpen's documented fallback: normalize with the batch's own statistics.
-        const BnForwardTraining p = build_batch_statistics_inference(*h.backend, call);
+        const BnForwardTraining p = build_batch_statistics_inference(h.backend(), call);
         log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, p.x, false, false, p.out);
-        log_dispatch(function, *h.backend, p.geom);
+        log_dispatch(function, h.backend(), p.geom);
         dispatch(h, [&](Backend& b) { b.bn_forward_training(p); });
         return;
     }
-    const BnForwardInference p = build_forward_inference(*h.backend, call);
+    const BnForwardInference p = build_forward_inference(h.backend(), call);
     log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, p.x, false, true, p.out);
-    log_dispatch(function, *h.backend, p.geom);
+    log_dispatch(function, h.backend(), p.geom);
     dispatch(h, [&](Backend& b) { b.bn_forward_inference(p); });
 }
 
 void backward(const char* function, miopenHandle* handle, const BnBackwardCall& call) {
-    auto& h = require_handle(handle);
-    const BnBackward p = build_backward(*h.backend, call);
+    const auto h = use_handle(handle);
+    const BnBackward p = build_backward(h.backend(), call);
     log_bn_command(function, BnDirection::backward, call.x_desc, p.geom, p.x, p.scale, p.dy,
                    p.saved_mean.present(), false, p.data, p.param);
-    log_dispatch(function, *h.backend, p.geom);
+    log_dispatch(function, h.backend(), p.geom);
     dispatch(h, [&](Backend& b) { b.bn_backward(p); });
 }
 
@@ -71,8 +71,8 @@ miopenStatus_t miopenDeriveBNTensorDescriptor(miopenTensorDescriptor_t derivedBn
                                               miopenBatchNormMode_t bn_mode) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, derivedBnDesc, xDesc, bn_mode);
-        auto& derived = mbn::require_live_descriptor(derivedBnDesc, "derivedBnDesc");
-        mbn::derive_bn_descriptor(derived, mbn::require_descriptor(xDesc, "xDesc"), bn_mode);
+        mbn::require_live_descriptor(derivedBnDesc, "derivedBnDesc");
+        mbn::derive_bn_descriptor(derivedBnDesc, mbn::require_descriptor(xDesc, "xDesc"), bn_mode);
     });
 }
 

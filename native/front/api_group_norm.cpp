@@ -14,14 +14,14 @@ void log_gn_command(const char* function, bool backward, const miopenTensorDescr
                     float beta) {
     if (!command_logging_enabled()) return;
     const DType param = weight.present() ? weight.dtype : x.dtype;
-    const GnCommandInfo info{backward, &shape,     x_desc->rank, x.dtype, param, static_cast<int>(mode),
+    const GnCommandInfo info{backward, &shape,     snapshot_descriptor(x_desc, "xDesc").rank, x.dtype, param, static_cast<int>(mode),
                              x.order,  activation, beta};
     log_command(function, gn_driver_command(info));
 }
 
 void group_norm_forward(const char* function, miopenHandle* handle, const GnForwardCall& call) {
-    auto& h = require_handle(handle);
-    const GnForward p = build_gn_forward(*h.backend, call);
+    const auto h = use_handle(handle);
+    const GnForward p = build_gn_forward(h.backend(), call);
     log_gn_command(function, false, call.x_desc, p.shape, p.x, p.weight, call.mode, p.activation, p.swish_beta);
     dispatch(h, [&](Backend& b) { b.gn_forward(p); });
 }
@@ -74,9 +74,9 @@ miopenStatus_t miopenBNGroupNormBackward(
         MBN_LOG_CALL(fn, handle, mode, xDesc, x, dyDesc, dy, weightDesc, weight, biasDesc, bias, meanDesc, mean,
                      rstdDesc, rstd, num_groups, activation, activationBeta, dxDesc, dx, dweightDesc, dweight,
                      dbiasDesc, dbias);
-        auto& h = mbn::require_handle(handle);
+        const auto h = mbn::use_handle(handle);
         const mbn::GnBackward p = mbn::build_gn_backward(
-            *h.backend, {mode, xDesc, x, dyDesc, dy, weightDesc, weight, biasDesc, bias, meanDesc, mean, rstdDesc,
+            h.backend(), {mode, xDesc, x, dyDesc, dy, weightDesc, weight, biasDesc, bias, meanDesc, mean, rstdDesc,
                          rstd, num_groups, activation, activationBeta, dxDesc, dx, dweightDesc, dweight, dbiasDesc,
                          dbias});
         mbn::log_gn_command(fn, true, xDesc, p.shape, p.x, p.weight, mode, p.activation, p.swish_beta);

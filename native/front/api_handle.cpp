@@ -4,16 +4,45 @@
 #include "live_objects.hpp"
 #include "logging.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 namespace mbn {
 
-miopenHandle& require_handle(miopenHandle* handle) {
+#ifdef MIOPEN_BN_HAS_GPU
+namespace {
+
+// The process that first started a GPU runtime (0: none yet).  A forked
+// child inherits the value but not a usable runtime.
+std::atomic<pid_t> gpu_runtime_process{0};
+
+bool gpu_runtime_of_a_parent() {
+    const pid_t started = gpu_runtime_process.load(std::memory_order_relaxed);
+    return started != 0 && started != getpid();
+}
+
+}  // namespace
+#endif
+
+HandleUse use_handle(miopenHandle* handle) {
     require(handle != nullptr, miopenStatusBadParm, "handle is NULL");
-    require(is_live(ObjectKind::handle, handle), miopenStatusBadParm, "handle (", static_cast<const void*>(handle),
-            ") is not a live handle (destroyed, or not made by miopenCreate)");
-    return *handle;
+    std::shared_lock<std::shared_mutex> in_flight;
+    {
+        const auto live = lock_if_live(ObjectKind::handle, handle);
+        require(live.owns_lock(), miopenStatusBadParm, "handle (", static_cast<const void*>(handle),
+                ") is not a live handle (destroyed, or not made by miopenCreate)");
+        // Taken while the handle is surely live: miopenDestroy makes it not
+        // live first, then waits for this lock.
+        in_flight = std::shared_lock<std::shared_mutex>(handle->in_flight);
+    }
+    require(handle->backend->kind() != BackendKind::gpu || handle->creator == getpid(), miopenStatusBadParm,
+            "handle (", static_cast<const void*>(handle), ") is a GPU handle of process ", handle->creator,
+            ", and this process was forked from it: a GPU runtime cannot be used after fork() (create GPU "
+            "handles in the child, or start worker processes with 'spawn')");
+    return HandleUse(*handle, std::move(in_flight));
 }
 
 namespace {
@@ -29,6 +58,13 @@ miopenBNBackend_t backend_from_environment() {
 
 std::unique_ptr<Backend> try_gpu_backend(void* stream) {
 #ifdef MIOPEN_BN_HAS_GPU
+    if (gpu_runtime_of_a_parent()) {
+        log_warning("miopenCreate", concat("no GPU handle in this process: it was forked from process ",
+                                           gpu_runtime_process.load(), ", which had started the GPU runtime"));
+        return nullptr;
+    }
+    pid_t none = 0;
+    gpu_runtime_process.compare_exchange_strong(none, getpid());
     return make_gpu_backend(stream);
 #else
     (void)stream;
@@ -62,6 +98,7 @@ void create(miopenHandle_t* handle, miopenBNBackend_t wanted, void* stream) {
     if (wanted == miopenBNBackendAuto) wanted = backend_from_environment();
     auto created = std::make_unique<miopenHandle>();
     created->backend = make_backend(wanted, stream);
+    created->creator = getpid();
     log_info("miopenCreate", concat("created a handle on the ", created->backend->name(), " backend"));
     add_live(ObjectKind::handle, created.get());
     *handle = created.release();
@@ -122,9 +159,9 @@ miopenStatus_t miopenBNCreateWithBackend(miopenHandle_t* handle, miopenBNBackend
 
 miopenStatus_t miopenBNGetBackend(miopenHandle_t handle, miopenBNBackend_t* backend) {
     return mbn::api_call(__func__, [&](const char* fn) {
-        auto& h = mbn::require_handle(handle);
+        const auto h = mbn::use_handle(handle);
         mbn::require(backend != nullptr, miopenStatusBadParm, "backend is NULL");
-        *backend = h.backend->kind() == mbn::BackendKind::gpu ? miopenBNBackendGPU : miopenBNBackendCPU;
+        *backend = h.backend().kind() == mbn::BackendKind::gpu ? miopenBNBackendGPU : miopenBNBackendCPU;
     });
 }
 
@@ -134,6 +171,13 @@ miopenStatus_t miopenDestroy(miopenHandle_t handle) {
         if (handle == nullptr) return;
         mbn::require(mbn::remove_live(mbn::ObjectKind::handle, handle), miopenStatusBadParm, "handle (",
                      static_cast<const void*>(handle), ") is not a live handle (destroyed already?)");
+        // No call can start on it now; wait for those in flight.
+        handle->in_flight.lock();
+        handle->in_flight.unlock();
+        // A forked child must not touch its parent's GPU runtime: the
+        // backend's resources are left as they are.
+        if (handle->backend->kind() == mbn::BackendKind::gpu && handle->creator != getpid())
+            (void)handle->backend.release();
         delete handle;
     });
 }
@@ -141,30 +185,30 @@ miopenStatus_t miopenDestroy(miopenHandle_t handle) {
 miopenStatus_t miopenSetStream(miopenHandle_t handle, miopenAcceleratorQueue_t streamID) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, handle, streamID);
-        auto& h = mbn::require_handle(handle);
+        const auto h = mbn::use_handle(handle);
         mbn::dispatch(h, [&](mbn::Backend& b) { b.set_stream(streamID); });
     });
 }
 
 miopenStatus_t miopenGetStream(miopenHandle_t handle, miopenAcceleratorQueue_t* streamID) {
     return mbn::api_call(__func__, [&](const char* fn) {
-        auto& h = mbn::require_handle(handle);
+        const auto h = mbn::use_handle(handle);
         mbn::require(streamID != nullptr, miopenStatusBadParm, "streamID is NULL");
-        *streamID = static_cast<miopenAcceleratorQueue_t>(h.backend->stream());
+        *streamID = static_cast<miopenAcceleratorQueue_t>(h.backend().stream());
     });
 }
 
 miopenStatus_t miopenEnableProfiling(miopenHandle_t handle, bool enable) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, handle, enable);
-        auto& h = mbn::require_handle(handle);
+        const auto h = mbn::use_handle(handle);
         mbn::dispatch(h, [&](mbn::Backend& b) { b.set_profiling(enable); });
     });
 }
 
 miopenStatus_t miopenGetKernelTime(miopenHandle_t handle, float* time) {
     return mbn::api_call(__func__, [&](const char* fn) {
-        auto& h = mbn::require_handle(handle);
+        const auto h = mbn::use_handle(handle);
         mbn::require(time != nullptr, miopenStatusBadParm, "time is NULL");
         mbn::dispatch(h, [&](mbn::Backend& b) { *time = b.kernel_time_ms(); });
     });

@@ -12,8 +12,11 @@ namespace {
 
 using mbn::require;
 
-miopenTensorDescriptor& settable(miopenTensorDescriptor_t desc) {
-    return mbn::require_live_descriptor(desc, "tensorDesc");
+// The descriptor a setter changes: checked for liveness before its
+// arguments are (set_descriptor checks again as it stores).
+miopenTensorDescriptor* settable(miopenTensorDescriptor_t desc) {
+    mbn::require_live_descriptor(desc, "tensorDesc");
+    return desc;
 }
 
 // The first `count` values, at most kMaxRank of them: a count beyond the
@@ -21,7 +24,7 @@ miopenTensorDescriptor& settable(miopenTensorDescriptor_t desc) {
 // use (the caller's array may be shorter than a bogus count).
 std::vector<std::int64_t> widen(const int* values, int count) {
     if (values == nullptr || count <= 0) return {};
-    const int used = count < miopenTensorDescriptor::kMaxRank ? count : miopenTensorDescriptor::kMaxRank;
+    const int used = count < mbn::TensorDesc::kMaxRank ? count : mbn::TensorDesc::kMaxRank;
     return std::vector<std::int64_t>(values, values + used);
 }
 
@@ -48,7 +51,7 @@ std::vector<std::int64_t> channels_last_strides(const std::vector<std::int64_t>&
 
 // The getters return int strides: a packed stride beyond INT_MAX (a tensor
 // of more than 2^31 elements) is refused rather than truncated.
-void require_int_strides(const miopenTensorDescriptor& desc) {
+void require_int_strides(const mbn::TensorDesc& desc) {
     for (int i = 0; i < desc.rank; ++i)
         require(desc.strides[i] <= std::numeric_limits<int>::max(), miopenStatusBadParm, "stride ", i, " of ",
                 desc, " does not fit in an int");
@@ -83,7 +86,7 @@ miopenStatus_t miopenSet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc, dataType, n, c, h, w);
         const std::int64_t lens[] = {n, c, h, w};
-        mbn::set_descriptor(settable(tensorDesc), dataType, 4, lens, nullptr);
+        mbn::set_descriptor(settable(tensorDesc), "tensorDesc", dataType, 4, lens, nullptr);
     });
 }
 
@@ -94,7 +97,7 @@ miopenStatus_t miopenSet4dTensorDescriptorEx(miopenTensorDescriptor_t tensorDesc
         MBN_LOG_CALL(fn, tensorDesc, dataType, n, c, h, w, nStride, cStride, hStride, wStride);
         const std::int64_t lens[] = {n, c, h, w};
         const std::int64_t strides[] = {nStride, cStride, hStride, wStride};
-        mbn::set_descriptor(settable(tensorDesc), dataType, 4, lens, strides);
+        mbn::set_descriptor(settable(tensorDesc), "tensorDesc", dataType, 4, lens, strides);
     });
 }
 
@@ -103,10 +106,10 @@ miopenStatus_t miopenSetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                          const int* stridesA) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc, dataType, nbDims, dimsA, stridesA);
-        auto& desc = settable(tensorDesc);
+        const auto desc = settable(tensorDesc);
         const auto lens = widen(dimsA, nbDims);
         const auto strides = widen(stridesA, nbDims);
-        mbn::set_descriptor(desc, dataType, nbDims, dimsA ? lens.data() : nullptr,
+        mbn::set_descriptor(desc, "tensorDesc", dataType, nbDims, dimsA ? lens.data() : nullptr,
                             stridesA ? strides.data() : nullptr);
     });
 }
@@ -117,7 +120,7 @@ miopenStatus_t miopenSetNdTensorDescriptorWithLayout(miopenTensorDescriptor_t te
                                                      const int* lens, int num_lens) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc, dataType, tensorLayout, lens, num_lens);
-        auto& desc = settable(tensorDesc);
+        const auto desc = settable(tensorDesc);
         require(lens != nullptr, miopenStatusInvalidValue, "lens is NULL");
         require(num_lens > 0, miopenStatusInvalidValue, "num_lens is ", num_lens);
         // The layout fixes the rank; lens is read only once num_lens matches it.
@@ -134,7 +137,7 @@ miopenStatus_t miopenSetNdTensorDescriptorWithLayout(miopenTensorDescriptor_t te
             case miopenTensorNCDHW: {
                 const bool four = tensorLayout == miopenTensorNCHW;
                 const auto wide = checked_lengths(four ? 4 : 5, four ? "NCHW" : "NCDHW");
-                mbn::set_descriptor(desc, dataType, num_lens, wide.data(), nullptr);
+                mbn::set_descriptor(desc, "tensorDesc", dataType, num_lens, wide.data(), nullptr);
                 break;
             }
             case miopenTensorNHWC:
@@ -142,7 +145,7 @@ miopenStatus_t miopenSetNdTensorDescriptorWithLayout(miopenTensorDescriptor_t te
                 const bool four = tensorLayout == miopenTensorNHWC;
                 const auto wide = checked_lengths(four ? 4 : 5, four ? "NHWC" : "NDHWC");
                 const auto strides = channels_last_strides(wide);
-                mbn::set_descriptor(desc, dataType, num_lens, wide.data(), strides.data());
+                mbn::set_descriptor(desc, "tensorDesc", dataType, num_lens, wide.data(), strides.data());
                 break;
             }
             case miopenTensorCHWN: case miopenTensorNCHWc4: case miopenTensorNCHWc8:
@@ -161,7 +164,7 @@ miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                            int* wStride) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc);
-        const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
+        const auto desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
         require(desc.rank == 4, miopenStatusBadParm, "tensorDesc has rank ", desc.rank, ", not 4");
         int* outputs[] = {n, c, h, w, nStride, cStride, hStride, wStride};
         require(dataType != nullptr, miopenStatusBadParm, "dataType is NULL");
@@ -179,7 +182,7 @@ miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                          miopenDataType_t* dataType, int* dimsA, int* stridesA) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc, dataType, dimsA, stridesA);
-        const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
+        const auto desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
         if (stridesA) require_int_strides(desc);
         if (dataType) *dataType = desc.dtype;
         for (int i = 0; i < desc.rank; ++i) {
@@ -192,7 +195,7 @@ miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
 miopenStatus_t miopenGetTensorDescriptorSize(miopenTensorDescriptor_t tensorDesc, int* size) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc, size);
-        const auto& desc = mbn::require_live_descriptor(tensorDesc, "tensorDesc");
+        const auto desc = mbn::snapshot_descriptor(tensorDesc, "tensorDesc");
         require(size != nullptr, miopenStatusBadParm, "size is NULL");
         *size = desc.rank;
     });
@@ -201,7 +204,7 @@ miopenStatus_t miopenGetTensorDescriptorSize(miopenTensorDescriptor_t tensorDesc
 miopenStatus_t miopenGetTensorNumBytes(miopenTensorDescriptor_t tensorDesc, size_t* numBytes) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, tensorDesc, numBytes);
-        const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
+        const auto desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
         require(numBytes != nullptr, miopenStatusBadParm, "numBytes is NULL");
         *numBytes = static_cast<size_t>(desc.element_space_bytes());
     });

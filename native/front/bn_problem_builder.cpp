@@ -17,7 +17,7 @@ BnMode checked_mode(miopenBatchNormMode_t mode) {
 }
 
 // x's descriptor fixes the geometry every other tensor is checked against.
-BnGeometry checked_geometry(const miopenTensorDescriptor& x, miopenBatchNormMode_t mode) {
+BnGeometry checked_geometry(const TensorDesc& x, miopenBatchNormMode_t mode) {
     require(x.rank >= 2 && x.rank <= 5, miopenStatusBadParm, "xDesc has rank ", x.rank,
             " (batch norm takes ranks 2 to 5)");
     BnGeometry geom;
@@ -49,7 +49,7 @@ public:
     DType x_dtype() const { return x_dtype_; }
 
     // A tensor with x's lengths (y, dy, dx) whose type is given.
-    TensorArg data_tensor(const miopenTensorDescriptor& desc, const void* data, const char* what,
+    TensorArg data_tensor(const TensorDesc& desc, const void* data, const char* what,
                           DType dtype) const {
         return mbn::data_tensor(backend_, x_desc_, desc, data, what, dtype);
     }
@@ -61,7 +61,6 @@ public:
                 ") and y (", miopen_dtype_name(desc.dtype), ") have different types");
         TensorArg out = data_tensor(desc, y, "y", x_dtype_);
         require_distinct_elements(out, "y");
-        check_in_place(x_, out, "x", "y");
         return out;
     }
 
@@ -110,7 +109,7 @@ public:
 
 private:
     const Backend& backend_;
-    const miopenTensorDescriptor& x_desc_;
+    const TensorDesc x_desc_;  // a snapshot: see tensor_descriptor.hpp
     BnGeometry geom_;
     DType x_dtype_;
     DType param_dtype_ = DType::f32;
@@ -143,6 +142,15 @@ BnForwardTraining build_forward_training(const Backend& backend, const BnTrainin
                 call.exp_avg_factor, " (must be finite)");
     p.epsilon = call.epsilon;
     p.exp_avg_factor = call.exp_avg_factor;
+    require_no_aliasing({{p.x, "x", false},
+                         {p.y, "y", true},
+                         {p.scale, "bnScale", false},
+                         {p.bias, "bnBias", false},
+                         {p.running_mean, "resultRunningMean", true},
+                         {p.running_var, "resultRunningVariance", true},
+                         {p.saved_mean, "resultSaveMean", true},
+                         {p.saved_inv_std, "resultSaveInvVariance", true}},
+                        {{"x", "y"}});
     require(p.geom.reduction_size() > 1, miopenStatusBadParm, "training needs more than one value per ",
             p.geom.mode == BnMode::spatial ? "channel" : "activation", " (the reduction count is ",
             p.geom.reduction_size(), ")");
@@ -178,12 +186,21 @@ BnForwardInference build_forward_inference(const Backend& backend, const BnInfer
     const BnChecker check = check_inference_common(backend, call, p);
     p.mean = check.param_tensor(call.params.mean, call.mean, "estimatedMean");
     p.var = check.param_tensor(call.params.var, call.var, "estimatedVariance");
+    require_no_aliasing({{p.x, "x", false},
+                         {p.y, "y", true},
+                         {p.scale, "bnScale", false},
+                         {p.bias, "bnBias", false},
+                         {p.mean, "estimatedMean", false},
+                         {p.var, "estimatedVariance", false}},
+                        {{"x", "y"}});
     return p;
 }
 
 BnForwardTraining build_batch_statistics_inference(const Backend& backend, const BnInferenceCall& call) {
     BnForwardTraining p;
     check_inference_common(backend, call, p);
+    require_no_aliasing({{p.x, "x", false}, {p.y, "y", true}, {p.scale, "bnScale", false}, {p.bias, "bnBias", false}},
+                        {{"x", "y"}});
     return p;  // no running, no saved statistics: only y is written
 }
 
@@ -205,10 +222,6 @@ BnBackward build_backward(const Backend& backend, const BnBackwardCall& call) {
     p.dy = check.data_tensor(dy_desc, call.dy, "dy", grad);
     p.dx = check.data_tensor(dx_desc, call.dx, "dx", grad);
     require_distinct_elements(p.dx, "dx");
-    check_in_place(p.dy, p.dx, "dy", "dx");
-    require(p.dx.data != p.x.data || grad == check.x_dtype(), miopenStatusBadParm,
-            "dx aliases x but has a different type");
-    check_in_place(p.x, p.dx, "x", "dx");
     check.set_param_dtype(call.params.scale);
     p.scale = check.param_tensor(call.params.scale, call.scale, "bnScale");
     p.dscale = check.param_output(call.params.scale, call.dscale, "resultBnScaleDiff");
@@ -218,18 +231,27 @@ BnBackward build_backward(const Backend& backend, const BnBackwardCall& call) {
     p.saved_inv_std = check.param_tensor(call.params.var, call.saved_inv_std, "savedInvVariance", true);
     check_epsilon(call.epsilon);
     p.epsilon = call.epsilon;
+    require_no_aliasing({{p.x, "x", false},
+                         {p.dy, "dy", false},
+                         {p.dx, "dx", true},
+                         {p.scale, "bnScale", false},
+                         {p.dscale, "resultBnScaleDiff", true},
+                         {p.dbias, "resultBnBiasDiff", true},
+                         {p.saved_mean, "savedMean", false},
+                         {p.saved_inv_std, "savedInvVariance", false}},
+                        {{"dy", "dx"}, {"x", "dx"}});
     return p;
 }
 
-void derive_bn_descriptor(miopenTensorDescriptor& derived, const miopenTensorDescriptor& x,
+void derive_bn_descriptor(miopenTensorDescriptor* derived, const TensorDesc& x,
                           miopenBatchNormMode_t mode) {
     require(x.rank >= 4 && x.rank <= 5, miopenStatusBadParm, "xDesc has rank ", x.rank,
             " (miopenDeriveBNTensorDescriptor takes ranks 4 and 5)");
     const BnMode m = checked_mode(mode);
-    std::int64_t lens[miopenTensorDescriptor::kMaxRank];
+    std::int64_t lens[mbn::TensorDesc::kMaxRank];
     lens[0] = 1;
     for (int i = 1; i < x.rank; ++i) lens[i] = (m == BnMode::spatial && i > 1) ? 1 : x.lens[i];
-    set_descriptor(derived, miopenFloat, x.rank, lens, nullptr);
+    set_descriptor(derived, "derivedBnDesc", miopenFloat, x.rank, lens, nullptr);
 }
 
 }  // namespace mbn

@@ -83,7 +83,7 @@ BnForwardTraining build_batch_statistics_inference(const Backend& backend, const
 BnBackward build_backward(const Backend& backend, const BnBackwardCall& call);
 
 // Parameter descriptor for x in `mode` (miopenDeriveBNTensorDescriptor).
-void derive_bn_descriptor(miopenTensorDescriptor& derived, const miopenTensorDescriptor& x,
+void derive_bn_descriptor(miopenTensorDescriptor* derived, const TensorDesc& x,
                           miopenBatchNormMode_t mode);
 
 }  // namespace mbn

@@ -2,7 +2,9 @@
 
 #include "validation.hpp"
 
+#include <charconv>
 #include <cmath>
+#include <system_error>
 
 namespace mbn {
 namespace {
@@ -12,6 +14,22 @@ bool affine_mode(miopenNormMode_t mode) {
     require(m >= MIOPEN_ELEMENTWISE_AFFINE && m <= MIOPEN_WEIGHT_BIAS_T5, miopenStatusBadParm, "mode ", m,
             " is not a miopenNormMode_t");
     return mode != MIOPEN_ELEMENTWISE_AFFINE;
+}
+
+// The ABI takes group norm's epsilon as a float, which holds 1e-5 only to
+// 7 digits: a float64 group of two values 3e-3 apart (variance 2e-6) got an
+// rstd 1e-8 off the float64 one for epsilon 1e-5.  The double used is the
+// one the float's shortest decimal names (1e-5f: "1e-05", so 1e-5), the
+// value the caller wrote, whatever type it was then rounded to.
+double decimal_meant(float value) {
+    if (!std::isfinite(value)) return value;
+    char text[32];
+    const auto written = std::to_chars(text, text + sizeof text, value);
+    double widened = value;
+    if (written.ec == std::errc() && std::from_chars(text, written.ptr, widened).ec == std::errc() &&
+        static_cast<float>(widened) == value)
+        return widened;
+    return value;
 }
 
 Activation checked_activation(miopenBNActivation_t activation, float beta) {
@@ -97,7 +115,7 @@ public:
 
 private:
     const Backend& backend_;
-    const miopenTensorDescriptor& x_desc_;
+    const TensorDesc x_desc_;  // a snapshot: see tensor_descriptor.hpp
     DType x_dtype_ = DType::f32;
     std::optional<DType> param_dtype_;
     GnShape shape_;
@@ -114,7 +132,6 @@ GnForward build_gn_forward(const Backend& backend, const GnForwardCall& call) {
     p.x = check.x();
     p.y = check.data_like_x(call.y_desc, call.y, "y");
     require_distinct_elements(p.y, "y");
-    check_in_place(p.x, p.y, "x", "y");
     if (p.affine) {
         p.weight = check.param(call.weight_desc, call.weight, "weight");
         p.bias = check.param(call.bias_desc, call.bias, "bias");
@@ -124,9 +141,16 @@ GnForward build_gn_forward(const Backend& backend, const GnForwardCall& call) {
     require_distinct_elements(p.mean, "mean");
     require_distinct_elements(p.rstd, "rstd");
     check_epsilon(call.epsilon);
-    p.epsilon = call.epsilon;
+    p.epsilon = decimal_meant(call.epsilon);
     p.activation = checked_activation(call.activation, call.activation_beta);
     p.swish_beta = call.activation_beta;
+    require_no_aliasing({{p.x, "x", false},
+                         {p.y, "y", true},
+                         {p.weight, "weight", false},
+                         {p.bias, "bias", false},
+                         {p.mean, "mean", true},
+                         {p.rstd, "rstd", true}},
+                        {{"x", "y"}});
     return p;
 }
 
@@ -139,8 +163,6 @@ GnBackward build_gn_backward(const Backend& backend, const GnBackwardCall& call)
     p.dy = check.data_like_x(call.dy_desc, call.dy, "dy");
     p.dx = check.data_like_x(call.dx_desc, call.dx, "dx");
     require_distinct_elements(p.dx, "dx");
-    check_in_place(p.dy, p.dx, "dy", "dx");
-    check_in_place(p.x, p.dx, "x", "dx");
     p.activation = checked_activation(call.activation, call.activation_beta);
     p.swish_beta = call.activation_beta;
     if (p.affine) {
@@ -153,6 +175,16 @@ GnBackward build_gn_backward(const Backend& backend, const GnBackwardCall& call)
     }
     p.mean = check.statistic(call.mean_desc, call.mean, "mean");
     p.rstd = check.statistic(call.rstd_desc, call.rstd, "rstd");
+    require_no_aliasing({{p.x, "x", false},
+                         {p.dy, "dy", false},
+                         {p.dx, "dx", true},
+                         {p.weight, "weight", false},
+                         {p.bias, "bias", false},
+                         {p.mean, "mean", false},
+                         {p.rstd, "rstd", false},
+                         {p.dweight, "dweight", true},
+                         {p.dbias, "dbias", true}},
+                        {{"dy", "dx"}, {"x", "dx"}});
     return p;
 }
 

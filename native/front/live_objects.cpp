@@ -1,7 +1,6 @@
 #include "live_objects.hpp"
 
 #include <mutex>
-#include <shared_mutex>
 #include <unordered_set>
 
 namespace mbn {
@@ -35,10 +34,11 @@ bool remove_live(ObjectKind kind, const void* object) {
     return set.objects.erase(object) == 1;
 }
 
-bool is_live(ObjectKind kind, const void* object) {
+std::shared_lock<std::shared_mutex> lock_if_live(ObjectKind kind, const void* object) {
     LiveSet& set = live_set(kind);
     std::shared_lock<std::shared_mutex> lock(set.mutex);
-    return set.objects.count(object) == 1;
+    if (set.objects.count(object) == 0) lock.unlock();
+    return lock;
 }
 
 }  // namespace mbn

@@ -5,6 +5,8 @@
 // registry can catch: a destroyed address that a later create reused.
 #pragma once
 
+#include <shared_mutex>
+
 namespace mbn {
 
 enum class ObjectKind { handle, descriptor };
@@ -13,6 +15,12 @@ enum class ObjectKind { handle, descriptor };
 void add_live(ObjectKind kind, const void* object);
 // Forgets an object; false when it was not live (destroyed twice, or foreign).
 bool remove_live(ObjectKind kind, const void* object);
-bool is_live(ObjectKind kind, const void* object);
+
+// A lock that holds `object` live while it is held: owns_lock() is false
+// when the object is not live.  remove_live waits for every such lock (of
+// either kind) to be released, and an object is freed only after its
+// removal, so what is read under the lock cannot be freed meanwhile.  Hold
+// it briefly (to copy a descriptor, to register a call on a handle).
+std::shared_lock<std::shared_mutex> lock_if_live(ObjectKind kind, const void* object);
 
 }  // namespace mbn

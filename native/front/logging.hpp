@@ -6,6 +6,8 @@
 //   MIOPEN_BN_LOG_FILE=path      append to a file instead of stderr (extension)
 #pragma once
 
+#include "common/log_sink.hpp"
+
 #include <miopen_bn.h>
 
 #include <sstream>

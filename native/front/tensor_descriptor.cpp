@@ -74,17 +74,17 @@ std::optional<DType> compute_dtype(miopenDataType_t dtype) {
     }
 }
 
-void set_descriptor(miopenTensorDescriptor& desc, miopenDataType_t dtype, int rank,
+void set_descriptor(miopenTensorDescriptor* desc, const char* what, miopenDataType_t dtype, int rank,
                     const std::int64_t* lens, const std::int64_t* strides) {
     require(known_dtype(dtype), miopenStatusBadParm, "unknown data type ", static_cast<int>(dtype));
     // The count first: with none, an empty lengths array is no separate fault.
     require(rank > 0, miopenStatusInvalidValue, "the number of dimensions is ", rank,
-            " (must be 1 to ", miopenTensorDescriptor::kMaxRank, ")");
+            " (must be 1 to ", mbn::TensorDesc::kMaxRank, ")");
     require(lens != nullptr, miopenStatusInvalidValue, "the lengths array is NULL");
-    require(rank <= miopenTensorDescriptor::kMaxRank, miopenStatusBadParm, "rank ", rank,
-            " is above the supported maximum of ", miopenTensorDescriptor::kMaxRank);
+    require(rank <= mbn::TensorDesc::kMaxRank, miopenStatusBadParm, "rank ", rank,
+            " is above the supported maximum of ", mbn::TensorDesc::kMaxRank);
 
-    miopenTensorDescriptor next;
+    TensorDesc next;
     next.dtype = dtype;
     next.rank = rank;
     for (int i = 0; i < rank; ++i)
@@ -112,25 +112,39 @@ void set_descriptor(miopenTensorDescriptor& desc, miopenDataType_t dtype, int ra
     std::int64_t bytes = 0;
     require(!__builtin_mul_overflow(last + 1, static_cast<std::int64_t>(dtype_bytes(dtype)), &bytes),
             miopenStatusBadParm, "the element space in bytes overflows 64 bits");
-    desc = next;
-}
-
-miopenTensorDescriptor& require_live_descriptor(miopenTensorDescriptor* desc, const char* what, const char* prefix) {
-    require(desc != nullptr, miopenStatusBadParm, prefix, what, " is NULL");
-    require(is_live(ObjectKind::descriptor, desc), miopenStatusBadParm, prefix, what, " (",
-            static_cast<const void*>(desc),
+    const auto live = lock_if_live(ObjectKind::descriptor, desc);
+    require(live.owns_lock(), miopenStatusBadParm, what, " (", static_cast<const void*>(desc),
             ") is not a live tensor descriptor (destroyed, or not made by miopenCreateTensorDescriptor)");
-    return *desc;
+    std::lock_guard<std::mutex> lock(desc->mutex);
+    desc->value = next;
 }
 
-const miopenTensorDescriptor& require_descriptor(const miopenTensorDescriptor* desc, const char* what,
-                                                 const char* prefix) {
-    const auto& live = require_live_descriptor(const_cast<miopenTensorDescriptor*>(desc), what, prefix);
-    require(live.is_set(), miopenStatusBadParm, prefix, what, " has no lengths set");
-    return live;
+void require_live_descriptor(const miopenTensorDescriptor* desc, const char* what, const char* prefix) {
+    snapshot_descriptor(desc, what, prefix);
 }
 
-TensorArg normalize(const miopenTensorDescriptor& desc, const void* data, DType dtype) {
+TensorDesc snapshot_descriptor(const miopenTensorDescriptor* desc, const char* what, const char* prefix) {
+    require(desc != nullptr, miopenStatusBadParm, prefix, what, " is NULL");
+    auto copy = try_snapshot_descriptor(desc);
+    require(copy.has_value(), miopenStatusBadParm, prefix, what, " (", static_cast<const void*>(desc),
+            ") is not a live tensor descriptor (destroyed, or not made by miopenCreateTensorDescriptor)");
+    return *copy;
+}
+
+TensorDesc require_descriptor(const miopenTensorDescriptor* desc, const char* what, const char* prefix) {
+    TensorDesc copy = snapshot_descriptor(desc, what, prefix);
+    require(copy.is_set(), miopenStatusBadParm, prefix, what, " has no lengths set");
+    return copy;
+}
+
+std::optional<TensorDesc> try_snapshot_descriptor(const miopenTensorDescriptor* desc) {
+    const auto live = lock_if_live(ObjectKind::descriptor, desc);
+    if (!live.owns_lock()) return std::nullopt;
+    std::lock_guard<std::mutex> lock(desc->mutex);
+    return desc->value;
+}
+
+TensorArg normalize(const TensorDesc& desc, const void* data, DType dtype) {
     TensorArg t;
     t.data = const_cast<void*>(data);
     t.dtype = dtype;
@@ -149,19 +163,19 @@ TensorArg normalize(const miopenTensorDescriptor& desc, const void* data, DType 
     return t;
 }
 
-}  // namespace mbn
-
-std::uint64_t miopenTensorDescriptor::element_space_bytes() const {
+std::uint64_t TensorDesc::element_space_bytes() const {
     std::uint64_t last = 0;
     for (int i = 0; i < rank; ++i) last += static_cast<std::uint64_t>(lens[i] - 1) * strides[i];
-    return (last + 1) * mbn::dtype_bytes(dtype);
+    return (last + 1) * dtype_bytes(dtype);
 }
 
-std::ostream& operator<<(std::ostream& out, const miopenTensorDescriptor& desc) {
+std::ostream& operator<<(std::ostream& out, const TensorDesc& desc) {
     if (!desc.is_set()) return out << "(unset)";
-    out << mbn::miopen_dtype_name(desc.dtype) << " [";
+    out << miopen_dtype_name(desc.dtype) << " [";
     for (int i = 0; i < desc.rank; ++i) out << (i ? ", " : "") << desc.lens[i];
     out << "] strides [";
     for (int i = 0; i < desc.rank; ++i) out << (i ? ", " : "") << desc.strides[i];
     return out << "]";
 }
+
+}  // namespace mbn

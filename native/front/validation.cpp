@@ -1,6 +1,10 @@
 #include "validation.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <string>
 #include <utility>
 
 namespace mbn {
@@ -26,14 +30,14 @@ Blend read_blend(const void* alpha, const void* beta, const char* alpha_name, co
     return Blend{*static_cast<const float*>(alpha), *static_cast<const float*>(beta)};
 }
 
-DType checked_io_dtype(const miopenTensorDescriptor& desc, const char* what) {
+DType checked_io_dtype(const TensorDesc& desc, const char* what) {
     const auto dtype = compute_dtype(desc.dtype);
     require(dtype.has_value(), miopenStatusNotImplemented, what, " has type ", miopen_dtype_name(desc.dtype),
             " (miopenFloat, miopenHalf, miopenBFloat16 and miopenDouble are supported)");
     return *dtype;
 }
 
-void require_same_lengths(const miopenTensorDescriptor& a, const miopenTensorDescriptor& b,
+void require_same_lengths(const TensorDesc& a, const TensorDesc& b,
                           const char* a_name, const char* b_name, const char* b_prefix) {
     bool same = a.rank == b.rank;
     for (int i = 0; same && i < a.rank; ++i) same = a.lens[i] == b.lens[i];
@@ -59,13 +63,64 @@ void require_distinct_elements(const TensorArg& output, const char* what) {
     }
 }
 
-void check_in_place(const TensorArg& in, const TensorArg& out, const char* in_name, const char* out_name) {
-    require(in.data != out.data || in.stride == out.stride, miopenStatusBadParm, out_name, " aliases ",
-            in_name, " with different strides (in-place needs identical layouts)");
+namespace {
+
+struct ByteRange {
+    std::uintptr_t begin, end;
+};
+
+ByteRange byte_range(const TensorArg& t) {
+    std::uint64_t last = 0;  // fits: the front checked each descriptor's element space
+    for (int d = 0; d < kDims; ++d) last += static_cast<std::uint64_t>(t.len[d] - 1) * t.stride[d];
+    const auto begin = reinterpret_cast<std::uintptr_t>(t.data);
+    return {begin, begin + (last + 1) * dtype_size(t.dtype)};
 }
 
-TensorArg data_tensor(const Backend& backend, const miopenTensorDescriptor& like,
-                      const miopenTensorDescriptor& desc, const void* data, const char* what, DType dtype) {
+bool allowed_in_place(const char* a, const char* b, std::initializer_list<InPlacePair> in_place) {
+    for (const auto& pair : in_place)
+        if ((std::strcmp(pair.input, a) == 0 && std::strcmp(pair.output, b) == 0) ||
+            (std::strcmp(pair.input, b) == 0 && std::strcmp(pair.output, a) == 0))
+            return true;
+    return false;
+}
+
+std::ostream& operator<<(std::ostream& out, const ByteRange& r) {
+    return out << "bytes [0x" << std::hex << r.begin << ", 0x" << r.end << std::dec << ")";
+}
+
+}  // namespace
+
+void require_no_aliasing(std::initializer_list<Operand> operands, std::initializer_list<InPlacePair> in_place) {
+    for (auto out = operands.begin(); out != operands.end(); ++out) {
+        if (!out->output || !out->tensor.present()) continue;
+        const ByteRange written = byte_range(out->tensor);
+        for (auto other = operands.begin(); other != operands.end(); ++other) {
+            if (other == out || !other->tensor.present() || (other->output && other < out)) continue;
+            const ByteRange range = byte_range(other->tensor);
+            if (written.end <= range.begin || range.end <= written.begin) continue;
+            const TensorArg& a = out->tensor;
+            const TensorArg& b = other->tensor;
+            if (allowed_in_place(out->name, other->name, in_place) && a.data == b.data) {
+                require(a.stride == b.stride, miopenStatusBadParm, out->name, " aliases ", other->name,
+                        " with different strides (in-place needs identical layouts)");
+                require(a.dtype == b.dtype, miopenStatusBadParm, out->name, " aliases ", other->name,
+                        " but has a different type");
+                continue;
+            }
+            fail(miopenStatusBadParm, out->name, " (", written, ") overlaps ", other->name, " (", range,
+                 "): an output may share memory with another tensor only in place (",
+                 in_place.size() == 0 ? "none allowed here" : "", [&] {
+                     std::string pairs;
+                     for (const auto& pair : in_place)
+                         pairs += concat(pairs.empty() ? "" : ", ", pair.output, " over ", pair.input);
+                     return pairs;
+                 }(), ", at the same address with the same strides)");
+        }
+    }
+}
+
+TensorArg data_tensor(const Backend& backend, const TensorDesc& like,
+                      const TensorDesc& desc, const void* data, const char* what, DType dtype) {
     require_same_lengths(like, desc, "xDesc", what, "the descriptor of ");
     require_pointer(data, what);
     backend.check_accessible(data, what);

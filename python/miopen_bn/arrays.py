@@ -55,6 +55,12 @@ class TensorView:
     writable: bool = True
     device_id: int = 0
     keepalive: list = field(default_factory=list)
+    copy_of: Any = None  # the caller's array, where this view is a private copy of it
+
+    def byte_range(self) -> tuple:
+        """(first byte, one past the last byte) of the memory the view covers."""
+        last = sum((n - 1) * s for n, s in zip(self.shape, self.strides))
+        return self.ptr, self.ptr + (last + 1) * dtypes.ITEMSIZE[self.dtype]
 
     @property
     def ndim(self) -> int:
@@ -235,7 +241,9 @@ def _numpy_view(array: np.ndarray, name: str, output: bool, source=None) -> Tens
     dtype = _dtype_name(array.dtype, name)
     ptr = _data_address(array)
     strides = _element_strides(array.shape, array.strides, array.itemsize, ptr)
+    copy_of = None
     if strides is None and not output:
+        copy_of = array
         array = np.array(array, order="C", copy=True)  # private, aligned, addressable
         ptr = _data_address(array)
         strides = _element_strides(array.shape, array.strides, array.itemsize, ptr)
@@ -250,6 +258,7 @@ def _numpy_view(array: np.ndarray, name: str, output: bool, source=None) -> Tens
         array if source is None else source,
         writable=array.flags.writeable,
         keepalive=[array],
+        copy_of=copy_of,
     )
 
 

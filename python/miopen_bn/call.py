@@ -19,6 +19,8 @@ from __future__ import annotations
 import threading
 from typing import Optional
 
+import numpy as np
+
 from . import arrays, dtypes, prepared
 from .arrays import DEVICE, HOST, TensorView
 from .descriptor import TensorDescriptor
@@ -35,6 +37,12 @@ _LOCATION_FOR_BACKEND = {"cpu": HOST, "gpu": DEVICE}
 # dropped here is destroyed when nothing else (a call, a plan) holds it.
 _DESCRIPTOR_CACHE_SIZE = 64
 _per_thread = threading.local()
+
+
+def _byte_bounds(array) -> tuple:
+    """(first byte, one past the last byte) of a NumPy array's memory."""
+    bounds = getattr(getattr(np, "lib", None), "array_utils", None)
+    return (bounds.byte_bounds if bounds is not None else np.byte_bounds)(array)
 
 
 def _descriptor(dtype: str, shape: tuple, strides: tuple) -> TensorDescriptor:
@@ -79,6 +87,7 @@ class ArrayCall:
         self.backend = handle.backend
         self.stream = handle.stream if self.backend == "gpu" else None
         self._keepalive: list = []
+        self._outputs: list = []
         self.x = self.view(x, "x")
         if not 2 <= self.x.ndim <= 5:
             raise ValueError(f"x must have 2 to 5 dimensions (N, C[, D][, H][, W]), got shape {self.x.shape}")
@@ -105,7 +114,23 @@ class ArrayCall:
                 f"(negative, zero or misaligned); make it contiguous"
             )
         self._keepalive.append(view)
+        if output:
+            self._outputs.append(view)
         return view
+
+    def refuse_outputs_over_copies(self) -> None:
+        """The library refuses an output that overlaps another operand (C
+        checks it), but it cannot see an input that was copied here for its
+        strides: an output over the caller's original is refused here."""
+        for copy in (view for view in self._keepalive if view.copy_of is not None):
+            original = _byte_bounds(copy.copy_of)
+            for out in self._outputs:
+                begin, end = out.byte_range()
+                if begin < original[1] and original[0] < end:
+                    raise ValueError(
+                        f"{out.name} overlaps {copy.name}'s memory: an output may share memory with "
+                        f"another tensor only in place (at the same address with the same strides)"
+                    )
 
     def check_writable(self, view: TensorView) -> None:
         if view.strides is None:
@@ -227,6 +252,7 @@ class ArrayCall:
         scalar()/number() for the values run() takes; run() returns the
         arrays the entry names.  Leaves a plan for later calls of the same
         signature where their arrays can take the views' place."""
+        self.refuse_outputs_over_copies()
         entry, handle, arrays, steering = self._signature
         template, pointer_positions, views, slots = list(args), [], [], []
         scalars = self.ffi.new("float[]", max(1, sum(isinstance(a, _Value) and a.by_pointer for a in args)))

@@ -79,6 +79,12 @@ def _c_float(value: float) -> float:
     return float(np.float32(value))
 
 
+def _float_epsilon(value: float) -> float:
+    """Group norm's epsilon, which the library takes as a C float and widens
+    to the double its shortest decimal names (1e-5 stays 1e-5)."""
+    return float(str(np.float32(value))) if np.isfinite(value) else float(value)
+
+
 def blend(result: np.ndarray, alpha: float, beta: float, prior=None) -> np.ndarray:
     """alpha * result + beta * prior; the prior is not read when beta == 0."""
     alpha, beta = _c_float(alpha), _c_float(beta)
@@ -279,7 +285,7 @@ def group_statistics(x, num_groups: int, epsilon: float = 1e-5) -> tuple:
     grouped = _grouped(_as_float64(x), num_groups)
     mean = grouped.mean(axis=(2, 3))
     var = np.square(grouped - mean[:, :, None, None]).mean(axis=(2, 3))
-    return mean, inverse_std(var, _c_float(epsilon))
+    return mean, inverse_std(var, _float_epsilon(epsilon))
 
 
 def groupnorm_forward(
