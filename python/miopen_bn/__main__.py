@@ -24,7 +24,9 @@ OUTPUTS = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m miopen_bn", description="Paths and compiler and linker flags for C code built against miopen-bn's library.")
+    parser = argparse.ArgumentParser(
+        prog="python -m miopen_bn",
+        description="Paths, compiler and linker flags for C code built against miopen-bn's library.")
     parser.add_argument("--version", action="version", version=header_version())
     for option, help_text, _ in OUTPUTS:
         parser.add_argument(option, action="store_true", help=help_text)
