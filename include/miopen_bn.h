@@ -50,6 +50,12 @@
 #define MIOPEN_BN_VERSION_MINOR 1
 #define MIOPEN_BN_VERSION_PATCH 0
 
+/* The MIOpen API version this library implements (miopenGetVersion, and the
+ * version the optional MIOpen-compatible CMake package reports). */
+#define MIOPEN_BN_MIOPEN_API_VERSION_MAJOR 3
+#define MIOPEN_BN_MIOPEN_API_VERSION_MINOR 4
+#define MIOPEN_BN_MIOPEN_API_VERSION_PATCH 0
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -169,8 +175,8 @@ MIOPEN_BN_EXPORT const char* miopenGetErrorString(miopenStatus_t error);
  * last call succeeded).  Valid until the next call on the same thread. */
 MIOPEN_BN_EXPORT const char* miopenBNGetLastErrorMessage(void);
 
-/* The MIOpen API version this library implements (3.4.0).  NULL outputs are
- * skipped.  Returns Success. */
+/* The MIOpen API version this library implements
+ * (MIOPEN_BN_MIOPEN_API_VERSION_*).  NULL outputs are skipped.  Returns Success. */
 MIOPEN_BN_EXPORT miopenStatus_t miopenGetVersion(size_t* major, size_t* minor, size_t* patch);
 
 /* Extension: this library's own version (MIOPEN_BN_VERSION_*).  NULL

@@ -1,6 +1,6 @@
 """Building and running C programs against the installed library, as a user
 would: compiled with the repository's public headers, linked with the
-libmiopen_bn.so that the installed package loads, run on the CPU backend.
+library the package carries (miopen_bn.get_library()), run on the CPU backend.
 Shared by the C ABI test and the examples' test; skips only when no C
 compiler is installed."""
 
@@ -19,13 +19,6 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 INCLUDE = REPO / "include"
 
 
-def library_path() -> pathlib.Path:
-    candidates = sorted(pathlib.Path(miopen_bn.__file__).parent.glob("libmiopen_bn.so*"))
-    if not candidates:
-        pytest.fail(f"no libmiopen_bn.so inside the installed package at {miopen_bn.__file__}")
-    return candidates[0]
-
-
 def compiler(*names: str) -> str:
     for name in names:
         path = shutil.which(name)
@@ -36,7 +29,7 @@ def compiler(*names: str) -> str:
 
 def build_c_program(source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
     """Compiles one C99 source with every warning an error, linked with the library."""
-    library = library_path()
+    library = pathlib.Path(miopen_bn.get_library())
     subprocess.run(
         [compiler("cc", "gcc", "clang"), "-std=c99", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
          str(source), str(library), f"-Wl,-rpath,{library.parent}", "-lm", "-o", str(out)],

@@ -111,9 +111,9 @@ extern "C" {
 
 miopenStatus_t miopenGetVersion(size_t* major, size_t* minor, size_t* patch) {
     return mbn::api_call(__func__, [&](const char* fn) {
-        if (major) *major = 3;
-        if (minor) *minor = 4;
-        if (patch) *patch = 0;
+        if (major) *major = MIOPEN_BN_MIOPEN_API_VERSION_MAJOR;
+        if (minor) *minor = MIOPEN_BN_MIOPEN_API_VERSION_MINOR;
+        if (patch) *patch = MIOPEN_BN_MIOPEN_API_VERSION_PATCH;
     });
 }
 

@@ -7,13 +7,16 @@ NumPy and device arrays.
 
 ``miopen_bn.ffi`` and ``miopen_bn.lib`` give the raw C API (cffi, ABI mode);
 the library is opened on first use, so ``miopen_bn.reference`` and
-``miopen_bn.tolerances`` work without it.
+``miopen_bn.tolerances`` work without it.  For C code built against the
+package's library: ``miopen_bn.get_include()``, ``miopen_bn.get_library()``
+and ``python -m miopen_bn --cflags --libs``.
 """
 
 from __future__ import annotations
 
 from . import dtypes, reference, tolerances
 from .arrays import RawTensor
+from .build_flags import get_cmake_dir, get_include, get_library, get_pkgconfig_dir
 from .batchnorm import batchnorm_backward, batchnorm_forward_inference, batchnorm_forward_training
 from .descriptor import TensorDescriptor
 from .errors import (
@@ -59,6 +62,10 @@ __all__ = [
     "default_handle",
     "dtypes",
     "ffi",
+    "get_cmake_dir",
+    "get_include",
+    "get_library",
+    "get_pkgconfig_dir",
     "gpu_available",
     "groupnorm_backward",
     "groupnorm_forward",
