@@ -131,3 +131,21 @@ def test_torch_compile_inductor_fullgraph(mode):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(ours[0].weight.grad, theirs[0].weight.grad, rtol=1e-3, atol=1e-5)
     torch.testing.assert_close(ours[1].running_var, theirs[1].running_var, rtol=1e-4, atol=1e-5)
+
+
+def test_layer_object_on_the_gpu_round_trips(tmp_path):
+    import miopen_bn
+
+    layer = miopen_bn.BatchNorm(4, device="gpu")
+    x = torch.randn(8, 4, 5, 5, device=DEVICE)
+    y = layer.forward_training(x)
+    torch.testing.assert_close(y, torch.nn.functional.batch_norm(x, None, None, training=True), rtol=1e-4,
+                               atol=1e-4)
+    dx = layer.backward(x, torch.ones_like(x))
+    assert dx.is_cuda and layer.grad_bias.is_cuda
+    layer.save(tmp_path / "g.safetensors")
+    back = miopen_bn.BatchNorm.load(tmp_path / "g.safetensors")
+    assert back.running_var.is_cuda
+    torch.testing.assert_close(back.running_var, layer.running_var, rtol=0, atol=0)
+    host = miopen_bn.BatchNorm.load(tmp_path / "g.safetensors", device="cpu")
+    assert isinstance(host.running_var, __import__("numpy").ndarray)

@@ -18,7 +18,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("miopen_bn.torch needs PyTorch: pip install 'miopen-bn[torch]'") from exc
 
-from .modules import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, convert
+from .modules import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, convert, load_layer
 from .ops import batch_norm, group_norm
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "batch_norm", "convert", "group_norm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "batch_norm", "convert", "group_norm", "load_layer"]

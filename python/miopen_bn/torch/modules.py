@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -109,4 +110,26 @@ def convert(model: nn.Module) -> nn.Module:
     return model
 
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "convert"]
+def load_layer(path, device=None) -> nn.Module:
+    """The torch module of a ``miopen_bn.BatchNorm`` file (``layer.save``):
+    BatchNorm1d, 2d or 3d by its layout, with its parameters and statistics."""
+    from .. import layer, safetensors_io
+
+    tensors, metadata = safetensors_io.load(path)
+    config = layer.config_of(path, metadata)
+    if config.get("mode") != "spatial":
+        raise ValueError(f"{path}: a {config.get('mode')} batch norm has no torch.nn module (torch's are spatial)")
+    cls = {"NC": BatchNorm1d, "NCW": BatchNorm1d, "NWC": BatchNorm1d, "NCDHW": BatchNorm3d,
+           "NDHWC": BatchNorm3d}.get(config.get("layout"), BatchNorm2d)
+    dtype = getattr(torch, config.get("param_dtype", "float32"))
+    module = cls(config["num_features"], eps=config["epsilon"], momentum=config["momentum"], device=device,
+                 dtype=dtype)
+    wide = np.float64 if dtype == torch.float64 else np.float32  # NumPy's bfloat16 is no torch dtype: go through it
+    state = {name: torch.from_numpy(tensors[name].astype(wide)).to(dtype)
+             for name in ("weight", "bias", "running_mean", "running_var")}
+    state["num_batches_tracked"] = torch.tensor(int(tensors["num_batches_tracked"]))
+    module.load_state_dict(state)
+    return module
+
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "convert", "load_layer"]
