@@ -26,6 +26,7 @@ def test_cpu_training_losses_agree_with_torchs_layers(tmp_path, capsys):
     assert set(results["models"]) == {"small_bn", "unet"}
     for name, entry in results["models"].items():
         assert entry["agreement"]["agree"], (name, entry["agreement"])
-        assert len(entry["losses"]["ours"]) == 4 and entry["losses"]["ours"] != entry["losses"]["torch"][:0]
+        assert len(entry["losses"]["ours"]) == 4
+        assert all(0 < loss < 100 for loss in entry["losses"]["ours"])  # finite, a real loss
         assert set(entry["step_ms"]) == {"eager"}
     assert "ours/torch" in capsys.readouterr().out
