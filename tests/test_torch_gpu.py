@@ -42,6 +42,8 @@ def test_modules_match_torch_on_cuda(dtype, channels_last):
                                 (torch.nn.GroupNorm, mbt.GroupNorm, (8, 6, 5, 7))):
         args = (3, 6) if cls_t is torch.nn.GroupNorm else (6,)
         theirs, ours = cls_t(*args).to(DEVICE), cls_o(*args).to(DEVICE)
+        if cls_t is torch.nn.GroupNorm:  # torch's group norm wants parameters of x's dtype
+            theirs, ours = theirs.to(dtype), ours.to(dtype)
         x = torch.randn(shape, device=DEVICE, generator=gen).to(dtype).contiguous(memory_format=fmt)
         xs = [x.clone().requires_grad_() for _ in range(2)]
         ys = [theirs(xs[0]), ours(xs[1])]
