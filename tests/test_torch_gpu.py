@@ -109,7 +109,7 @@ def test_cuda_graph_capture_replays_training_steps():
         loss = ours(static_x).square().mean()
         loss.backward()
     for seed in range(3):
-        static_x.copy_(torch.randn(8, 3, 8, 8, device=DEVICE, generator=torch.Generator(DEVICE).manual_seed(seed)))
+        static_x.copy_(torch.randn(8, 3, 8, 8, device=DEVICE, generator=torch.Generator(device=DEVICE).manual_seed(seed)))
         graph.replay()
         expected = theirs(static_x).square().mean()
         torch.testing.assert_close(loss, expected, rtol=1e-4, atol=1e-5)
@@ -123,7 +123,7 @@ def test_torch_compile_inductor_fullgraph(mode):
     theirs, ours = _pair()
     run = torch.compile(ours, fullgraph=True, mode=mode)
     for seed in range(4):
-        x = torch.randn(8, 3, 8, 8, device=DEVICE, generator=torch.Generator(DEVICE).manual_seed(seed))
+        x = torch.randn(8, 3, 8, 8, device=DEVICE, generator=torch.Generator(device=DEVICE).manual_seed(seed))
         ours.zero_grad()
         theirs.zero_grad()
         got = run(x).square().mean()
