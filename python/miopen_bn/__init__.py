@@ -35,11 +35,13 @@ from .errors import (
 )
 from .groupnorm import groupnorm_backward, groupnorm_forward
 from .handle import Handle, default_handle
+from .layer import BatchNorm
 from .library import header_version, load
 
 __version__ = header_version()
 
 __all__ = [
+    "BatchNorm",
     "ERROR_FOR_STATUS",
     "Handle",
     "MIOpenAllocFailedError",

@@ -18,8 +18,11 @@ is written for (see the comment at the top of ``miopen_bn.h``):
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
+
+import cffi
 
 HEADER_NAME = "miopen_bn.h"
 
@@ -155,3 +158,33 @@ def header_version(header_text: str) -> str:
             raise ValueError(f"the header defines no MIOPEN_BN_VERSION_{part}")
         parts.append(match.group(1))
     return ".".join(parts)
+
+
+@functools.lru_cache(maxsize=None)
+def header_ffi() -> cffi.FFI:
+    """The header's declarations parsed once: the FFI the library is opened
+    with, and what enum values are read from (no library needed)."""
+    ffi = cffi.FFI()
+    ffi.cdef(generate_cdef(header_path().read_text(encoding="utf-8")))
+    return ffi
+
+
+@functools.lru_cache(maxsize=None)
+def _enumerators() -> dict:
+    ffi = header_ffi()
+    values = {}
+    for type_name in ffi.list_types()[0]:
+        ctype = ffi.typeof(type_name)
+        if ctype.kind == "enum":
+            values.update(ctype.relements)
+    return values
+
+
+def enum_value(name: str) -> int:
+    """An enumerator's value as the header defines it, e.g. ``enum_value("miopenBNSpatial")``."""
+    return _enumerators()[name]
+
+
+def enum_names(type_name: str) -> dict:
+    """{value: enumerator name} of one enum type of the header, e.g. ``"miopenStatus_t"``."""
+    return dict(header_ffi().typeof(type_name).elements)

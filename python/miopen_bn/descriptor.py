@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from . import dtypes
+from .cdef import enum_value
 from .library import load
 from .native_object import NativeObject
 
-LAYOUT_CODES = {"NCHW": 0, "NHWC": 1, "NCDHW": 7, "NDHWC": 8}  # miopenTensorLayout_t
-MODE_CODES = {"per_activation": 0, "spatial": 1}  # miopenBatchNormMode_t
+LAYOUT_CODES = {name: enum_value(f"miopenTensor{name}") for name in ("NCHW", "NHWC", "NCDHW", "NDHWC")}
+MODE_CODES = {"per_activation": enum_value("miopenBNPerActivation"), "spatial": enum_value("miopenBNSpatial")}
 
 
 def mode_code(mode: str) -> int:

@@ -7,12 +7,19 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from .cdef import enum_value
+
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 
 # Canonical names used throughout the package.
 FLOAT16, BFLOAT16, FLOAT32, FLOAT64 = "float16", "bfloat16", "float32", "float64"
 
-MIOPEN_CODE = {FLOAT16: 0, FLOAT32: 1, BFLOAT16: 5, FLOAT64: 6}  # miopenDataType_t
+MIOPEN_CODE = {  # miopenDataType_t
+    FLOAT16: enum_value("miopenHalf"),
+    FLOAT32: enum_value("miopenFloat"),
+    BFLOAT16: enum_value("miopenBFloat16"),
+    FLOAT64: enum_value("miopenDouble"),
+}
 NAME_FOR_MIOPEN_CODE = {code: name for name, code in MIOPEN_CODE.items()}
 
 NUMPY_DTYPE = {

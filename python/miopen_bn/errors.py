@@ -9,19 +9,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-STATUS_NAMES = {
-    0: "miopenStatusSuccess",
-    1: "miopenStatusNotInitialized",
-    2: "miopenStatusInvalidValue",
-    3: "miopenStatusBadParm",
-    4: "miopenStatusAllocFailed",
-    5: "miopenStatusInternalError",
-    6: "miopenStatusNotImplemented",
-    7: "miopenStatusUnknownError",
-    8: "miopenStatusUnsupportedOp",
-    9: "miopenStatusGpuOperationsSkipped",
-    10: "miopenStatusVersionMismatch",
-}
+from .cdef import enum_names, enum_value
+
+# {value: name} of every miopenStatus_t, as the header defines them.
+STATUS_NAMES = enum_names("miopenStatus_t")
+SUCCESS = enum_value("miopenStatusSuccess")
 
 
 class MIOpenError(Exception):
@@ -82,17 +74,20 @@ class MIOpenVersionMismatchError(MIOpenError):
     pass
 
 
+_CLASS_FOR_STATUS_NAME = {
+    "miopenStatusNotInitialized": MIOpenNotInitializedError,
+    "miopenStatusInvalidValue": MIOpenInvalidValueError,
+    "miopenStatusBadParm": MIOpenBadParmError,
+    "miopenStatusAllocFailed": MIOpenAllocFailedError,
+    "miopenStatusInternalError": MIOpenInternalError,
+    "miopenStatusNotImplemented": MIOpenNotImplementedError,
+    "miopenStatusUnknownError": MIOpenUnknownError,
+    "miopenStatusUnsupportedOp": MIOpenUnsupportedOpError,
+    "miopenStatusGpuOperationsSkipped": MIOpenGpuOperationsSkippedError,
+    "miopenStatusVersionMismatch": MIOpenVersionMismatchError,
+}
 ERROR_FOR_STATUS: dict[int, type[MIOpenError]] = {
-    1: MIOpenNotInitializedError,
-    2: MIOpenInvalidValueError,
-    3: MIOpenBadParmError,
-    4: MIOpenAllocFailedError,
-    5: MIOpenInternalError,
-    6: MIOpenNotImplementedError,
-    7: MIOpenUnknownError,
-    8: MIOpenUnsupportedOpError,
-    9: MIOpenGpuOperationsSkippedError,
-    10: MIOpenVersionMismatchError,
+    enum_value(name): cls for name, cls in _CLASS_FOR_STATUS_NAME.items()
 }
 
 
@@ -106,7 +101,7 @@ def make_checker(ffi, lib) -> Callable[[int], None]:
     """A ``check(status)`` bound to one loaded library: raises on failure."""
 
     def check(status: int) -> None:
-        if status == 0:
+        if status == SUCCESS:
             return
         name = ffi.string(lib.miopenGetErrorString(status)).decode("utf-8", "replace")
         message = ffi.string(lib.miopenBNGetLastErrorMessage()).decode("utf-8", "replace")

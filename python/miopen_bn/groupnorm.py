@@ -18,12 +18,12 @@ from typing import Optional
 from . import dtypes, prepared
 from .arrays import TensorView, allocate_like
 from .call import ArrayCall
+from .cdef import enum_value
 from .handle import Handle
 
 # miopenNormMode_t: weight and bias ignored, or applied.
-_ELEMENTWISE_AFFINE, _WEIGHT_BIAS = 0, 1
-# miopenBNActivation_t.
-_ACTIVATION_CODES = {None: 0, "swish": 1}
+_ELEMENTWISE_AFFINE, _WEIGHT_BIAS = enum_value("MIOPEN_ELEMENTWISE_AFFINE"), enum_value("MIOPEN_WEIGHT_BIAS")
+_ACTIVATION_CODES = {None: enum_value("miopenBNActivationNone"), "swish": enum_value("miopenBNActivationSwish")}
 
 # mean and rstd are outputs forward always allocates: slots no caller fills.
 _FORWARD = prepared.Entry(

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import threading
 
+from .cdef import enum_value
 from .library import load
 from .native_object import NativeObject
 
-BACKEND_CODES = {"auto": 0, "cpu": 1, "gpu": 2}  # miopenBNBackend_t
-BACKEND_NAMES = {1: "cpu", 2: "gpu"}
+BACKEND_CODES = {  # miopenBNBackend_t
+    "auto": enum_value("miopenBNBackendAuto"),
+    "cpu": enum_value("miopenBNBackendCPU"),
+    "gpu": enum_value("miopenBNBackendGPU"),
+}
+BACKEND_NAMES = {code: name for name, code in BACKEND_CODES.items() if name != "auto"}
 
 
 def stream_address(stream) -> int:

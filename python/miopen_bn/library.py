@@ -23,7 +23,6 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-import cffi
 
 from . import cdef
 from .errors import make_checker
@@ -82,8 +81,7 @@ def candidate_paths() -> Iterator[tuple[str, str | None]]:
 
 
 def _open(path: str, expected_version: str) -> Library:
-    ffi = cffi.FFI()
-    ffi.cdef(cdef.generate_cdef(header_text()))
+    ffi = cdef.header_ffi()
     lib = ffi.dlopen(path)
     found = library_version(ffi, lib)
     if found != expected_version:

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Host cost of one call: miopen_bn.torch against eager PyTorch, on the same tensors.
+
+    python bench/host_cost.py --device cpu|cuda [--shape 2x8x2x2] [--json PATH]
+
+``host_us`` is the host (Python + C) time of one repeated call with the same
+layout: calls are issued in bursts and the burst is timed without waiting for
+the device (CUDA tensors; the device catches up between bursts, outside the
+timer), so on a GPU it is what the caller's thread spends, not kernel time.
+On the CPU the work itself runs on the calling thread and is included; the
+default shape is tiny so that the call's overhead dominates.  Rows: each
+functional op (inference, training, training with autograd forward and
+backward, group norm, group norm + SiLU, group norm forward and backward)
+and the modules (BatchNorm2d train step, GroupNorm+SiLU), ours beside torch's
+(``F.silu(F.group_norm(...))`` for the fused swish).  The best of several
+bursts is reported.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(BENCH_DIR, "..", "python"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import miopen_bn.torch as mbt  # noqa: E402
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--shape", default="2x8x2x2", help="N x C x H x W")
+    parser.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
+    parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--burst", type=int, default=200, help="calls per timed burst")
+    parser.add_argument("--bursts", type=int, default=15)
+    parser.add_argument("--json", help="write the rows here")
+    return parser.parse_args(argv)
+
+
+def host_us(fn, device, burst, bursts):
+    """Best per-call host time over ``bursts`` bursts of ``burst`` calls."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    for _ in range(burst):
+        fn()
+    sync()
+    best = float("inf")
+    for _ in range(bursts):
+        start = time.perf_counter()
+        for _ in range(burst):
+            fn()
+        best = min(best, (time.perf_counter() - start) / burst * 1e6)
+        sync()
+    return best
+
+
+def cases(shape, dtype, device, channels_last):
+    n, c = shape[0], shape[1]
+    groups = max(1, c // 4)
+    make = dict(dtype=dtype, device=device)
+    x = torch.randn(shape, **make)
+    if channels_last and x.dim() == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    param = dict(dtype=torch.float32 if dtype != torch.float64 else dtype, device=device)
+    weight, bias = torch.rand(c, **param) + 0.5, torch.randn(c, **param)
+    mean, var = torch.zeros(c, **param), torch.ones(c, **param)
+    xg = x.detach().clone().requires_grad_()
+    wg, bg = weight.clone().requires_grad_(), bias.clone().requires_grad_()
+    dy = torch.randn_like(x)
+    gn_w, gn_b = weight.to(dtype), bias.to(dtype)
+    gn_wg, gn_bg = gn_w.clone().requires_grad_(), gn_b.clone().requires_grad_()
+
+    def bn_train_step(fn):
+        return lambda: fn(xg, mean, var, wg, bg, True, 0.1, 1e-5).backward(dy)
+
+    def gn_step(ours):
+        if ours:
+            return lambda: mbt.group_norm(xg, groups, gn_wg, gn_bg, 1e-5).backward(dy)
+        return lambda: F.group_norm(xg, groups, gn_wg, gn_bg, 1e-5).backward(dy)
+
+    ours_bn2d, torch_bn2d = mbt.BatchNorm2d(c, **param), torch.nn.BatchNorm2d(c, **param)
+    ours_gn, torch_gn = mbt.GroupNorm(groups, c, activation="silu", **make), torch.nn.GroupNorm(groups, c, **make)
+    with torch.no_grad():
+        yield ("bn_infer", lambda: mbt.batch_norm(x, mean, var, weight, bias, False, 0.1, 1e-5),
+               lambda: F.batch_norm(x, mean, var, weight, bias, False, 0.1, 1e-5))
+        yield ("bn_train", lambda: mbt.batch_norm(x, mean, var, weight, bias, True, 0.1, 1e-5),
+               lambda: F.batch_norm(x, mean, var, weight, bias, True, 0.1, 1e-5))
+        yield ("gn_fwd", lambda: mbt.group_norm(x, groups, gn_w, gn_b, 1e-5),
+               lambda: F.group_norm(x, groups, gn_w, gn_b, 1e-5))
+        yield ("gn_fwd_swish", lambda: mbt.group_norm(x, groups, gn_w, gn_b, 1e-5, activation="silu"),
+               lambda: F.silu(F.group_norm(x, groups, gn_w, gn_b, 1e-5)))
+    yield ("bn_train+bwd (autograd)", bn_train_step(mbt.batch_norm), bn_train_step(F.batch_norm))
+    yield ("gn_fwd+bwd (autograd)", gn_step(True), gn_step(False))
+    if x.dim() == 4:
+        yield ("BatchNorm2d module, train fwd+bwd", lambda: ours_bn2d(xg).backward(dy),
+               lambda: torch_bn2d(xg).backward(dy))
+    yield ("GroupNorm+SiLU module, fwd+bwd", lambda: ours_gn(xg).backward(dy),
+           lambda: F.silu(torch_gn(xg)).backward(dy))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    shape = tuple(int(v) for v in args.shape.lower().split("x"))
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device")
+    rows = []
+    print(f"host_us per call, {args.device}, shape {shape}, {args.dtype}"
+          f"{', channels_last' if args.channels_last else ''}")
+    print(f"{'op':36} {'ours':>9} {'torch':>9} {'ours/torch':>10}")
+    for name, ours, theirs in cases(shape, dtype, args.device, args.channels_last):
+        row = {"op": name,
+               "ours_host_us": host_us(ours, args.device, args.burst, args.bursts),
+               "torch_host_us": host_us(theirs, args.device, args.burst, args.bursts)}
+        row["ratio"] = row["ours_host_us"] / row["torch_host_us"]
+        rows.append(row)
+        print(f"{name:36} {row['ours_host_us']:9.1f} {row['torch_host_us']:9.1f} {row['ratio']:10.2f}")
+    result = {"device": args.device, "device_name": torch.cuda.get_device_name() if args.device == "cuda"
+              else "cpu", "shape": list(shape), "dtype": args.dtype, "channels_last": args.channels_last,
+              "torch": torch.__version__, "threads": args.threads, "rows": rows}
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(result, handle, indent=1)
+    return result
+
+
+if __name__ == "__main__":
+    main()
