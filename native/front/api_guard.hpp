@@ -18,8 +18,22 @@ namespace mbn {
 void set_last_error(const char* function, miopenStatus_t status, const std::string& message);
 void clear_last_error();
 
+// Within one entry point's call, every read of the same descriptor gives the
+// same snapshot (tensor_descriptor.cpp): a descriptor passed twice (xDesc as
+// yDesc, one descriptor for every parameter) is one setting, even while
+// another thread re-sets it.
+void begin_call_snapshots();
+void end_call_snapshots();
+struct CallSnapshotScope {
+    CallSnapshotScope() { begin_call_snapshots(); }
+    ~CallSnapshotScope() { end_call_snapshots(); }
+    CallSnapshotScope(const CallSnapshotScope&) = delete;
+    CallSnapshotScope& operator=(const CallSnapshotScope&) = delete;
+};
+
 template <typename Body>
 miopenStatus_t api_call(const char* function, Body&& body) noexcept {
+    const CallSnapshotScope snapshots;
     try {
         body(function);
         clear_last_error();

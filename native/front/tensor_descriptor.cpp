@@ -1,5 +1,8 @@
 #include "tensor_descriptor.hpp"
 
+#include <utility>
+#include <vector>
+
 #include "common/error.hpp"
 #include "live_objects.hpp"
 
@@ -74,6 +77,21 @@ std::optional<DType> compute_dtype(miopenDataType_t dtype) {
     }
 }
 
+namespace {
+
+// The snapshots the current call of this thread has taken (see
+// begin_call_snapshots); a call reads a handful of descriptors.
+thread_local std::vector<std::pair<const miopenTensorDescriptor*, TensorDesc>> t_call_snapshots;
+thread_local int t_call_depth = 0;
+
+}  // namespace
+
+void begin_call_snapshots() { ++t_call_depth; }
+
+void end_call_snapshots() {
+    if (--t_call_depth == 0) t_call_snapshots.clear();
+}
+
 void set_descriptor(miopenTensorDescriptor* desc, const char* what, miopenDataType_t dtype, int rank,
                     const std::int64_t* lens, const std::int64_t* strides) {
     require(known_dtype(dtype), miopenStatusBadParm, "unknown data type ", static_cast<int>(dtype));
@@ -117,6 +135,9 @@ void set_descriptor(miopenTensorDescriptor* desc, const char* what, miopenDataTy
             ") is not a live tensor descriptor (destroyed, or not made by miopenCreateTensorDescriptor)");
     std::lock_guard<std::mutex> lock(desc->mutex);
     desc->value = next;
+    // A descriptor this call sets is read afresh afterwards.
+    for (auto& taken : t_call_snapshots)
+        if (taken.first == desc) taken.first = nullptr;
 }
 
 void require_live_descriptor(const miopenTensorDescriptor* desc, const char* what, const char* prefix) {
@@ -138,10 +159,17 @@ TensorDesc require_descriptor(const miopenTensorDescriptor* desc, const char* wh
 }
 
 std::optional<TensorDesc> try_snapshot_descriptor(const miopenTensorDescriptor* desc) {
+    for (const auto& taken : t_call_snapshots)
+        if (taken.first == desc) return taken.second;
     const auto live = lock_if_live(ObjectKind::descriptor, desc);
     if (!live.owns_lock()) return std::nullopt;
-    std::lock_guard<std::mutex> lock(desc->mutex);
-    return desc->value;
+    TensorDesc copy;
+    {
+        std::lock_guard<std::mutex> lock(desc->mutex);
+        copy = desc->value;
+    }
+    if (t_call_depth > 0) t_call_snapshots.emplace_back(desc, copy);
+    return copy;
 }
 
 TensorArg normalize(const TensorDesc& desc, const void* data, DType dtype) {
