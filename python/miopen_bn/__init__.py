@@ -16,6 +16,13 @@ from . import dtypes, reference, tolerances
 from .arrays import RawTensor
 from .batchnorm import batchnorm_backward, batchnorm_forward_inference, batchnorm_forward_training
 from .descriptor import TensorDescriptor
+from .distributed import (
+    batchnorm_backward_elementwise,
+    batchnorm_backward_reduce,
+    batchnorm_forward_normalize,
+    batchnorm_local_statistics,
+    batchnorm_merge_statistics,
+)
 from .errors import (
     ERROR_FOR_STATUS,
     MIOpenAllocFailedError,
@@ -53,8 +60,13 @@ __all__ = [
     "RawTensor",
     "TensorDescriptor",
     "batchnorm_backward",
+    "batchnorm_backward_elementwise",
+    "batchnorm_backward_reduce",
+    "batchnorm_forward_normalize",
     "batchnorm_forward_inference",
     "batchnorm_forward_training",
+    "batchnorm_local_statistics",
+    "batchnorm_merge_statistics",
     "check",
     "default_handle",
     "dtypes",
