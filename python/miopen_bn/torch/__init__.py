@@ -1,0 +1,1 @@
+from .sync_batchnorm import SyncBatchNorm
