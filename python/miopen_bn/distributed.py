@@ -83,13 +83,7 @@ class _SplitCall(_BnCall):
         self._stats_views: list = []
 
     def stats(self, obj, name: str, *, output: bool = False) -> TensorView:
-        view = self.view(obj, name, output=output)
-        if view.shape not in self.param_shapes:
-            full, short = self.param_shapes
-            raise ValueError(
-                f"{name} has shape {view.shape} but must be {short} or {full} "
-                f"for x of shape {self.x.shape}{self.param_context}"
-            )
+        view = self.param_shaped(obj, name, output=output)
         if view.dtype not in _STATS_DTYPES:
             raise TypeError(f"{name} has dtype {view.dtype}; statistics must be float32 or float64")
         if self.stats_dtype is None:
@@ -190,10 +184,7 @@ class _MergeCall(ArrayCall):
         for obj, name in zip((first, second), names):
             if obj is None:
                 obj = allocate_like(self.x, name, self.param_shapes[1], dtype or self.x.dtype)
-            view = self.view(obj, name, output=True)
-            if view.shape not in self.param_shapes:
-                raise ValueError(f"{name} has shape {view.shape} but must be {self.param_shapes[1]} or "
-                                 f"{self.param_shapes[0]}{self.param_context}")
+            view = self.param_shaped(obj, name, output=True)
             self.check_writable(view)
             views.append(view)
         if views[0].dtype != views[1].dtype:
