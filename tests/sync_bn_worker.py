@@ -85,9 +85,9 @@ def run_case(rank, world, device, case, sizes, group=None) -> None:
         check(got, expected[buffer].reshape(CHANNELS), p_name, "reduction", f"{name}: {buffer}")
     if affine:
         for param, key in ((module.weight, "dscale"), (module.bias, "dbias")):
-            total = param.grad.detach().clone()
+            total = param.grad.detach().cpu().clone()  # gloo, on the host whatever the device
             dist.all_reduce(total, group=group)  # what DDP's gradient all-reduce adds up
-            check(total.cpu().double().numpy(), grads[key].reshape(CHANNELS), p_name, "reduction",
+            check(total.double().numpy(), grads[key].reshape(CHANNELS), p_name, "reduction",
                   f"{name}: {key}")
     print(f"ok {name} (rank {rank} of {world})", flush=True)
 
