@@ -444,6 +444,124 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationBackward_V2(
     const void* savedMean, const void* savedInvVariance);
 
 /* ------------------------------------------------------------------------ */
+/* Data-parallel batch norm: the split-phase extensions                     */
+/* ------------------------------------------------------------------------ */
+/* A batch split over K ranks (processes, GPUs) is normalized with the whole
+ * batch's statistics by five calls, with the caller's own collectives (all-
+ * gather, all-reduce) in between; this library never communicates:
+ *
+ *   forward:  miopenBNBatchNormLocalStatistics   this rank's count, mean, M2
+ *             (all-gather the K partials)
+ *             miopenBNBatchNormMergeStatistics   mean and inverse std of the
+ *                                                whole batch, running update
+ *             miopenBNBatchNormForwardNormalize  y from them
+ *   backward: miopenBNBatchNormBackwardReduce    this rank's sum(dy) and
+ *                                                sum(dy * (x - mean))
+ *             (all-reduce the two sums)
+ *             miopenBNBatchNormBackwardElementwise  dx from the global sums
+ *
+ * On one rank (K = 1) the five give what miopenBatchNormalizationForward-
+ * Training and miopenBatchNormalizationBackward give.  Shapes, layouts, x/y
+ * and dy/dx types, the parameter type rule, alpha/beta blending, in-place
+ * use, and the statuses for bad arguments are those of the batch-norm entry
+ * points above.
+ *
+ * Statistics tensors (count, mean, M2, the gradient sums) are parameter-
+ * shaped ((1,C,1,..) spatially, (1,C,D,H,W) per activation; any positive
+ * strides) and of type miopenFloat or miopenDouble whatever x's type (other
+ * types: NotImplemented); the tensors one descriptor describes share its
+ * strides, so a caller can lay them out as rows of one buffer and exchange
+ * them in one collective.  Counts are held as numbers of that type (exact up
+ * to 2^24 values per feature in float, 2^53 in double).  Partial statistics
+ * are Chan-mergeable: count n, mean m and M2 = sum((x - m)^2) per feature.
+ * The library computes them, and every merge, in double. */
+
+/* Partial statistics of this rank's x: per feature, count = M (the values it
+ * reduces over, N*D*H*W spatially, N per activation; M = 1 is allowed), the
+ * mean and M2 (M times the biased variance).
+ * statsDesc: describes count, mean and m2.
+ * Returns: Success; BadParm (NULL handle, descriptor, x, count, mean or m2,
+ * unknown mode, shapes that do not fit x, outputs with overlapping strides);
+ * NotImplemented (types); InternalError. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBNBatchNormLocalStatistics(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, const miopenTensorDescriptor_t xDesc, const void* x,
+    const miopenTensorDescriptor_t statsDesc, void* count, void* mean, void* m2);
+
+/* Merges K ranks' partial statistics (counts may differ between ranks; a
+ * rank with count 0 adds nothing) into the whole batch's, per feature:
+ *   n = sum n_k,  mean = sum(n_k * m_k) / n,
+ *   M2 = sum M2_k + sum n_k * (m_k - mean)^2,  var = M2 / n,
+ *   savedMean = mean,  savedInvStd = 1 / sqrt(var + epsilon),
+ * and, when runningMean and runningVariance are given (both or neither),
+ *   run = (1 - expAvgFactor) * run + expAvgFactor * stat
+ * with the variance unbiased over the global count, M2 / (n - 1) (var when
+ * n = 1).  A total count of 0 gives NaN; counts are data and not checked.
+ * partialDesc: rank 2 to 5, lengths (K, C, ...): the partials of rank k are
+ *   index k of the first dimension (K >= 1), the rest are one rank's
+ *   statistics lengths; describes partialCount, partialMean and partialM2;
+ *   miopenFloat or miopenDouble.
+ * savedDesc: lengths (1, C, ...) (partialDesc's with K replaced by 1),
+ *   describes savedMean and savedInvStd.  runningDesc: the same lengths,
+ *   describes runningMean and runningVariance; NULL when they are.  Each of
+ *   the two is miopenFloat, miopenHalf, miopenBFloat16 or miopenDouble.
+ * Returns: Success; BadParm (NULL handle, partialDesc, savedDesc or buffer;
+ * exactly one running statistic NULL; lengths that do not fit; negative or
+ * NaN epsilon; non-finite expAvgFactor with running statistics; outputs with
+ * overlapping strides); NotImplemented (types); InternalError. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBNBatchNormMergeStatistics(
+    miopenHandle_t handle, const miopenTensorDescriptor_t partialDesc, const void* partialCount,
+    const void* partialMean, const void* partialM2, double epsilon, const miopenTensorDescriptor_t savedDesc,
+    void* savedMean, void* savedInvStd, double expAvgFactor, const miopenTensorDescriptor_t runningDesc,
+    void* runningMean, void* runningVariance);
+
+/* y = alpha * (scale * (x - mean) * invStd + bias) + beta * y_prior, with the
+ * mean and inverse standard deviation given (miopenBNBatchNormMergeStatistics
+ * makes them).  paramDesc describes bnScale, bnBias, mean and invStd: one
+ * type, miopenFloat or x's.
+ * Returns: Success; BadParm (as miopenBatchNormalizationForwardInference;
+ * NULL mean or invStd); NotImplemented; InternalError. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBNBatchNormForwardNormalize(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, const void* alpha, const void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t paramDesc, const void* bnScale, const void* bnBias, const void* mean,
+    const void* invStd);
+
+/* This rank's share of the backward sums, per feature over its own values:
+ *   sumDy = sum(dy),  sumDyXmu = sum(dy * (x - mean)),
+ * and, when resultBnScaleDiff and resultBnBiasDiff are given (both or
+ * neither), this rank's parameter gradients dbias = sumDy and
+ * dscale = sumDyXmu * invStd, blended as alphaParamDiff * result +
+ * betaParamDiff * prior.
+ * paramDesc describes mean, invStd, resultBnScaleDiff and resultBnBiasDiff
+ * (miopenFloat or x's type); sumsDesc describes sumDy and sumDyXmu
+ * (miopenFloat or miopenDouble).  dy: x's lengths, x's type or miopenFloat.
+ * Returns: Success; BadParm (NULL handle, descriptor, alpha/beta, x, dy,
+ * mean, invStd, sumDy or sumDyXmu; exactly one gradient NULL; shapes that do
+ * not fit; outputs with overlapping strides);
+ * NotImplemented; InternalError. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBNBatchNormBackwardReduce(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, const void* alphaParamDiff, const void* betaParamDiff,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t dyDesc, const void* dy,
+    const miopenTensorDescriptor_t paramDesc, const void* mean, const void* invStd, void* resultBnScaleDiff,
+    void* resultBnBiasDiff, const miopenTensorDescriptor_t sumsDesc, void* sumDy, void* sumDyXmu);
+
+/* dx from the sums of every rank (sumDy, sumDyXmu all-reduced) and the
+ * global count n per feature:
+ *   dx = scale * invStd * (dy - sumDy / n - (x - mean) * invStd^2 * sumDyXmu / n),
+ * blended as alphaDataDiff * dx + betaDataDiff * dx_prior.
+ * paramDesc describes bnScale, mean and invStd (miopenFloat or x's type);
+ * sumsDesc describes sumDy, sumDyXmu and count (miopenFloat or miopenDouble).
+ * dy, dx: x's lengths, one type (x's or miopenFloat); dx == dy in place.
+ * Returns: Success; BadParm (as miopenBatchNormalizationBackward; NULL
+ * mean, invStd, sumDy, sumDyXmu or count); NotImplemented; InternalError. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBNBatchNormBackwardElementwise(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, const void* alphaDataDiff, const void* betaDataDiff,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t dyDesc, const void* dy,
+    const miopenTensorDescriptor_t dxDesc, void* dx, const miopenTensorDescriptor_t paramDesc,
+    const void* bnScale, const void* mean, const void* invStd, const miopenTensorDescriptor_t sumsDesc,
+    const void* sumDy, const void* sumDyXmu, const void* count);
+
+/* ------------------------------------------------------------------------ */
 /* Group normalization                                                       */
 /* ------------------------------------------------------------------------ */
 /* x, y, dx, dy: rank 2 to 5 ((N,C), (N,C,W), (N,C,H,W), (N,C,D,H,W)), any

@@ -11,6 +11,7 @@
 // header and one virtual here whose default says NotImplemented.
 #pragma once
 
+#include "bn_split_problem.hpp"
 #include "error.hpp"
 #include "group_norm_problem.hpp"
 #include "problem.hpp"
@@ -51,6 +52,15 @@ public:
     // Group norm: a backend without it says so, and the call fails cleanly.
     virtual void gn_forward(const GnForward& p) { unsupported("group-norm forward"); }
     virtual void gn_backward(const GnBackward& p) { unsupported("group-norm backward"); }
+
+    // The split-phase ops of data-parallel batch norm.
+    virtual void bn_local_statistics(const BnLocalStatistics& p) { unsupported("batch-norm local statistics"); }
+    virtual void bn_merge_statistics(const BnMergeStatistics& p) { unsupported("batch-norm statistics merge"); }
+    virtual void bn_normalize(const BnNormalize& p) { unsupported("batch-norm normalize"); }
+    virtual void bn_backward_reduce(const BnBackwardReduce& p) { unsupported("batch-norm backward reduce"); }
+    virtual void bn_backward_elementwise(const BnBackwardElementwise& p) {
+        unsupported("batch-norm backward elementwise");
+    }
 
 protected:
     [[noreturn]] void unsupported(const char* op) const {

@@ -23,6 +23,21 @@ public:
     void bn_backward(const BnBackward& p) override {
         timed([&] { cpu::backward(p); });
     }
+    void bn_local_statistics(const BnLocalStatistics& p) override {
+        timed([&] { cpu::local_statistics(p); });
+    }
+    void bn_merge_statistics(const BnMergeStatistics& p) override {
+        timed([&] { cpu::merge_statistics(p); });
+    }
+    void bn_normalize(const BnNormalize& p) override {
+        timed([&] { cpu::normalize(p); });
+    }
+    void bn_backward_reduce(const BnBackwardReduce& p) override {
+        timed([&] { cpu::backward_reduce(p); });
+    }
+    void bn_backward_elementwise(const BnBackwardElementwise& p) override {
+        timed([&] { cpu::backward_elementwise(p); });
+    }
     void gn_forward(const GnForward& p) override {
         timed([&] { cpu::group_norm_forward(p); });
     }

@@ -22,6 +22,14 @@
 
 namespace mbn {
 namespace gpu {
+
+// The split-phase (data-parallel) ops, in bn_split_phase.hip.
+void run_local_statistics(const BnLocalStatistics& p, const LaunchTarget& target);
+void run_merge_statistics(const BnMergeStatistics& p, const LaunchTarget& target);
+void run_split_normalize(const BnNormalize& p, const LaunchTarget& target);
+void run_backward_reduce(const BnBackwardReduce& p, const LaunchTarget& target);
+void run_backward_elementwise(const BnBackwardElementwise& p, const LaunchTarget& target);
+
 namespace {
 
 constexpr std::size_t kInitialScratchBytes = std::size_t(8) << 20;
@@ -118,6 +126,22 @@ public:
         t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
         const BnLayout layout = plan_layout(p.geom, t, shape_);
         run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_backward(p, layout, target); });
+    }
+
+    void bn_local_statistics(const BnLocalStatistics& p) override {
+        run(0, 0, [&](const LaunchTarget& target) { run_local_statistics(p, target); });
+    }
+    void bn_merge_statistics(const BnMergeStatistics& p) override {
+        run(0, 0, [&](const LaunchTarget& target) { run_merge_statistics(p, target); });
+    }
+    void bn_normalize(const BnNormalize& p) override {
+        run(0, 0, [&](const LaunchTarget& target) { run_split_normalize(p, target); });
+    }
+    void bn_backward_reduce(const BnBackwardReduce& p) override {
+        run(0, 0, [&](const LaunchTarget& target) { run_backward_reduce(p, target); });
+    }
+    void bn_backward_elementwise(const BnBackwardElementwise& p) override {
+        run(0, 0, [&](const LaunchTarget& target) { run_backward_elementwise(p, target); });
     }
 
     void gn_forward(const GnForward& p) override {

@@ -19,6 +19,13 @@ from .arrays import RawTensor
 from .build_flags import get_cmake_dir, get_include, get_library, get_pkgconfig_dir
 from .batchnorm import batchnorm_backward, batchnorm_forward_inference, batchnorm_forward_training
 from .descriptor import TensorDescriptor
+from .distributed import (
+    batchnorm_backward_elementwise,
+    batchnorm_backward_reduce,
+    batchnorm_forward_normalize,
+    batchnorm_local_statistics,
+    batchnorm_merge_statistics,
+)
 from .errors import (
     ERROR_FOR_STATUS,
     MIOpenAllocFailedError,
@@ -58,8 +65,13 @@ __all__ = [
     "RawTensor",
     "TensorDescriptor",
     "batchnorm_backward",
+    "batchnorm_backward_elementwise",
+    "batchnorm_backward_reduce",
+    "batchnorm_forward_normalize",
     "batchnorm_forward_inference",
     "batchnorm_forward_training",
+    "batchnorm_local_statistics",
+    "batchnorm_merge_statistics",
     "check",
     "default_handle",
     "dtypes",

@@ -158,8 +158,8 @@ class ArrayCall:
             self.check_writable(view)
         return view
 
-    def param(self, obj, name: str, *, output: bool = False) -> TensorView:
-        """A parameter-shaped tensor; the first one given fixes the parameter dtype."""
+    def param_shaped(self, obj, name: str, *, output: bool = False) -> TensorView:
+        """A tensor of one of the parameter shapes, whatever its dtype."""
         view = self.view(obj, name, output=output)
         if view.shape not in self.param_shapes:
             full, short = self.param_shapes
@@ -167,6 +167,11 @@ class ArrayCall:
                 f"{name} has shape {view.shape} but must be {short} or {full} "
                 f"for x of shape {self.x.shape}{self.param_context}"
             )
+        return view
+
+    def param(self, obj, name: str, *, output: bool = False) -> TensorView:
+        """A parameter-shaped tensor; the first one given fixes the parameter dtype."""
+        view = self.param_shaped(obj, name, output=output)
         if self.param_dtype is None:
             if view.dtype not in (dtypes.FLOAT32, self.x.dtype):
                 raise TypeError(
