@@ -1,16 +1,20 @@
 // Inference forward with estimated statistics: one streaming pass.
 // y = scale * (x - mean) / sqrt(var + eps) + bias, with no fabs: a negative
-// var + eps gives NaN, as the SPEC requires.
+// var + eps gives NaN, as the SPEC requires; or with the inverse std given
+// (var_is_inv_std) y = scale * (x - mean) * invstd + bias.  A fused
+// activation is applied to each run of y while it is in cache.
 #include "cpu/bn_math.hpp"
 #include "cpu/bn_ops.hpp"
 #include "cpu/dtype_dispatch.hpp"
 #include "cpu/param_io.hpp"
 #include "cpu/walk_passes.hpp"
 
+#include <algorithm>
+
 namespace mbn::cpu {
 namespace {
 
-template <typename Tx, typename Tp>
+template <typename Tx>
 void run(const BnForwardInference& pb) {
     using C = typename Element<Tx>::Compute;
     const WalkPlan plan = plan_walk(pb.geom, {&pb.x, &pb.y, nullptr}, 2);
@@ -19,18 +23,20 @@ void run(const BnForwardInference& pb) {
     double* params = ws.take<double>(5 * F);
     double *scale = params, *bias = params + F, *mean = params + 2 * F, *var = params + 3 * F;
     double* invstd = params + 4 * F;
-    read_param<Tp>(plan, pb.scale, scale);
-    read_param<Tp>(plan, pb.bias, bias);
-    read_param<Tp>(plan, pb.mean, mean);
-    read_param<Tp>(plan, pb.var, var);
+    read_param(plan, pb.scale, scale);
+    read_param(plan, pb.bias, bias);
+    read_param(plan, pb.mean, mean);
+    read_param(plan, pb.var, var);
     const NormalizeArrays<C> coef(ws, F);
     const Scratch<C> scratch(plan, ws);
-    inverse_std_span(var, pb.epsilon, invstd, F);
+    if (pb.var_is_inv_std) std::copy(var, var + F, invstd);
+    else inverse_std_span(var, pb.epsilon, invstd, F);
+    const OutputActivation<C> act = fused_activation<C>(pb.activation, pb.out);
     run_features(plan, 1, [&](std::int64_t p) {
-        coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], pb.out.alpha));
+        coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], act.coefficient_alpha(pb.out)));
     });
     normalize_pass<Tx, C>(plan, kWholePlan, static_cast<const Tx*>(pb.x.data), static_cast<Tx*>(pb.y.data), coef,
-                          pb.out.beta, scratch);
+                          pb.out.beta, scratch, act);
 }
 
 }  // namespace
@@ -38,7 +44,7 @@ void run(const BnForwardInference& pb) {
 void forward_inference(const BnForwardInference& p) {
     with_data_type(p.x.dtype, [&](auto io) {
         using Tx = typename decltype(io)::type;
-        with_own_or_float<Tx>(p.scale.dtype, [&](auto param) { run<Tx, typename decltype(param)::type>(p); });
+        run<Tx>(p);
     });
 }
 

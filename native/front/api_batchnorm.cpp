@@ -1,6 +1,7 @@
 // Batch-normalization entry points: each one logs its arguments, builds a
 // validated problem (bn_problem_builder), logs the driver command, and
 // dispatches to the handle's backend, all inside api_call.
+#include "activation_descriptor.hpp"
 #include "api_guard.hpp"
 #include "bn_problem_builder.hpp"
 #include "driver_command.hpp"
@@ -59,6 +60,10 @@ void backward(const char* function, miopenHandle* handle, const BnBackwardCall& 
                    p.saved_mean.present(), false, p.data, p.param);
     log_dispatch(function, *h.backend, p.geom);
     dispatch(h, [&](Backend& b) { b.bn_backward(p); });
+}
+
+const ActivationSpec& activation_of(miopenActivationDescriptor* desc) {
+    return require_activation_descriptor(desc, "activDesc").spec;
 }
 
 }  // namespace
@@ -181,6 +186,148 @@ miopenStatus_t miopenBatchNormalizationBackward_V2(
                       {bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, x, dyDesc,
                        dy, dxDesc, dx, {scaleDesc, biasDesc, savedMeanDesc, savedVarDesc}, bnScale,
                        resultBnScaleDiff, resultBnBiasDiff, epsilon, savedMean, savedInvVariance});
+    });
+}
+
+miopenStatus_t miopenBatchNormalizationForwardTraining_V3(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasVarDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
+    void* bnScale, void* bnBias, double expAvgFactor, const void* prevResultRunningMean,
+    const void* prevResultRunningVariance, void* nextResultRunningMean, void* nextResultRunningVariance,
+    double epsilon, void* resultSaveMean, void* resultSaveInvVariance) {
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasVarDesc,
+                     savedMeanDesc, savedVarDesc, bnScale, bnBias, expAvgFactor, prevResultRunningMean,
+                     prevResultRunningVariance, nextResultRunningMean, nextResultRunningVariance, epsilon,
+                     resultSaveMean, resultSaveInvVariance);
+        mbn::forward_training(fn, handle,
+                              {bn_mode, alpha, beta, xDesc, x, yDesc, y,
+                               {scaleDesc, biasVarDesc, savedMeanDesc, savedVarDesc}, bnScale, bnBias,
+                               expAvgFactor, nextResultRunningMean, nextResultRunningVariance, epsilon,
+                               resultSaveMean, resultSaveInvVariance, true, prevResultRunningMean,
+                               prevResultRunningVariance});
+    });
+}
+
+miopenStatus_t miopenBatchNormalizationForwardInferenceInvVariance(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t estMeanDesc, const miopenTensorDescriptor_t estInvVarianceDesc,
+    void* bnScale, void* bnBias, void* estimatedMean, void* estimatedInvVariance) {
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasDesc, estMeanDesc,
+                     estInvVarianceDesc, bnScale, bnBias, estimatedMean, estimatedInvVariance);
+        mbn::forward_inference(fn, handle,
+                               {bn_mode, alpha, beta, xDesc, x, yDesc, y,
+                                {scaleDesc, biasDesc, estMeanDesc, estInvVarianceDesc}, bnScale, bnBias,
+                                estimatedMean, estimatedInvVariance, mbn::kInvVarianceFallbackEpsilon, true});
+    });
+}
+
+miopenStatus_t miopenBatchNormForwardTrainingActivation(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasVarDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
+    void* bnScale, void* bnBias, double expAvgFactor, void* resultRunningMean, void* resultRunningVariance,
+    double epsilon, void* resultSaveMean, void* resultSaveInvVariance,
+    const miopenActivationDescriptor_t activDesc) {
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasVarDesc,
+                     savedMeanDesc, savedVarDesc, bnScale, bnBias, expAvgFactor, resultRunningMean,
+                     resultRunningVariance, epsilon, resultSaveMean, resultSaveInvVariance, activDesc);
+        const mbn::ActivationSpec activation = mbn::activation_of(activDesc);
+        mbn::forward_training(fn, handle,
+                              {bn_mode, alpha, beta, xDesc, x, yDesc, y,
+                               {scaleDesc, biasVarDesc, savedMeanDesc, savedVarDesc}, bnScale, bnBias,
+                               expAvgFactor, resultRunningMean, resultRunningVariance, epsilon, resultSaveMean,
+                               resultSaveInvVariance, false, nullptr, nullptr, activation});
+    });
+}
+
+miopenStatus_t miopenBatchNormForwardTrainingActivation_V2(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasVarDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
+    void* bnScale, void* bnBias, double expAvgFactor, const void* prevResultRunningMean,
+    const void* prevResultRunningVariance, void* nextResultRunningMean, void* nextResultRunningVariance,
+    double epsilon, void* resultSaveMean, void* resultSaveInvVariance,
+    const miopenActivationDescriptor_t activDesc) {
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasVarDesc,
+                     savedMeanDesc, savedVarDesc, bnScale, bnBias, expAvgFactor, prevResultRunningMean,
+                     prevResultRunningVariance, nextResultRunningMean, nextResultRunningVariance, epsilon,
+                     resultSaveMean, resultSaveInvVariance, activDesc);
+        const mbn::ActivationSpec activation = mbn::activation_of(activDesc);
+        mbn::forward_training(fn, handle,
+                              {bn_mode, alpha, beta, xDesc, x, yDesc, y,
+                               {scaleDesc, biasVarDesc, savedMeanDesc, savedVarDesc}, bnScale, bnBias,
+                               expAvgFactor, nextResultRunningMean, nextResultRunningVariance, epsilon,
+                               resultSaveMean, resultSaveInvVariance, true, prevResultRunningMean,
+                               prevResultRunningVariance, activation});
+    });
+}
+
+miopenStatus_t miopenBatchNormForwardInferenceActivation(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t estMeanDesc, const miopenTensorDescriptor_t estVarianceDesc,
+    void* bnScale, void* bnBias, void* estimatedMean, void* estimatedVariance, double epsilon,
+    const miopenActivationDescriptor_t activDesc) {
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasDesc, estMeanDesc,
+                     estVarianceDesc, bnScale, bnBias, estimatedMean, estimatedVariance, epsilon, activDesc);
+        const mbn::ActivationSpec activation = mbn::activation_of(activDesc);
+        mbn::forward_inference(fn, handle,
+                               {bn_mode, alpha, beta, xDesc, x, yDesc, y,
+                                {scaleDesc, biasDesc, estMeanDesc, estVarianceDesc}, bnScale, bnBias,
+                                estimatedMean, estimatedVariance, epsilon, false, activation});
+    });
+}
+
+miopenStatus_t miopenBatchNormForwardInferenceActivationInvVariance(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc, void* y,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t estMeanDesc, const miopenTensorDescriptor_t estInvVarianceDesc,
+    void* bnScale, void* bnBias, void* estimatedMean, void* estimatedInvVariance,
+    const miopenActivationDescriptor_t activDesc) {
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alpha, beta, xDesc, x, yDesc, y, scaleDesc, biasDesc, estMeanDesc,
+                     estInvVarianceDesc, bnScale, bnBias, estimatedMean, estimatedInvVariance, activDesc);
+        const mbn::ActivationSpec activation = mbn::activation_of(activDesc);
+        mbn::forward_inference(fn, handle,
+                               {bn_mode, alpha, beta, xDesc, x, yDesc, y,
+                                {scaleDesc, biasDesc, estMeanDesc, estInvVarianceDesc}, bnScale, bnBias,
+                                estimatedMean, estimatedInvVariance, mbn::kInvVarianceFallbackEpsilon, true,
+                                activation});
+    });
+}
+
+miopenStatus_t miopenBatchNormBackwardActivation(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, const void* alphaDataDiff, const void* betaDataDiff,
+    const void* alphaParamDiff, const void* betaParamDiff, const miopenTensorDescriptor_t xDesc, const void* x,
+    const miopenTensorDescriptor_t dyDesc, const void* dy, const miopenTensorDescriptor_t dxDesc, void* dx,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarianceDesc,
+    const void* bnScale, const void* bnBias, void* resultBnScaleDiff, void* resultBnBiasDiff, double epsilon,
+    const void* savedMean, const void* savedInvVariance, const miopenActivationDescriptor_t activDesc) {
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, x,
+                     dyDesc, dy, dxDesc, dx, scaleDesc, biasDesc, savedMeanDesc, savedVarianceDesc, bnScale,
+                     bnBias, resultBnScaleDiff, resultBnBiasDiff, epsilon, savedMean, savedInvVariance,
+                     activDesc);
+        const mbn::ActivationSpec activation = mbn::activation_of(activDesc);
+        mbn::backward(fn, handle,
+                      {bn_mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, x, dyDesc, dy,
+                       dxDesc, dx, {scaleDesc, biasDesc, savedMeanDesc, savedVarianceDesc}, bnScale,
+                       resultBnScaleDiff, resultBnBiasDiff, epsilon, savedMean, savedInvVariance, bnBias,
+                       activation});
     });
 }
 

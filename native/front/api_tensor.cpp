@@ -25,6 +25,20 @@ std::vector<std::int64_t> widen(const int* values, int count) {
     return std::vector<std::int64_t>(values, values + used);
 }
 
+// The same for size_t values (miopenSetTensorDescriptorV2): one beyond
+// INT64_MAX is BadParm rather than a negative length.
+std::vector<std::int64_t> widen(const std::size_t* values, int count, const char* what) {
+    if (values == nullptr || count <= 0) return {};
+    const int used = count < miopenTensorDescriptor::kMaxRank ? count : miopenTensorDescriptor::kMaxRank;
+    std::vector<std::int64_t> out(used);
+    for (int i = 0; i < used; ++i) {
+        require(values[i] <= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()),
+                miopenStatusBadParm, what, "[", i, "] = ", values[i], " exceeds INT64_MAX");
+        out[i] = static_cast<std::int64_t>(values[i]);
+    }
+    return out;
+}
+
 // Packed strides for lengths given in logical N, C, (D), H, W order, laid out
 // channels-last (NHWC / NDHWC).  The products are checked: with lengths near
 // INT_MAX they overflow 64 bits before set_descriptor could say so.
@@ -106,6 +120,18 @@ miopenStatus_t miopenSetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
         auto& desc = settable(tensorDesc);
         const auto lens = widen(dimsA, nbDims);
         const auto strides = widen(stridesA, nbDims);
+        mbn::set_descriptor(desc, dataType, nbDims, dimsA ? lens.data() : nullptr,
+                            stridesA ? strides.data() : nullptr);
+    });
+}
+
+miopenStatus_t miopenSetTensorDescriptorV2(miopenTensorDescriptor_t tensorDesc, miopenDataType_t dataType,
+                                           int nbDims, const size_t* dimsA, const size_t* stridesA) {
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc, dataType, nbDims, dimsA, stridesA);
+        auto& desc = settable(tensorDesc);
+        const auto lens = widen(dimsA, nbDims, "dimsA");
+        const auto strides = widen(stridesA, nbDims, "stridesA");
         mbn::set_descriptor(desc, dataType, nbDims, dimsA ? lens.data() : nullptr,
                             stridesA ? strides.data() : nullptr);
     });

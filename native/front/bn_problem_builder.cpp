@@ -65,18 +65,6 @@ public:
         return out;
     }
 
-    // The parameter type comes from the scale descriptor: float, or x's type.
-    void set_param_dtype(const miopenTensorDescriptor* scale_desc) {
-        const auto& desc = require_descriptor(scale_desc, "the scale descriptor");
-        const auto param = compute_dtype(desc.dtype);
-        require(param.has_value() && (*param == DType::f32 || *param == x_dtype_),
-                miopenStatusNotImplemented, "no batch-norm kernel for x of type ",
-                miopen_dtype_name(x_desc_.dtype), " with parameters of type ",
-                miopen_dtype_name(desc.dtype), " (parameters must be miopenFloat or x's type)");
-        param_dtype_ = *param;
-        param_abi_dtype_ = desc.dtype;
-    }
-
     // A parameter-shaped tensor; NULL data gives an absent TensorArg when
     // `optional`, BadParm otherwise.
     TensorArg param_tensor(const miopenTensorDescriptor* desc_ptr, const void* data, const char* what,
@@ -88,10 +76,12 @@ public:
         const auto& desc = require_descriptor(desc_ptr, what, "the descriptor of ");
         require(desc.rank == x_desc_.rank, miopenStatusBadParm, "the descriptor of ", what, " has rank ",
                 desc.rank, " but x has rank ", x_desc_.rank);
-        require(desc.dtype == param_abi_dtype_, miopenStatusNotImplemented, what, " has type ",
-                miopen_dtype_name(desc.dtype), " but the scale has ",
-                miopen_dtype_name(param_abi_dtype_), " (all parameters must share one type)");
-        TensorArg t = normalize(desc, data, param_dtype_);
+        // Each parameter has its own type: float, or x's.
+        const auto param = compute_dtype(desc.dtype);
+        require(param.has_value() && (*param == DType::f32 || *param == x_dtype_), miopenStatusNotImplemented,
+                "no batch-norm kernel for x of type ", miopen_dtype_name(x_desc_.dtype), " with ", what,
+                " of type ", miopen_dtype_name(desc.dtype), " (parameters must be miopenFloat or x's type)");
+        TensorArg t = normalize(desc, data, *param);
         require(t.len == expected_param_lengths(geom_), miopenStatusBadParm, "the descriptor of ", what,
                 " (", desc, ") does not fit x (", x_desc_, ") in ",
                 geom_.mode == BnMode::spatial ? "spatial" : "per-activation",
@@ -113,10 +103,15 @@ private:
     const miopenTensorDescriptor& x_desc_;
     BnGeometry geom_;
     DType x_dtype_;
-    DType param_dtype_ = DType::f32;
-    miopenDataType_t param_abi_dtype_ = miopenFloat;
     TensorArg x_;
 };
+
+// A fused activation's result cannot be blended with y's prior content:
+// alpha * f(z) is written, beta must be 0.
+void check_activation_blend(const ActivationSpec& activation, const Blend& out) {
+    require(activation.identity() || !out.reads_prior(), miopenStatusNotImplemented,
+            "beta is ", out.beta, ": blending y's prior content is not implemented with a fused activation");
+}
 
 }  // namespace
 
@@ -127,14 +122,28 @@ BnForwardTraining build_forward_training(const Backend& backend, const BnTrainin
     p.out = read_blend(call.alpha, call.beta, "alpha", "beta");
     p.x = check.x();
     p.y = check.output_like_x(call.y_desc, call.y);
-    check.set_param_dtype(call.params.scale);
     p.scale = check.param_tensor(call.params.scale, call.scale, "bnScale");
     p.bias = check.param_tensor(call.params.bias, call.bias, "bnBias");
-    const bool running = pair_present(call.running_mean, call.running_var, "resultRunningMean",
-                                      "resultRunningVariance");
+    p.activation = call.activation;
+    check_activation_blend(p.activation, p.out);
+    const char* next_mean = call.separate_previous ? "nextResultRunningMean" : "resultRunningMean";
+    const char* next_var = call.separate_previous ? "nextResultRunningVariance" : "resultRunningVariance";
+    const bool running = pair_present(call.running_mean, call.running_var, next_mean, next_var);
     pair_present(call.saved_mean, call.saved_inv_std, "resultSaveMean", "resultSaveInvVariance");
-    p.running_mean = check.param_output(call.params.mean, call.running_mean, "resultRunningMean", true);
-    p.running_var = check.param_output(call.params.var, call.running_var, "resultRunningVariance", true);
+    p.running_mean = check.param_output(call.params.mean, call.running_mean, next_mean, true);
+    p.running_var = check.param_output(call.params.var, call.running_var, next_var, true);
+    if (call.separate_previous) {
+        const bool previous = pair_present(call.prev_running_mean, call.prev_running_var, "prevResultRunningMean",
+                                           "prevResultRunningVariance");
+        require(previous == running, miopenStatusBadParm, "the previous running statistics are ",
+                previous ? "given" : "NULL", " but the next ones are ", running ? "given" : "NULL",
+                " (all four go together)");
+        p.prev_running_mean = check.param_tensor(call.params.mean, call.prev_running_mean, "prevResultRunningMean", true);
+        p.prev_running_var = check.param_tensor(call.params.var, call.prev_running_var, "prevResultRunningVariance", true);
+    } else {
+        p.prev_running_mean = p.running_mean;
+        p.prev_running_var = p.running_var;
+    }
     p.saved_mean = check.param_output(call.params.mean, call.saved_mean, "resultSaveMean", true);
     p.saved_inv_std = check.param_output(call.params.var, call.saved_inv_std, "resultSaveInvVariance", true);
     check_epsilon(call.epsilon);
@@ -159,25 +168,29 @@ BnChecker check_inference_common(const Backend& backend, const BnInferenceCall& 
     p.out = read_blend(call.alpha, call.beta, "alpha", "beta");
     p.x = check.x();
     p.y = check.output_like_x(call.y_desc, call.y);
-    check.set_param_dtype(call.params.scale);
     p.scale = check.param_tensor(call.params.scale, call.scale, "bnScale");
     p.bias = check.param_tensor(call.params.bias, call.bias, "bnBias");
     check_epsilon(call.epsilon);
     p.epsilon = call.epsilon;
+    p.activation = call.activation;
+    check_activation_blend(p.activation, p.out);
     return check;
 }
 
 }  // namespace
 
 bool inference_uses_estimates(const BnInferenceCall& call) {
-    return pair_present(call.mean, call.var, "estimatedMean", "estimatedVariance");
+    return pair_present(call.mean, call.var, "estimatedMean",
+                        call.var_is_inv_std ? "estimatedInvVariance" : "estimatedVariance");
 }
 
 BnForwardInference build_forward_inference(const Backend& backend, const BnInferenceCall& call) {
     BnForwardInference p;
     const BnChecker check = check_inference_common(backend, call, p);
     p.mean = check.param_tensor(call.params.mean, call.mean, "estimatedMean");
-    p.var = check.param_tensor(call.params.var, call.var, "estimatedVariance");
+    p.var = check.param_tensor(call.params.var, call.var,
+                               call.var_is_inv_std ? "estimatedInvVariance" : "estimatedVariance");
+    p.var_is_inv_std = call.var_is_inv_std;
     return p;
 }
 
@@ -209,7 +222,6 @@ BnBackward build_backward(const Backend& backend, const BnBackwardCall& call) {
     require(p.dx.data != p.x.data || grad == check.x_dtype(), miopenStatusBadParm,
             "dx aliases x but has a different type");
     check_in_place(p.x, p.dx, "x", "dx");
-    check.set_param_dtype(call.params.scale);
     p.scale = check.param_tensor(call.params.scale, call.scale, "bnScale");
     p.dscale = check.param_output(call.params.scale, call.dscale, "resultBnScaleDiff");
     p.dbias = check.param_output(call.params.bias, call.dbias, "resultBnBiasDiff");
@@ -218,6 +230,9 @@ BnBackward build_backward(const Backend& backend, const BnBackwardCall& call) {
     p.saved_inv_std = check.param_tensor(call.params.var, call.saved_inv_std, "savedInvVariance", true);
     check_epsilon(call.epsilon);
     p.epsilon = call.epsilon;
+    // z = scale * xhat + bias is the activation's input: bias is read only then.
+    p.activation = call.activation;
+    if (!p.activation.identity()) p.bias = check.param_tensor(call.params.bias, call.bias, "bnBias");
     return p;
 }
 

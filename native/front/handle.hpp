@@ -11,6 +11,8 @@ struct miopenHandle {
     // Calls through one handle are serialized, so threads may share a handle
     // (MIOpen leaves that undefined; we make it safe).
     std::mutex call_mutex;
+    // Kept for miopenGetTuningPolicy; nothing here is tuned.
+    miopenTuningPolicy_t tuning_policy = miopenTuningPolicyNone;
 };
 
 namespace mbn {

@@ -7,7 +7,8 @@
 
 namespace mbn {
 
-enum class ObjectKind { handle, descriptor };
+enum class ObjectKind { handle, descriptor, activation, fusion_plan, operator_args };
+constexpr int kObjectKinds = 5;
 
 // Records a new object; throws std::bad_alloc (the caller then frees it).
 void add_live(ObjectKind kind, const void* object);

@@ -5,7 +5,10 @@ repeated call skips them).
 Parameter arrays (scale, bias, means, variances and their gradients) take the
 parameter descriptor's shape with or without its leading 1: (C,) or
 (1, C, 1, 1) spatially, (C, H, W) or (1, C, H, W) per activation, and
-likewise for ranks 2, 3 and 5.  They share one dtype: float32, or x's.
+likewise for ranks 2, 3 and 5.  Each is float32 or x's dtype, on its own
+(e.g. scale and bias in x's dtype with float32 statistics); a gradient
+defaults to its parameter's dtype, saved statistics to the running ones'
+(else the scale's).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class _BnCall(ArrayCall):
     def __init__(self, x, mode: str, handle: Optional[Handle], signature: tuple):
         self.mode_code = mode_code(mode)
         super().__init__(x, handle, signature)
+        self.params_share_dtype = False
         self.mode = mode
         full = (1, self.x.shape[1])
         full += (1,) * (self.x.ndim - 2) if mode == "spatial" else tuple(self.x.shape[2:])
@@ -108,14 +112,20 @@ def _checked_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     saved_mean_v = saved_inv_var_v = None
     if save_stats:
         hint = "use save_stats=False"
-        saved_mean_v = call.param_output(saved_mean, "saved_mean", like=scale_v, hint=hint)
-        saved_inv_var_v = call.param_output(saved_inv_var, "saved_inv_var", like=scale_v, hint=hint)
+        # One descriptor describes the running and the saved mean (and one the
+        # two variances): new saved statistics take the running ones' dtype.
+        saved_mean_v = call.param_output(
+            saved_mean, "saved_mean", like=scale_v if running_mean_v is None else running_mean_v, hint=hint
+        )
+        saved_inv_var_v = call.param_output(
+            saved_inv_var, "saved_inv_var", like=scale_v if running_var_v is None else running_var_v, hint=hint
+        )
         if running_mean_v is not None:
             # One descriptor describes the running and the saved mean (and
             # one the two variances), so they must share strides.
             reason = "with save_stats=True the running and saved statistics share a descriptor"
-            call.require_same_strides(running_mean_v, saved_mean_v, reason)
-            call.require_same_strides(running_var_v, saved_inv_var_v, reason)
+            call.require_same_layout(running_mean_v, saved_mean_v, reason)
+            call.require_same_layout(running_var_v, saved_inv_var_v, reason)
     mean_desc_view = running_mean_v if running_mean_v is not None else saved_mean_v
     var_desc_view = running_var_v if running_var_v is not None else saved_inv_var_v
     return call.prepare(
@@ -251,7 +261,7 @@ def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     dscale_v = call.param_output(dscale, "dscale", like=scale_v, blended=param_blended)
     dbias_v = call.param_output(dbias, "dbias", like=scale_v, blended=param_blended)
     # One descriptor describes both the scale and its gradient.
-    call.require_same_strides(scale_v, dscale_v, "they share a descriptor in the C call")
+    call.require_same_layout(scale_v, dscale_v, "they share a descriptor in the C call")
     return call.prepare(
         call.library.lib.miopenBatchNormalizationBackward_V2,
         call.handle.ptr,
