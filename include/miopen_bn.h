@@ -612,6 +612,117 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormBackwardActivation(
     const miopenActivationDescriptor_t activDesc);
 
 /* ------------------------------------------------------------------------ */
+/* Fusion plans of batch norm and activation ops                             */
+/* ------------------------------------------------------------------------ */
+/* A plan is made for an input descriptor, given ops in order, compiled once
+ * and executed with operator arguments.  Plans that compile (Vertical
+ * direction only):
+ *   [BatchNormInference] or [BatchNormInference, ActivationForward]:
+ *       input x, output y; the op's bnScaleBiasMeanVarDesc describes scale,
+ *       bias, estimated mean and variance;
+ *   [BatchNormForward] or [BatchNormForward, ActivationForward] (training):
+ *       input x, output y; parameters and statistics are described by
+ *       miopenDeriveBNTensorDescriptor's descriptor for the input (float32);
+ *       saved mean / inverse std are written, and the running statistics
+ *       when the op was created with runningMeanVariance true;
+ *   [BatchNormBackward] or [BatchNormBackward, ActivationBackward]:
+ *       input dy, output dx; x, scale, bias and the saved statistics come
+ *       from the op's arguments, parameters as for training.
+ * Each executes as the matching batch-norm entry point (the activation ones
+ * with a fused activation), with that entry point's checks and statuses.
+ * Any other plan (a bias or convolution op, an order or count other than
+ * above, horizontal fusion) compiles to UnsupportedOp, MIOpen's signal to
+ * fall back to separate calls.  An op's alpha/beta (host floats) blend
+ * the batch-norm result as in the entry points; the activation op's alpha
+ * and beta pointers are not read, its activAlpha/Beta/Gamma are the
+ * activation's parameters; the activation backward's y and reserved
+ * pointers are not read (z is recomputed from x).  Ops belong to their plan
+ * and are freed with it. */
+
+/* Returns: Success; BadParm (NULL output or inputDesc, not a live or unset
+ * descriptor, unknown direction); AllocFailed. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateFusionPlan(miopenFusionPlanDescriptor_t* fusePlanDesc,
+                                                       const miopenFusionDirection_t fuseDirection,
+                                                       const miopenTensorDescriptor_t inputDesc);
+
+/* NULL is accepted.  Returns: Success; BadParm (not a live plan). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyFusionPlan(miopenFusionPlanDescriptor_t fusePlanDesc);
+
+/* Returns: Success; BadParm (NULL or not live handle or plan);
+ * UnsupportedOp (a plan other than those above; the message says why). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCompileFusionPlan(miopenHandle_t handle,
+                                                        miopenFusionPlanDescriptor_t fusePlanDesc);
+
+/* Op constructors: each appends an op to the plan (which must then be
+ * compiled again).  Returns: Success; BadParm (plan not live, NULL output,
+ * unknown mode, bnScaleBiasMeanVarDesc NULL or not live); AllocFailed. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpActivationForward(miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                                miopenFusionOpDescriptor_t* activFwdOp,
+                                                                miopenActivationMode_t mode);
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpActivationBackward(miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                                 miopenFusionOpDescriptor_t* activBwdOp,
+                                                                 miopenActivationMode_t mode);
+/* A bias op is accepted so that such plans can be built; they compile to
+ * UnsupportedOp. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpBiasForward(miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                          miopenFusionOpDescriptor_t* biasOp,
+                                                          const miopenTensorDescriptor_t bDesc);
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpBatchNormInference(
+    miopenFusionPlanDescriptor_t fusePlanDesc, miopenFusionOpDescriptor_t* bnOp,
+    const miopenBatchNormMode_t bn_mode, const miopenTensorDescriptor_t bnScaleBiasMeanVarDesc);
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpBatchNormForward(miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                               miopenFusionOpDescriptor_t* bnFwdOp,
+                                                               const miopenBatchNormMode_t bn_mode,
+                                                               bool runningMeanVariance);
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpBatchNormBackward(miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                                miopenFusionOpDescriptor_t* bnBwdOp,
+                                                                const miopenBatchNormMode_t bn_mode);
+
+/* Returns: Success; BadParm (NULL output); AllocFailed. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOperatorArgs(miopenOperatorArgs_t* args);
+/* NULL is accepted.  Returns: Success; BadParm (not live). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyOperatorArgs(miopenOperatorArgs_t args);
+
+/* Argument setters: record an op's arguments in `args` (replacing earlier
+ * ones for the same op).  alpha and beta are read now; buffers are used at
+ * execution.  Returns: Success; BadParm (args or op not live, an op of
+ * another kind, NULL alpha or beta, non-finite activation parameters). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetOpArgsActivForward(miopenOperatorArgs_t args,
+                                                            const miopenFusionOpDescriptor_t activFwdOp,
+                                                            const void* alpha, const void* beta,
+                                                            double activAlpha, double activBeta,
+                                                            double activGamma);
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetOpArgsActivBackward(miopenOperatorArgs_t args,
+                                                             const miopenFusionOpDescriptor_t activBwdOp,
+                                                             const void* alpha, const void* beta,
+                                                             const void* y, const void* reserved,
+                                                             double activAlpha, double activBeta,
+                                                             double activGamma);
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetOpArgsBatchNormInference(
+    miopenOperatorArgs_t args, const miopenFusionOpDescriptor_t bnOp, const void* alpha, const void* beta,
+    const void* bnScale, const void* bnBias, const void* estimatedMean, const void* estimatedVariance,
+    double epsilon);
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetOpArgsBatchNormForward(
+    miopenOperatorArgs_t args, const miopenFusionOpDescriptor_t bnOp, const void* alpha, const void* beta,
+    const void* bnScale, const void* bnBias, void* savedMean, void* savedInvVariance, void* runningMean,
+    void* runningVariance, double expAvgFactor, double epsilon);
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetOpArgsBatchNormBackward(
+    miopenOperatorArgs_t args, const miopenFusionOpDescriptor_t bnOp, const void* alpha, const void* beta,
+    const void* x, const void* bnScale, const void* bnBias, void* resultBnScaleDiff, void* resultBnBiasDiff,
+    const void* savedMean, const void* savedInvVariance);
+
+/* Runs a compiled plan: input/output are x/y for forward plans, dy/dx for
+ * backward ones.  Returns: Success; BadParm (handle, plan or args not live,
+ * plan not compiled, an op without arguments in args); whatever the
+ * matching batch-norm entry point returns for these buffers. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenExecuteFusionPlan(const miopenHandle_t handle,
+                                                        const miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                        const miopenTensorDescriptor_t inputDesc,
+                                                        const void* input,
+                                                        const miopenTensorDescriptor_t outputDesc,
+                                                        void* output, miopenOperatorArgs_t args);
+
+/* ------------------------------------------------------------------------ */
 /* Group normalization                                                       */
 /* ------------------------------------------------------------------------ */
 /* x, y, dx, dy: rank 2 to 5 ((N,C), (N,C,W), (N,C,H,W), (N,C,D,H,W)), any

@@ -390,3 +390,162 @@ def test_every_parameter_type_combination(rng, x_dtype, scale_dtype, stats_dtype
     check(dx, expected["dx"], x_dtype, "elementwise", "dx")
     check(dscale, expected["dscale"], scale_dtype, "reduction", "dscale")
     check(dbias, expected["dbias"], stats_dtype, "reduction", "dbias")
+
+
+# ----------------------------------------------------------------------------- fusion plans
+
+
+class Plan:
+    """A fusion plan for x's descriptor, with its ops and an arguments object."""
+
+    def __init__(self, lib, ffi, x_desc, direction=0):
+        self.lib, self.ffi = lib, ffi
+        created = ffi.new("miopenFusionPlanDescriptor_t*")
+        assert lib.miopenCreateFusionPlan(created, direction, x_desc) == SUCCESS
+        self.plan = created[0]
+        args = ffi.new("miopenOperatorArgs_t*")
+        assert lib.miopenCreateOperatorArgs(args) == SUCCESS
+        self.args = args[0]
+
+    def op(self, constructor, *extra):
+        created = self.ffi.new("miopenFusionOpDescriptor_t*")
+        assert getattr(self.lib, constructor)(self.plan, created, *extra) == SUCCESS
+        return created[0]
+
+    def close(self):
+        assert self.lib.miopenDestroyOperatorArgs(self.args) == SUCCESS
+        assert self.lib.miopenDestroyFusionPlan(self.plan) == SUCCESS
+
+
+@pytest.mark.parametrize("name", ["relu", "elu", "clamp", None])
+def test_fusion_plan_inference_with_activation(lib, ffi, cpu_handle, rng, name):
+    c = Call(lib, ffi, rng)
+    x = c.data(rng.normal(0.0, 1.5, SHAPE))
+    scale, bias = _stats_input(rng, c, "float32"), _stats_input(rng, c, "float32")
+    mean, var = _stats_input(rng, c, "float32"), _stats_input(rng, c, "float32", positive=True)
+    y = c.poisoned(SHAPE, "float32")
+    plan = Plan(lib, ffi, c.desc(x))
+    bn = plan.op("miopenCreateOpBatchNormInference", c.bn_mode(), c.desc(scale))
+    one, zero = c.scalar(1.0), c.scalar(0.0)
+    assert lib.miopenSetOpArgsBatchNormInference(plan.args, bn, one, zero, c.ptr(scale), c.ptr(bias), c.ptr(mean),
+                                                 c.ptr(var), 1e-4) == SUCCESS  # fmt: skip
+    if name is not None:
+        act = plan.op("miopenCreateOpActivationForward", reference.ACTIVATION_MODES.index(name))
+        assert lib.miopenSetOpArgsActivForward(plan.args, act, one, zero, *ACTIVATIONS[name]) == SUCCESS
+    assert lib.miopenExecuteFusionPlan(cpu_handle.ptr, plan.plan, c.desc(x), c.ptr(x), c.desc(y), c.ptr(y),
+                                       plan.args) == BAD_PARM  # fmt: skip
+    assert "not compiled" in _message(lib, ffi) and np.isnan(y).all()
+    assert lib.miopenCompileFusionPlan(cpu_handle.ptr, plan.plan) == SUCCESS
+    assert lib.miopenExecuteFusionPlan(cpu_handle.ptr, plan.plan, c.desc(x), c.ptr(x), c.desc(y), c.ptr(y),
+                                       plan.args) == SUCCESS, _message(lib, ffi)  # fmt: skip
+    fused = None if name is None else _fused(name)
+    expected = reference.batchnorm_forward_inference(x, scale, bias, mean, var, epsilon=1e-4, fused_activation=fused)
+    check(y, expected, "float32", "elementwise", "y")
+    plan.close()
+
+
+@pytest.mark.parametrize("running", [True, False])
+def test_fusion_plan_training_with_activation(lib, ffi, cpu_handle, rng, running):
+    c = Call(lib, ffi, rng)
+    x = c.data(rng.normal(0.5, 1.5, SHAPE))
+    scale, bias = _stats_input(rng, c, "float32"), _stats_input(rng, c, "float32")
+    run_mean, run_var = _stats_input(rng, c, "float32"), _stats_input(rng, c, "float32", positive=True)
+    before = (run_mean.copy(), run_var.copy())
+    y, saved_mean, saved_inv = c.poisoned(SHAPE, "float32"), *(c.poisoned(c.pshape, "float32") for _ in "mv")
+    plan = Plan(lib, ffi, c.desc(x))
+    bn = plan.op("miopenCreateOpBatchNormForward", c.bn_mode(), running)
+    act = plan.op("miopenCreateOpActivationForward", lib.miopenActivationLEAKYRELU)
+    one, zero = c.scalar(1.0), c.scalar(0.0)
+    assert lib.miopenSetOpArgsBatchNormForward(plan.args, bn, one, zero, c.ptr(scale), c.ptr(bias), c.ptr(saved_mean),
+                                               c.ptr(saved_inv), c.ptr(run_mean), c.ptr(run_var), 0.2,
+                                               1e-5) == SUCCESS  # fmt: skip
+    assert lib.miopenSetOpArgsActivForward(plan.args, act, one, zero, 0.2, 0.0, 0.0) == SUCCESS
+    assert lib.miopenCompileFusionPlan(cpu_handle.ptr, plan.plan) == SUCCESS
+    assert lib.miopenExecuteFusionPlan(cpu_handle.ptr, plan.plan, c.desc(x), c.ptr(x), c.desc(y), c.ptr(y),
+                                       plan.args) == SUCCESS, _message(lib, ffi)  # fmt: skip
+    expected = reference.batchnorm_forward_training(
+        x, scale, bias, exp_avg_factor=0.2, running_mean=before[0], running_var=before[1],
+        fused_activation=("leakyrelu", 0.2, 0.0, 0.0))  # fmt: skip
+    check(y, expected["y"], "float32", "elementwise", "y")
+    check(saved_inv, expected["saved_inv_var"], "float32", "reduction", "saved inverse std")
+    if running:
+        check(run_var, expected["running_var"], "float32", "reduction", "running variance")
+    else:
+        assert np.array_equal(run_mean, before[0]) and np.array_equal(run_var, before[1])
+    plan.close()
+
+
+def test_fusion_plan_backward_with_activation(lib, ffi, cpu_handle, rng):
+    c = Call(lib, ffi, rng)
+    x, dy = c.data(rng.normal(0.2, 1.2, SHAPE)), c.data(rng.standard_normal(SHAPE))
+    scale, bias = _stats_input(rng, c, "float32"), _stats_input(rng, c, "float32")
+    stats = reference.batchnorm_forward_training(x, scale, bias)
+    saved_mean, saved_inv = c.param(stats["saved_mean"], "float32"), c.param(stats["saved_inv_var"], "float32")
+    dx, dscale, dbias = c.poisoned(SHAPE, "float32"), *(c.poisoned(c.pshape, "float32") for _ in "sb")
+    plan = Plan(lib, ffi, c.desc(x))
+    bn = plan.op("miopenCreateOpBatchNormBackward", c.bn_mode())
+    act = plan.op("miopenCreateOpActivationBackward", lib.miopenActivationTANH)
+    one, zero = c.scalar(1.0), c.scalar(0.0)
+    assert lib.miopenSetOpArgsBatchNormBackward(plan.args, bn, one, zero, c.ptr(x), c.ptr(scale), c.ptr(bias),
+                                                c.ptr(dscale), c.ptr(dbias), c.ptr(saved_mean),
+                                                c.ptr(saved_inv)) == SUCCESS  # fmt: skip
+    assert lib.miopenSetOpArgsActivBackward(plan.args, act, one, zero, ffi.NULL, ffi.NULL, 0.9, 1.1, 0.0) == SUCCESS
+    assert lib.miopenCompileFusionPlan(cpu_handle.ptr, plan.plan) == SUCCESS
+    assert lib.miopenExecuteFusionPlan(cpu_handle.ptr, plan.plan, c.desc(dy), c.ptr(dy), c.desc(dx), c.ptr(dx),
+                                       plan.args) == SUCCESS, _message(lib, ffi)  # fmt: skip
+    expected = reference.batchnorm_backward(
+        x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv, bias=bias,
+        fused_activation=("tanh", 0.9, 1.1, 0.0))  # fmt: skip
+    check(dx, expected["dx"], "float32", "elementwise", "dx")
+    check(dscale, expected["dscale"], "float32", "reduction", "dscale")
+    check(dbias, expected["dbias"], "float32", "reduction", "dbias")
+    plan.close()
+
+
+@pytest.mark.parametrize("ops", ["bias", "activation_first", "two_batch_norms", "wrong_direction", "horizontal", "empty"])
+def test_other_fusion_plans_are_unsupported(lib, ffi, cpu_handle, rng, ops):
+    c = Call(lib, ffi, rng)
+    x = c.data(rng.standard_normal(SHAPE))
+    scale = _stats_input(rng, c, "float32")
+    plan = Plan(lib, ffi, c.desc(x), direction=lib.miopenHorizontalFusion if ops == "horizontal" else 0)
+    relu = lib.miopenActivationRELU
+    if ops == "bias":
+        plan.op("miopenCreateOpBiasForward", c.desc(scale))
+        plan.op("miopenCreateOpActivationForward", relu)
+    elif ops == "activation_first":
+        plan.op("miopenCreateOpActivationForward", relu)
+        plan.op("miopenCreateOpBatchNormInference", c.bn_mode(), c.desc(scale))
+    elif ops == "two_batch_norms":
+        plan.op("miopenCreateOpBatchNormForward", c.bn_mode(), False)
+        plan.op("miopenCreateOpBatchNormForward", c.bn_mode(), False)
+    elif ops == "wrong_direction":
+        plan.op("miopenCreateOpBatchNormBackward", c.bn_mode())
+        plan.op("miopenCreateOpActivationForward", relu)
+    elif ops == "horizontal":
+        plan.op("miopenCreateOpBatchNormForward", c.bn_mode(), False)
+    assert lib.miopenCompileFusionPlan(cpu_handle.ptr, plan.plan) == 8  # miopenStatusUnsupportedOp
+    assert "not supported" in _message(lib, ffi)
+    plan.close()
+
+
+def test_fusion_objects_are_checked(lib, ffi, cpu_handle, rng):
+    c = Call(lib, ffi, rng)
+    x = c.data(rng.standard_normal(SHAPE))
+    plan = Plan(lib, ffi, c.desc(x))
+    bn = plan.op("miopenCreateOpBatchNormForward", c.bn_mode(), False)
+    one = c.scalar(1.0)
+    # An op of another kind, and NULL alpha.
+    assert lib.miopenSetOpArgsBatchNormInference(plan.args, bn, one, one, *[ffi.NULL] * 4, 1e-5) == BAD_PARM
+    assert lib.miopenSetOpArgsBatchNormForward(plan.args, bn, ffi.NULL, one, *[ffi.NULL] * 6, 0.1, 1e-5) == BAD_PARM
+    assert lib.miopenCompileFusionPlan(cpu_handle.ptr, plan.plan) == SUCCESS
+    y = c.poisoned(SHAPE, "float32")
+    status = lib.miopenExecuteFusionPlan(cpu_handle.ptr, plan.plan, c.desc(x), c.ptr(x), c.desc(y), c.ptr(y), plan.args)
+    assert status == BAD_PARM and "no arguments" in _message(lib, ffi)
+    plan.close()
+    assert lib.miopenDestroyFusionPlan(plan.plan) == BAD_PARM
+    assert lib.miopenDestroyOperatorArgs(plan.args) == BAD_PARM
+    args = ffi.new("miopenOperatorArgs_t*")
+    assert lib.miopenCreateOperatorArgs(args) == SUCCESS
+    # The op died with its plan.
+    assert lib.miopenSetOpArgsBatchNormForward(args[0], bn, one, one, *[ffi.NULL] * 6, 0.1, 1e-5) == BAD_PARM
+    assert lib.miopenDestroyOperatorArgs(args[0]) == SUCCESS

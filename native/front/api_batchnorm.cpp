@@ -1,9 +1,11 @@
 // Batch-normalization entry points: each one logs its arguments, builds a
 // validated problem (bn_problem_builder), logs the driver command, and
-// dispatches to the handle's backend, all inside api_call.
+// dispatches to the handle's backend (bn_run.hpp, also what fusion plans
+// execute), all inside api_call.
 #include "activation_descriptor.hpp"
 #include "api_guard.hpp"
 #include "bn_problem_builder.hpp"
+#include "bn_run.hpp"
 #include "driver_command.hpp"
 #include "handle.hpp"
 #include "logging.hpp"
@@ -27,6 +29,8 @@ void log_dispatch(const char* function, const Backend& backend, const BnGeometry
                               geom.len[kD], " H ", geom.len[kH], " W ", geom.len[kW], ", M ",
                               geom.reduction_size(), ", F ", geom.feature_count()));
 }
+
+}  // namespace
 
 void forward_training(const char* function, miopenHandle* handle, const BnTrainingCall& call) {
     auto& h = require_handle(handle);
@@ -61,6 +65,8 @@ void backward(const char* function, miopenHandle* handle, const BnBackwardCall& 
     log_dispatch(function, *h.backend, p.geom);
     dispatch(h, [&](Backend& b) { b.bn_backward(p); });
 }
+
+namespace {
 
 const ActivationSpec& activation_of(miopenActivationDescriptor* desc) {
     return require_activation_descriptor(desc, "activDesc").spec;

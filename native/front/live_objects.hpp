@@ -7,8 +7,8 @@
 
 namespace mbn {
 
-enum class ObjectKind { handle, descriptor, activation, fusion_plan, operator_args };
-constexpr int kObjectKinds = 5;
+enum class ObjectKind { handle, descriptor, activation, fusion_plan, fusion_op, operator_args };
+constexpr int kObjectKinds = 6;
 
 // Records a new object; throws std::bad_alloc (the caller then frees it).
 void add_live(ObjectKind kind, const void* object);
