@@ -299,8 +299,8 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenSet4dTensorDescriptorEx(miopenTensorDescri
                                                               int hStride, int wStride);
 
 /* Reads a rank-4 descriptor; NULL outputs are not allowed here, as in
- * MIOpen.  Returns: Success; BadParm (NULL argument, rank != 4, or a stride
- * beyond INT_MAX, which an int cannot return). */
+ * MIOpen.  Returns: Success; BadParm (NULL argument, rank != 4, or a length
+ * or stride beyond INT_MAX, which an int cannot return). */
 MIOPEN_BN_EXPORT miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                                             miopenDataType_t* dataType,
                                                             int* n, int* c, int* h, int* w,
@@ -329,7 +329,9 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenSetNdTensorDescriptorWithLayout(
 
 /* Reads type, lengths and strides; NULL outputs are skipped; dimsA and
  * stridesA must hold the descriptor's rank.  Returns: Success; BadParm (NULL
- * or unset descriptor; stridesA given and a stride beyond INT_MAX). */
+ * or unset descriptor; stridesA given and a stride beyond INT_MAX; dimsA
+ * given and a length beyond INT_MAX, possible with
+ * miopenSetTensorDescriptorV2). */
 MIOPEN_BN_EXPORT miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                                           miopenDataType_t* dataType,
                                                           int* dimsA, int* stridesA);

@@ -100,7 +100,10 @@ MBN_ACTIVATION_HOST_DEVICE inline T activation_forward(const ActivationSpec& a, 
         case ActivationMode::clipped_relu: return z > alpha ? alpha : (z > T(0) ? z : unless_nan(z, T(0)));
         case ActivationMode::leaky_relu: return z > T(0) ? z : alpha * z;
         case ActivationMode::elu: return z > T(0) ? z : alpha * expm1(z);
-        case ActivationMode::clamp: return z > beta ? beta : (z < alpha ? alpha : z);
+        case ActivationMode::clamp: {
+            const T upper = z > beta ? beta : z;  // min(beta, z), NaN kept
+            return upper < alpha ? alpha : upper;
+        }
     }
     return z;
 }

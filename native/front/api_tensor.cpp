@@ -68,6 +68,13 @@ void require_int_strides(const miopenTensorDescriptor& desc) {
                 desc, " does not fit in an int");
 }
 
+// Likewise for lengths, which miopenSetTensorDescriptorV2 can set beyond INT_MAX.
+void require_int_lengths(const miopenTensorDescriptor& desc) {
+    for (int i = 0; i < desc.rank; ++i)
+        require(desc.lens[i] <= std::numeric_limits<int>::max(), miopenStatusBadParm, "length ", i, " of ",
+                desc, " does not fit in an int");
+}
+
 }  // namespace
 
 extern "C" {
@@ -193,6 +200,7 @@ miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
         require(dataType != nullptr, miopenStatusBadParm, "dataType is NULL");
         for (int* out : outputs) require(out != nullptr, miopenStatusBadParm, "an output pointer is NULL");
         require_int_strides(desc);
+        require_int_lengths(desc);
         *dataType = desc.dtype;
         for (int i = 0; i < 4; ++i) {
             *outputs[i] = static_cast<int>(desc.lens[i]);
@@ -207,6 +215,7 @@ miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
         MBN_LOG_CALL(fn, tensorDesc, dataType, dimsA, stridesA);
         const auto& desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
         if (stridesA) require_int_strides(desc);
+        if (dimsA) require_int_lengths(desc);
         if (dataType) *dataType = desc.dtype;
         for (int i = 0; i < desc.rank; ++i) {
             if (dimsA) dimsA[i] = static_cast<int>(desc.lens[i]);
