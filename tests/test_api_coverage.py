@@ -549,3 +549,53 @@ def test_fusion_objects_are_checked(lib, ffi, cpu_handle, rng):
     # The op died with its plan.
     assert lib.miopenSetOpArgsBatchNormForward(args[0], bn, one, one, *[ffi.NULL] * 6, 0.1, 1e-5) == BAD_PARM
     assert lib.miopenDestroyOperatorArgs(args[0]) == SUCCESS
+
+
+# ----------------------------------------------------------------------------- the Python API over them
+
+
+@pytest.mark.parametrize("name", ["elu", "tanh", "clippedrelu"])
+def test_python_activation_v3_and_inverse_variance(rng, name):
+    x = filled(rng.normal(0.3, 1.4, SHAPE), "float16")
+    scale, bias = filled(rng.uniform(0.5, 2, 4), "float16"), filled(rng.uniform(-1, 1, 4), "float16")
+    run_mean, run_var = filled(rng.uniform(-1, 1, 4), "float32"), filled(rng.uniform(0.5, 2, 4), "float32")
+    next_mean, next_var = nan_filled((4,), "float32"), nan_filled((4,), "float32")
+    params = ACTIVATIONS[name]
+    for _ in range(2):  # the second call reuses the first's checks (prepared.py)
+        y, saved_mean, saved_inv = miopen_bn.batchnorm_forward_training(
+            x, scale, bias, running_mean=run_mean, running_var=run_var, next_running_mean=next_mean,
+            next_running_var=next_var, activation=name, activation_params=params)  # fmt: skip
+        expected = reference.batchnorm_forward_training(
+            x, scale, bias, running_mean=run_mean, running_var=run_var, fused_activation=_fused(name)
+        )
+        check(y, expected["y"], "float16", "elementwise", "y")
+        check(next_var, expected["running_var"], "float32", "reduction", "next running variance")
+
+    y = miopen_bn.batchnorm_forward_inference(
+        x, scale, bias, saved_mean, saved_inv, inverse_variance=True, activation=name, activation_params=params
+    )
+    expected = reference.batchnorm_forward_inference(
+        x, scale, bias, saved_mean, saved_inv, var_is_inv_std=True, fused_activation=_fused(name)
+    )
+    check(y, expected, "float16", "elementwise", "y")
+
+    dy = filled(rng.standard_normal(SHAPE), "float16")
+    dx, dscale, dbias = miopen_bn.batchnorm_backward(
+        x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv, bias=bias, activation=name,
+        activation_params=params)  # fmt: skip
+    expected = reference.batchnorm_backward(
+        x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv, bias=bias, fused_activation=_fused(name)
+    )
+    check(dx, expected["dx"], "float16", "elementwise", "dx")
+    check(dbias, expected["dbias"], "float16", "reduction", "dbias")
+    with pytest.raises(ValueError, match="bias is needed"):
+        miopen_bn.batchnorm_backward(x, dy, scale, activation=name)
+
+
+def test_activation_descriptor_object():
+    with miopen_bn.ActivationDescriptor("power", (0.5, 2.0, 3.0)) as d:
+        assert d.get() == ("power", 0.5, 2.0, 3.0)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        miopen_bn.ActivationDescriptor("gelu")
+    with pytest.raises(miopen_bn.MIOpenError):
+        miopen_bn.ActivationDescriptor("tanh", (float("inf"), 1.0, 0.0))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from . import dtypes, reference, tolerances
 from .arrays import RawTensor
+from .activation import ActivationDescriptor
 from .batchnorm import batchnorm_backward, batchnorm_forward_inference, batchnorm_forward_training
 from .descriptor import TensorDescriptor
 from .errors import (
@@ -37,6 +38,7 @@ from .library import header_version, load
 __version__ = header_version()
 
 __all__ = [
+    "ActivationDescriptor",
     "ERROR_FOR_STATUS",
     "Handle",
     "MIOpenAllocFailedError",
