@@ -16,10 +16,11 @@ namespace {
 // grad is dy for backward and x otherwise; param_blend matters for backward only.
 void log_bn_command(const char* function, BnDirection direction, const miopenTensorDescriptor* x_desc,
                     const BnGeometry& geom, const TensorArg& x, const TensorArg& scale, const TensorArg& grad,
-                    bool saved, bool running, Blend blend, Blend param_blend = {}) {
+                    bool saved, bool running, Blend blend, Blend param_blend = {},
+                    const BnCommandExtras& extras = {}) {
     if (!command_logging_enabled()) return;
-    const BnCommandInfo info{direction, &geom,   x_desc->rank, x.dtype, scale.dtype, grad.dtype,
-                             x.order,   saved,   running,      blend,   param_blend};
+    const BnCommandInfo info{direction, &geom, x_desc->rank, x.dtype, scale.dtype, grad.dtype, x.order,
+                             saved,     running, blend,      param_blend, extras};
     log_command(function, bn_driver_command(info));
 }
 
@@ -35,8 +36,9 @@ void log_dispatch(const char* function, const Backend& backend, const BnGeometry
 void forward_training(const char* function, miopenHandle* handle, const BnTrainingCall& call) {
     auto& h = require_handle(handle);
     const BnForwardTraining p = build_forward_training(*h.backend, call);
+    const bool ping_pong = p.prev_running_mean.data != p.running_mean.data;
     log_bn_command(function, BnDirection::training, call.x_desc, p.geom, p.x, p.scale, p.x,
-                   p.saved_mean.present(), p.running_mean.present(), p.out);
+                   p.saved_mean.present(), p.running_mean.present(), p.out, {}, {p.activation, false, ping_pong});
     log_dispatch(function, *h.backend, p.geom);
     dispatch(h, [&](Backend& b) { b.bn_forward_training(p); });
 }
@@ -46,13 +48,15 @@ void forward_inference(const char* function, miopenHandle* handle, const BnInfer
     if (!inference_uses_estimates(call)) {
         // MIOpen's documented fallback: normalize with the batch's own statistics.
         const BnForwardTraining p = build_batch_statistics_inference(*h.backend, call);
-        log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, p.x, false, false, p.out);
+        log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, p.x, false, false, p.out,
+                       {}, {p.activation, call.var_is_inv_std, false});
         log_dispatch(function, *h.backend, p.geom);
         dispatch(h, [&](Backend& b) { b.bn_forward_training(p); });
         return;
     }
     const BnForwardInference p = build_forward_inference(*h.backend, call);
-    log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, p.x, false, true, p.out);
+    log_bn_command(function, BnDirection::inference, call.x_desc, p.geom, p.x, p.scale, p.x, false, true, p.out, {},
+                   {p.activation, p.var_is_inv_std, false});
     log_dispatch(function, *h.backend, p.geom);
     dispatch(h, [&](Backend& b) { b.bn_forward_inference(p); });
 }
@@ -61,7 +65,7 @@ void backward(const char* function, miopenHandle* handle, const BnBackwardCall& 
     auto& h = require_handle(handle);
     const BnBackward p = build_backward(*h.backend, call);
     log_bn_command(function, BnDirection::backward, call.x_desc, p.geom, p.x, p.scale, p.dy,
-                   p.saved_mean.present(), false, p.data, p.param);
+                   p.saved_mean.present(), false, p.data, p.param, {p.activation, false, false});
     log_dispatch(function, *h.backend, p.geom);
     dispatch(h, [&](Backend& b) { b.bn_backward(p); });
 }
