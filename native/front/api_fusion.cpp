@@ -176,6 +176,14 @@ const OpArgs& args_of(const miopenOperatorArgs& args, const miopenFusionOpDescri
     return found->second;
 }
 
+// An activation op's arguments: its (checked) parameters.
+OpArgs activation_args(double alpha, double beta, double gamma) {
+    checked_activation(ActivationMode::pass_through, alpha, beta, gamma);
+    OpArgs values;
+    values.activation_params[0] = alpha, values.activation_params[1] = beta, values.activation_params[2] = gamma;
+    return values;
+}
+
 void set_args(miopenOperatorArgs* args_ptr, const miopenFusionOpDescriptor* op, FusionOpKind kind,
               const void* alpha, const void* beta, OpArgs values) {
     auto& args = require_args(args_ptr);
@@ -369,11 +377,8 @@ miopenStatus_t miopenSetOpArgsActivForward(miopenOperatorArgs_t args, const miop
                                            double activGamma) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, args, activFwdOp, alpha, beta, activAlpha, activBeta, activGamma);
-        mbn::checked_activation(mbn::ActivationMode::pass_through, activAlpha, activBeta, activGamma);
-        mbn::OpArgs values;
-        values.activation_params[0] = activAlpha, values.activation_params[1] = activBeta;
-        values.activation_params[2] = activGamma;
-        mbn::set_args(args, activFwdOp, mbn::FusionOpKind::activation_forward, alpha, beta, values);
+        mbn::set_args(args, activFwdOp, mbn::FusionOpKind::activation_forward, alpha, beta,
+                      mbn::activation_args(activAlpha, activBeta, activGamma));
     });
 }
 
@@ -382,11 +387,8 @@ miopenStatus_t miopenSetOpArgsActivBackward(miopenOperatorArgs_t args, const mio
                                             double activAlpha, double activBeta, double activGamma) {
     return mbn::api_call(__func__, [&](const char* fn) {
         MBN_LOG_CALL(fn, args, activBwdOp, alpha, beta, y, reserved, activAlpha, activBeta, activGamma);
-        mbn::checked_activation(mbn::ActivationMode::pass_through, activAlpha, activBeta, activGamma);
-        mbn::OpArgs values;
-        values.activation_params[0] = activAlpha, values.activation_params[1] = activBeta;
-        values.activation_params[2] = activGamma;
-        mbn::set_args(args, activBwdOp, mbn::FusionOpKind::activation_backward, alpha, beta, values);
+        mbn::set_args(args, activBwdOp, mbn::FusionOpKind::activation_backward, alpha, beta,
+                      mbn::activation_args(activAlpha, activBeta, activGamma));
     });
 }
 
