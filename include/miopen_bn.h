@@ -71,6 +71,15 @@ typedef struct miopenHandle* miopenHandle_t;
 /* Data type, lengths and strides of one tensor. */
 typedef struct miopenTensorDescriptor* miopenTensorDescriptor_t;
 
+/* An activation mode with its alpha, beta and gamma. */
+typedef struct miopenActivationDescriptor* miopenActivationDescriptor_t;
+
+/* Fusion plans (batch norm and activation ops only): the plan, one of its
+ * ops, and the arguments an execution takes. */
+typedef struct miopenFusionPlanDescriptor* miopenFusionPlanDescriptor_t;
+typedef struct miopenFusionOpDescriptor* miopenFusionOpDescriptor_t;
+typedef struct miopenOperatorArgs* miopenOperatorArgs_t;
+
 /* The stream work is queued on: hipStream_t when HIP's runtime header is
  * included first, cudaStream_t when CUDA's is, otherwise an opaque pointer of
  * the same size (ABI-identical to both). */
@@ -149,6 +158,35 @@ typedef enum MIOPEN_BN_ENUM_BASE {
     MIOPEN_ELEMENTWISE_AFFINE_T5        = 4,
     MIOPEN_WEIGHT_BIAS_T5               = 5
 } miopenNormMode_t;
+
+/* Activations fused into batch norm (y = f(z), z the normalized value). */
+typedef enum MIOPEN_BN_ENUM_BASE {
+    miopenActivationPASTHRU     = 0,  /* z */
+    miopenActivationLOGISTIC    = 1,  /* 1 / (1 + exp(-z)) */
+    miopenActivationTANH        = 2,  /* beta * tanh(alpha * z) */
+    miopenActivationRELU        = 3,  /* max(0, z) */
+    miopenActivationSOFTRELU    = 4,  /* log(1 + exp(z)) */
+    miopenActivationABS         = 5,  /* |z| */
+    miopenActivationPOWER       = 6,  /* (alpha + beta * z)^gamma, 0 where alpha + beta * z <= 0 */
+    miopenActivationCLIPPEDRELU = 7,  /* min(alpha, max(0, z)) */
+    miopenActivationLEAKYRELU   = 8,  /* z > 0 ? z : alpha * z */
+    miopenActivationELU         = 9,  /* z > 0 ? z : alpha * (exp(z) - 1) */
+    miopenActivationCLAMP       = 10  /* max(alpha, min(beta, z)) */
+} miopenActivationMode_t;
+
+/* MIOpen's tuning policies (MIOPEN_FIND_ENFORCE's values). */
+typedef enum MIOPEN_BN_ENUM_BASE {
+    miopenTuningPolicyNone           = 1,
+    miopenTuningPolicyDbUpdate       = 2,
+    miopenTuningPolicySearch         = 3,
+    miopenTuningPolicySearchDbUpdate = 4,
+    miopenTuningPolicyDbClean        = 5
+} miopenTuningPolicy_t;
+
+typedef enum MIOPEN_BN_ENUM_BASE {
+    miopenVerticalFusion   = 0,
+    miopenHorizontalFusion = 1
+} miopenFusionDirection_t;
 
 /* Extension: an activation fused into group norm's output. */
 typedef enum MIOPEN_BN_ENUM_BASE {
@@ -234,6 +272,14 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenSetStream(miopenHandle_t handle,
 MIOPEN_BN_EXPORT miopenStatus_t miopenGetStream(miopenHandle_t handle,
                                                 miopenAcceleratorQueue_t* streamID);
 
+/* Tuning policy of a handle.  Kernels here have no tuning database or
+ * search: the policy is accepted, kept per handle (default
+ * miopenTuningPolicyNone) and read back, and changes nothing else.
+ * Returns: Success; BadParm (NULL handle or value, a policy outside
+ * miopenTuningPolicyNone .. miopenTuningPolicyDbClean). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetTuningPolicy(miopenHandle_t handle, miopenTuningPolicy_t newValue);
+MIOPEN_BN_EXPORT miopenStatus_t miopenGetTuningPolicy(miopenHandle_t handle, miopenTuningPolicy_t* value);
+
 /* With profiling on, each call records its execution time, read back by
  * miopenGetKernelTime in milliseconds (device time on the GPU, wall time of
  * the computation on the CPU).  Returns: Success; BadParm (NULL argument). */
@@ -266,8 +312,8 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenSet4dTensorDescriptorEx(miopenTensorDescri
                                                               int hStride, int wStride);
 
 /* Reads a rank-4 descriptor; NULL outputs are not allowed here, as in
- * MIOpen.  Returns: Success; BadParm (NULL argument, rank != 4, or a stride
- * beyond INT_MAX, which an int cannot return). */
+ * MIOpen.  Returns: Success; BadParm (NULL argument, rank != 4, or a length
+ * or stride beyond INT_MAX, which an int cannot return). */
 MIOPEN_BN_EXPORT miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                                             miopenDataType_t* dataType,
                                                             int* n, int* c, int* h, int* w,
@@ -280,6 +326,12 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenSetTensorDescriptor(miopenTensorDescriptor
                                                           miopenDataType_t dataType, int nbDims,
                                                           const int* dimsA, const int* stridesA);
 
+/* As miopenSetTensorDescriptor with size_t lengths and strides; a value
+ * above INT64_MAX gives BadParm. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetTensorDescriptorV2(miopenTensorDescriptor_t tensorDesc,
+                                                            miopenDataType_t dataType, int nbDims,
+                                                            const size_t* dimsA, const size_t* stridesA);
+
 /* lens in logical N, C, (D), H, W order; the layout picks packed strides:
  * NCHW/NCDHW row-major, NHWC {H*W*C, 1, W*C, C}, NDHWC likewise.  A 4-D layout
  * with 5 lengths (or the reverse) gives BadParm; layouts other than NCHW,
@@ -290,7 +342,9 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenSetNdTensorDescriptorWithLayout(
 
 /* Reads type, lengths and strides; NULL outputs are skipped; dimsA and
  * stridesA must hold the descriptor's rank.  Returns: Success; BadParm (NULL
- * or unset descriptor; stridesA given and a stride beyond INT_MAX). */
+ * or unset descriptor; stridesA given and a stride beyond INT_MAX; dimsA
+ * given and a length beyond INT_MAX, possible with
+ * miopenSetTensorDescriptorV2). */
 MIOPEN_BN_EXPORT miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
                                                           miopenDataType_t* dataType,
                                                           int* dimsA, int* stridesA);
@@ -324,8 +378,10 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyTensorDescriptor(miopenTensorDescri
  * permuted layout does).
  *
  * Types.  x and y share a type: miopenFloat, miopenHalf, miopenBFloat16 or
- * miopenDouble.  Parameters all share one type, given by the scale
- * descriptor: miopenFloat for any x, or x's own type.  dx and dy share a type
+ * miopenDouble.  Each parameter tensor has its descriptor's type,
+ * miopenFloat or x's own, independently (scale and bias in x's type with
+ * float means and variances, as MIOpen's NHWC kernels take, or any other
+ * mix); a gradient has its parameter's descriptor.  dx and dy share a type
  * that is x's or miopenFloat.  Statistics accumulate in float32 or wider with
  * a numerically stable method (float64 for miopenDouble).  Other combinations
  * give NotImplemented.
@@ -442,6 +498,246 @@ MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationBackward_V2(
     const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
     const void* bnScale, void* resultBnScaleDiff, void* resultBnBiasDiff, double epsilon,
     const void* savedMean, const void* savedInvVariance);
+
+/* As miopenBatchNormalizationForwardTraining_V2 with the running statistics
+ * read from prevResultRunningMean / prevResultRunningVariance and written to
+ * nextResultRunningMean / nextResultRunningVariance (the same buffers, or
+ * others: the previous ones are then left as they were).  The four are all
+ * given or all NULL; the previous ones are described by savedMeanDesc /
+ * savedVarDesc like the next ones.
+ * Returns: as miopenBatchNormalizationForwardTraining; BadParm when some but
+ * not all four running buffers are NULL. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationForwardTraining_V3(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc,
+    void* y, const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasVarDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
+    void* bnScale, void* bnBias, double expAvgFactor, const void* prevResultRunningMean,
+    const void* prevResultRunningVariance, void* nextResultRunningMean,
+    void* nextResultRunningVariance, double epsilon, void* resultSaveMean,
+    void* resultSaveInvVariance);
+
+/* Inference with the inverse standard deviation: y = scale * (x -
+ * estimatedMean) * estimatedInvVariance + bias, where estimatedInvVariance
+ * holds 1 / sqrt(variance + epsilon) (what training saves as
+ * resultSaveInvVariance).  With both estimates NULL, y is normalized with the
+ * batch's own statistics and epsilon 1e-5 (MIOpen's fallback).
+ * Returns: as miopenBatchNormalizationForwardInference_V2. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormalizationForwardInferenceInvVariance(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc,
+    void* y, const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t estMeanDesc, const miopenTensorDescriptor_t estInvVarianceDesc,
+    void* bnScale, void* bnBias, void* estimatedMean, void* estimatedInvVariance);
+
+/* ------------------------------------------------------------------------ */
+/* Activation descriptors and batch norm with a fused activation             */
+/* ------------------------------------------------------------------------ */
+/* An activation descriptor holds a miopenActivationMode_t and its alpha,
+ * beta and gamma (see the enumeration for each formula); a new one is
+ * miopenActivationPASTHRU with all three 0.  The fused entry points compute
+ * z = scale * (x - mean) * invstd + bias as their plain counterparts do and
+ * write y = alpha * f(z) in float32 (float64 for miopenDouble x), in the same
+ * pass over memory.  Backward takes dy as the gradient of f(z) and
+ * back-propagates dy * f'(z) (z recomputed from x, the statistics, bnScale
+ * and bnBias) through batch norm; its derivatives are the exact ones of the
+ * formulas (ABS: 1 for z > 0, else -1; RELU, CLIPPEDRELU, CLAMP: 0 at the
+ * kinks).  NaN z gives NaN.  A NULL activation descriptor is BadParm; an
+ * output blend with beta != 0 is NotImplemented beside a non-PASTHRU mode
+ * (it is supported without one). */
+
+/* Returns: Success; BadParm (activDesc NULL); AllocFailed. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateActivationDescriptor(miopenActivationDescriptor_t* activDesc);
+
+/* Returns: Success; BadParm (not a live activation descriptor, mode outside
+ * the enumeration, a non-finite alpha, beta or gamma). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetActivationDescriptor(const miopenActivationDescriptor_t activDesc,
+                                                              miopenActivationMode_t mode,
+                                                              double activAlpha, double activBeta,
+                                                              double activGamma);
+
+/* NULL outputs are skipped.  Returns: Success; BadParm (not a live
+ * activation descriptor). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenGetActivationDescriptor(const miopenActivationDescriptor_t activDesc,
+                                                              miopenActivationMode_t* mode,
+                                                              double* activAlpha, double* activBeta,
+                                                              double* activGamma);
+
+/* NULL is accepted.  Returns: Success; BadParm (not a live activation
+ * descriptor). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyActivationDescriptor(miopenActivationDescriptor_t activDesc);
+
+/* miopenBatchNormalizationForwardTraining_V2 with y = alpha * f(z).
+ * Returns: as miopenBatchNormalizationForwardTraining_V2; BadParm (activDesc
+ * NULL or not live); NotImplemented (see above). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormForwardTrainingActivation(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc,
+    void* y, const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasVarDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
+    void* bnScale, void* bnBias, double expAvgFactor, void* resultRunningMean,
+    void* resultRunningVariance, double epsilon, void* resultSaveMean,
+    void* resultSaveInvVariance, const miopenActivationDescriptor_t activDesc);
+
+/* miopenBatchNormalizationForwardTraining_V3 with y = alpha * f(z).
+ * Returns: as miopenBatchNormForwardTrainingActivation. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormForwardTrainingActivation_V2(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc,
+    void* y, const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasVarDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarDesc,
+    void* bnScale, void* bnBias, double expAvgFactor, const void* prevResultRunningMean,
+    const void* prevResultRunningVariance, void* nextResultRunningMean,
+    void* nextResultRunningVariance, double epsilon, void* resultSaveMean,
+    void* resultSaveInvVariance, const miopenActivationDescriptor_t activDesc);
+
+/* miopenBatchNormalizationForwardInference_V2 with y = alpha * f(z).
+ * Returns: as miopenBatchNormForwardTrainingActivation. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormForwardInferenceActivation(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc,
+    void* y, const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t estMeanDesc, const miopenTensorDescriptor_t estVarianceDesc,
+    void* bnScale, void* bnBias, void* estimatedMean, void* estimatedVariance, double epsilon,
+    const miopenActivationDescriptor_t activDesc);
+
+/* miopenBatchNormalizationForwardInferenceInvVariance with y = alpha * f(z).
+ * Returns: as miopenBatchNormForwardTrainingActivation. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormForwardInferenceActivationInvVariance(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, void* alpha, void* beta,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t yDesc,
+    void* y, const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t estMeanDesc, const miopenTensorDescriptor_t estInvVarianceDesc,
+    void* bnScale, void* bnBias, void* estimatedMean, void* estimatedInvVariance,
+    const miopenActivationDescriptor_t activDesc);
+
+/* miopenBatchNormalizationBackward_V2 through the activation: dy is the
+ * gradient of f(z), and g = dy * f'(z) replaces dy in the batch-norm
+ * backward.  bnBias (biasDesc's type and shape) is needed for z; it is not
+ * read with miopenActivationPASTHRU and may then be NULL.
+ * Returns: as miopenBatchNormalizationBackward_V2; BadParm (activDesc NULL
+ * or not live, bnBias NULL beside another mode). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenBatchNormBackwardActivation(
+    miopenHandle_t handle, miopenBatchNormMode_t bn_mode, const void* alphaDataDiff,
+    const void* betaDataDiff, const void* alphaParamDiff, const void* betaParamDiff,
+    const miopenTensorDescriptor_t xDesc, const void* x, const miopenTensorDescriptor_t dyDesc,
+    const void* dy, const miopenTensorDescriptor_t dxDesc, void* dx,
+    const miopenTensorDescriptor_t scaleDesc, const miopenTensorDescriptor_t biasDesc,
+    const miopenTensorDescriptor_t savedMeanDesc, const miopenTensorDescriptor_t savedVarianceDesc,
+    const void* bnScale, const void* bnBias, void* resultBnScaleDiff, void* resultBnBiasDiff,
+    double epsilon, const void* savedMean, const void* savedInvVariance,
+    const miopenActivationDescriptor_t activDesc);
+
+/* ------------------------------------------------------------------------ */
+/* Fusion plans of batch norm and activation ops                             */
+/* ------------------------------------------------------------------------ */
+/* A plan is made for an input descriptor, given ops in order, compiled once
+ * and executed with operator arguments.  Plans that compile (Vertical
+ * direction only):
+ *   [BatchNormInference] or [BatchNormInference, ActivationForward]:
+ *       input x, output y; the op's bnScaleBiasMeanVarDesc describes scale,
+ *       bias, estimated mean and variance;
+ *   [BatchNormForward] or [BatchNormForward, ActivationForward] (training):
+ *       input x, output y; parameters and statistics are described by
+ *       miopenDeriveBNTensorDescriptor's descriptor for the input (float32);
+ *       saved mean / inverse std are written, and the running statistics
+ *       when the op was created with runningMeanVariance true;
+ *   [BatchNormBackward] or [BatchNormBackward, ActivationBackward]:
+ *       input dy, output dx; x, scale, bias and the saved statistics come
+ *       from the op's arguments, parameters as for training.
+ * Each executes as the matching batch-norm entry point (the activation ones
+ * with a fused activation), with that entry point's checks and statuses.
+ * Any other plan (a bias or convolution op, an order or count other than
+ * above, horizontal fusion) compiles to UnsupportedOp, MIOpen's signal to
+ * fall back to separate calls.  An op's alpha/beta (host floats) blend
+ * the batch-norm result as in the entry points; the activation op's alpha
+ * and beta pointers are not read, its activAlpha/Beta/Gamma are the
+ * activation's parameters; the activation backward's y and reserved
+ * pointers are not read (z is recomputed from x).  Ops belong to their plan
+ * and are freed with it. */
+
+/* Returns: Success; BadParm (NULL output or inputDesc, not a live or unset
+ * descriptor, unknown direction); AllocFailed. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateFusionPlan(miopenFusionPlanDescriptor_t* fusePlanDesc,
+                                                       const miopenFusionDirection_t fuseDirection,
+                                                       const miopenTensorDescriptor_t inputDesc);
+
+/* NULL is accepted.  Returns: Success; BadParm (not a live plan). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyFusionPlan(miopenFusionPlanDescriptor_t fusePlanDesc);
+
+/* Returns: Success; BadParm (NULL or not live handle or plan);
+ * UnsupportedOp (a plan other than those above; the message says why). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCompileFusionPlan(miopenHandle_t handle,
+                                                        miopenFusionPlanDescriptor_t fusePlanDesc);
+
+/* Op constructors: each appends an op to the plan (which must then be
+ * compiled again).  Returns: Success; BadParm (plan not live, NULL output,
+ * unknown mode, bnScaleBiasMeanVarDesc NULL or not live); AllocFailed. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpActivationForward(miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                                miopenFusionOpDescriptor_t* activFwdOp,
+                                                                miopenActivationMode_t mode);
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpActivationBackward(miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                                 miopenFusionOpDescriptor_t* activBwdOp,
+                                                                 miopenActivationMode_t mode);
+/* A bias op is accepted so that such plans can be built; they compile to
+ * UnsupportedOp. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpBiasForward(miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                          miopenFusionOpDescriptor_t* biasOp,
+                                                          const miopenTensorDescriptor_t bDesc);
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpBatchNormInference(
+    miopenFusionPlanDescriptor_t fusePlanDesc, miopenFusionOpDescriptor_t* bnOp,
+    const miopenBatchNormMode_t bn_mode, const miopenTensorDescriptor_t bnScaleBiasMeanVarDesc);
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpBatchNormForward(miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                               miopenFusionOpDescriptor_t* bnFwdOp,
+                                                               const miopenBatchNormMode_t bn_mode,
+                                                               bool runningMeanVariance);
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOpBatchNormBackward(miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                                miopenFusionOpDescriptor_t* bnBwdOp,
+                                                                const miopenBatchNormMode_t bn_mode);
+
+/* Returns: Success; BadParm (NULL output); AllocFailed. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenCreateOperatorArgs(miopenOperatorArgs_t* args);
+/* NULL is accepted.  Returns: Success; BadParm (not live). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenDestroyOperatorArgs(miopenOperatorArgs_t args);
+
+/* Argument setters: record an op's arguments in `args` (replacing earlier
+ * ones for the same op).  alpha and beta are read now; buffers are used at
+ * execution.  Returns: Success; BadParm (args or op not live, an op of
+ * another kind, NULL alpha or beta, non-finite activation parameters). */
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetOpArgsActivForward(miopenOperatorArgs_t args,
+                                                            const miopenFusionOpDescriptor_t activFwdOp,
+                                                            const void* alpha, const void* beta,
+                                                            double activAlpha, double activBeta,
+                                                            double activGamma);
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetOpArgsActivBackward(miopenOperatorArgs_t args,
+                                                             const miopenFusionOpDescriptor_t activBwdOp,
+                                                             const void* alpha, const void* beta,
+                                                             const void* y, const void* reserved,
+                                                             double activAlpha, double activBeta,
+                                                             double activGamma);
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetOpArgsBatchNormInference(
+    miopenOperatorArgs_t args, const miopenFusionOpDescriptor_t bnOp, const void* alpha, const void* beta,
+    const void* bnScale, const void* bnBias, const void* estimatedMean, const void* estimatedVariance,
+    double epsilon);
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetOpArgsBatchNormForward(
+    miopenOperatorArgs_t args, const miopenFusionOpDescriptor_t bnOp, const void* alpha, const void* beta,
+    const void* bnScale, const void* bnBias, void* savedMean, void* savedInvVariance, void* runningMean,
+    void* runningVariance, double expAvgFactor, double epsilon);
+MIOPEN_BN_EXPORT miopenStatus_t miopenSetOpArgsBatchNormBackward(
+    miopenOperatorArgs_t args, const miopenFusionOpDescriptor_t bnOp, const void* alpha, const void* beta,
+    const void* x, const void* bnScale, const void* bnBias, void* resultBnScaleDiff, void* resultBnBiasDiff,
+    const void* savedMean, const void* savedInvVariance);
+
+/* Runs a compiled plan: input/output are x/y for forward plans, dy/dx for
+ * backward ones.  Returns: Success; BadParm (handle, plan or args not live,
+ * plan not compiled, an op without arguments in args); whatever the
+ * matching batch-norm entry point returns for these buffers. */
+MIOPEN_BN_EXPORT miopenStatus_t miopenExecuteFusionPlan(const miopenHandle_t handle,
+                                                        const miopenFusionPlanDescriptor_t fusePlanDesc,
+                                                        const miopenTensorDescriptor_t inputDesc,
+                                                        const void* input,
+                                                        const miopenTensorDescriptor_t outputDesc,
+                                                        void* output, miopenOperatorArgs_t args);
 
 /* ------------------------------------------------------------------------ */
 /* Data-parallel batch norm: the split-phase extensions                     */

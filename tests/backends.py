@@ -58,8 +58,12 @@ class Side:
 
     # -- the three calls ----------------------------------------------------------
     def forward_training(self, x, scale, bias, running_mean=None, running_var=None, **options):
-        """(y, saved_mean, saved_inv_var) as NumPy; running statistics updated in place."""
+        """(y, saved_mean, saved_inv_var) as NumPy; running statistics (and
+        V3's next ones) updated in place."""
         running = {"running_mean": running_mean, "running_var": running_var}
+        for key in ("next_running_mean", "next_running_var"):  # V3's outputs, when given
+            if options.get(key) is not None:
+                running[key] = options.pop(key)
         on_device = {key: self.put(value) for key, value in running.items()}
         out = miopen_bn.batchnorm_forward_training(
             self.put(x), self.put(scale), self.put(bias), **on_device, handle=self.handle, **self._options(options)

@@ -27,28 +27,37 @@ def _params(channels_shape, dtype, low=0.5, high=1.5, seed=1):
     return np.random.default_rng(seed).uniform(low, high, channels_shape).astype(miopen_bn.dtypes.NUMPY_DTYPE[dtype])
 
 
-def training(shape, dtype, pdtype, channels_last, mode, save, running, alpha=1.0, beta=0.0):
+def _activation(activation) -> dict:
+    """activation=(mode, (alpha, beta, gamma)) as the public functions take it."""
+    return {} if activation is None else {"activation": activation[0], "activation_params": activation[1]}
+
+
+def training(shape, dtype, pdtype, channels_last, mode, save, running, alpha=1.0, beta=0.0, activation=None,
+             ping_pong=False):  # fmt: skip
     x = _data(shape, dtype, channels_last)
     pshape = miopen_bn.reference.param_shape(shape, mode)
     stats = (_params(pshape, pdtype), _params(pshape, pdtype)) if running else (None, None)
+    following = (_params(pshape, pdtype), _params(pshape, pdtype)) if ping_pong else (None, None)
     y = _data(shape, dtype, channels_last, seed=2)
     miopen_bn.batchnorm_forward_training(
         x, _params(pshape, pdtype), _params(pshape, pdtype), mode=mode, running_mean=stats[0],
         running_var=stats[1], save_stats=save, alpha=alpha, beta=beta, y=y, handle=miopen_bn.default_handle(CPU),
+        next_running_mean=following[0], next_running_var=following[1], **_activation(activation),
     )
 
 
-def inference(shape, dtype, pdtype, channels_last, mode, estimates):
+def inference(shape, dtype, pdtype, channels_last, mode, estimates, activation=None, inverse=False):
     x = _data(shape, dtype, channels_last)
     pshape = miopen_bn.reference.param_shape(shape, mode)
     stats = (_params(pshape, pdtype), _params(pshape, pdtype)) if estimates else (None, None)
     miopen_bn.batchnorm_forward_inference(
         x, _params(pshape, pdtype), _params(pshape, pdtype), *stats, mode=mode,
-        handle=miopen_bn.default_handle(CPU),
+        handle=miopen_bn.default_handle(CPU), inverse_variance=inverse, **_activation(activation),
     )
 
 
-def backward(shape, dtype, pdtype, grad_dtype, channels_last, mode, saved, blend=(1.0, 0.0, 1.0, 0.0)):
+def backward(shape, dtype, pdtype, grad_dtype, channels_last, mode, saved, blend=(1.0, 0.0, 1.0, 0.0),
+             activation=None):  # fmt: skip
     x = _data(shape, dtype, channels_last)
     dy = _data(shape, grad_dtype, channels_last, seed=3)
     pshape = miopen_bn.reference.param_shape(shape, mode)
@@ -59,6 +68,7 @@ def backward(shape, dtype, pdtype, grad_dtype, channels_last, mode, saved, blend
         alpha_data=alpha_data, beta_data=beta_data, alpha_param=alpha_param, beta_param=beta_param,
         dx=_data(shape, grad_dtype, channels_last, seed=4), dscale=_params(pshape, pdtype),
         dbias=_params(pshape, pdtype), handle=miopen_bn.default_handle(CPU),
+        bias=None if activation is None else _params(pshape, pdtype, seed=5), **_activation(activation),
     )
 
 
@@ -84,6 +94,16 @@ BN_CALLS = [
      "--alpha-param 2 --beta-param 0.5 --grad-type fp32 --layout NCHW"),
     (lambda: backward((3, 4, 9), F64, F64, F64, True, S, False),
      "bnormfp64 -n 3 -c 4 -H 1 -W 9 -m 1 --forw 0 -b 1 -s 0 -r 0 --layout NHWC --rank 3"),
+    # Issue 25: fused activations (-f -x -y --activ_gamma), V3 (-Q), inverse variance (-I).
+    (lambda: training((3, 4, 5, 6), F16, F32, True, S, True, True, activation=(9, (0.5, 1.0, 1.0)), ping_pong=True),
+     "bnormfp16fp32 -n 3 -c 4 -H 5 -W 6 -m 1 --forw 1 -b 0 -s 1 -r 1 -f 9 -x 0.5 -y 1 --activ_gamma 1 -Q 1 "
+     "--layout NHWC"),
+    (lambda: inference((2, 5, 3, 4), F32, F32, False, S, True, activation=(2, (0.75, 1.5, 1.0)), inverse=True),
+     "bnorm -n 2 -c 5 -H 3 -W 4 -m 1 --forw 2 -b 0 -s 0 -r 1 -f 2 -x 0.75 -y 1.5 --activ_gamma 1 -I 1 "
+     "--layout NCHW"),
+    (lambda: backward((4, 3, 5, 2), F32, F32, F32, False, P, True, activation=(8, (0.1, 1.0, 1.0))),
+     "bnorm -n 4 -c 3 -H 5 -W 2 -m 0 --forw 0 -b 1 -s 1 -r 0 -f 8 -x 0.1 -y 1 --activ_gamma 1 "
+     "--layout NCHW"),
     (lambda: backward((6, 2, 3, 3), BF16, F32, BF16, True, P, True),
      "bnormbfp16fp32 -n 6 -c 2 -H 3 -W 3 -m 0 --forw 0 -b 1 -s 1 -r 0 --layout NHWC"),
 ]

@@ -13,12 +13,33 @@ TRAINING = ("miopenBatchNormalizationForwardTraining", "miopenBatchNormalization
 INFERENCE = ("miopenBatchNormalizationForwardInference", "miopenBatchNormalizationForwardInference_V2")
 BACKWARD = ("miopenBatchNormalizationBackward", "miopenBatchNormalizationBackward_V2")
 BATCH_NORM = TRAINING + INFERENCE + BACKWARD
+# Issue 25's batch-norm entry points: V3 running statistics, inverse-std
+# inference, fused activations.  Fuzzed with the rest (FUZZED_*); the other
+# tests address the classic ones above.
+TRAINING_MORE = (
+    "miopenBatchNormalizationForwardTraining_V3",
+    "miopenBatchNormForwardTrainingActivation",
+    "miopenBatchNormForwardTrainingActivation_V2",
+)
+INFERENCE_MORE = (
+    "miopenBatchNormalizationForwardInferenceInvVariance",
+    "miopenBatchNormForwardInferenceActivation",
+    "miopenBatchNormForwardInferenceActivationInvVariance",
+)
+BACKWARD_MORE = ("miopenBatchNormBackwardActivation",)
+FUZZED_TRAINING = TRAINING + TRAINING_MORE
+FUZZED_INFERENCE = INFERENCE + INFERENCE_MORE
+FUZZED_BACKWARD = BACKWARD + BACKWARD_MORE
+FUZZED_BATCH_NORM = FUZZED_TRAINING + FUZZED_INFERENCE + FUZZED_BACKWARD
+# The activation descriptor parameter: an object, not a tensor descriptor.
+ACTIVATION_DESC = "activDesc"
 GROUP_NORM = ("miopenGroupNormForward", "miopenBNGroupNormForwardActivation", "miopenBNGroupNormBackward")
 
 # Buffer parameters that are written (running statistics are read too).
 OUTPUTS = {
     "y", "dx", "resultSaveMean", "resultSaveInvVariance", "resultRunningMean", "resultRunningVariance",
-    "resultBnScaleDiff", "resultBnBiasDiff", "dweight", "dbias",
+    "resultBnScaleDiff", "resultBnBiasDiff", "dweight", "dbias", "nextResultRunningMean",
+    "nextResultRunningVariance",
 }
 # Written only by group-norm forward; inputs of its backward.
 GROUP_NORM_STATISTICS = {"mean", "rstd"}
@@ -29,13 +50,20 @@ _V2_DESCRIPTOR = {
     "bnBias": ("biasVarDesc", "biasDesc"), "resultBnBiasDiff": "biasDesc",
     "resultRunningMean": "savedMeanDesc", "resultSaveMean": "savedMeanDesc",
     "resultRunningVariance": "savedVarDesc", "resultSaveInvVariance": "savedVarDesc",
-    "savedMean": "savedMeanDesc", "savedInvVariance": "savedVarDesc",
+    "savedMean": "savedMeanDesc", "savedInvVariance": ("savedVarDesc", "savedVarianceDesc"),
     "estimatedMean": "estMeanDesc", "estimatedVariance": "estVarianceDesc",
+    "estimatedInvVariance": "estInvVarianceDesc",
+    "prevResultRunningMean": "savedMeanDesc", "nextResultRunningMean": "savedMeanDesc",
+    "prevResultRunningVariance": "savedVarDesc", "nextResultRunningVariance": "savedVarDesc",
 }
 
 
 def descriptor_parameters(function: str) -> list:
-    return [name for name in PARAMETERS[function] if name.endswith("Desc")]
+    return [name for name in PARAMETERS[function] if is_tensor_descriptor(name)]
+
+
+def is_tensor_descriptor(name: str) -> bool:
+    return name.endswith("Desc") and name != ACTIVATION_DESC
 
 
 def buffer_parameters(function: str) -> list:
@@ -53,7 +81,7 @@ def is_output(function: str, buffer: str) -> bool:
 def descriptor_of(function: str, buffer: str):
     """The descriptor parameter describing `buffer`, or None if it is no buffer."""
     names = PARAMETERS[function]
-    if buffer not in names or buffer.endswith("Desc"):
+    if buffer not in names or buffer.endswith("Desc"):  # activDesc included
         return None
     if buffer + "Desc" in names:  # x -> xDesc, weight -> weightDesc, ...
         return buffer + "Desc"

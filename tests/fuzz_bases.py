@@ -11,7 +11,16 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
-from entry_points import BACKWARD, BATCH_NORM, GROUP_NORM, PARAMETERS, buffer_parameters, descriptor_of
+from entry_points import (
+    ACTIVATION_DESC,
+    FUZZED_BACKWARD,
+    FUZZED_BATCH_NORM,
+    GROUP_NORM,
+    PARAMETERS,
+    buffer_parameters,
+    descriptor_of,
+    is_tensor_descriptor,
+)
 from fuzz_memory import DescriptorState
 from hypothesis import strategies as st
 from strategies import (
@@ -43,6 +52,9 @@ PAIRS = (
     ("resultSaveMean", "resultSaveInvVariance"),
     ("estimatedMean", "estimatedVariance"),
     ("savedMean", "savedInvVariance"),
+    ("prevResultRunningMean", "prevResultRunningVariance"),
+    ("nextResultRunningMean", "nextResultRunningVariance"),
+    ("estimatedMean", "estimatedInvVariance"),
 )
 
 
@@ -68,6 +80,17 @@ def state_for(shape: tuple, dtype, layout=PACKED) -> DescriptorState:
 SHARED_PARAM_DESCS = ("bnScaleBiasMeanVarDesc", "bnScaleBiasDiffDesc")
 
 
+@st.composite
+def fused_activations(draw) -> tuple:
+    """(mode, alpha, beta, gamma) of an activation descriptor, with
+    parameters that keep derivatives bounded (power: gamma >= 1)."""
+    mode = draw(st.integers(0, 10), label="activation mode")
+    alpha = draw(st.sampled_from((0.1, 0.5, 1.0, 1.5)), label="activation alpha")
+    beta = draw(st.sampled_from((0.5, 1.0, 2.0)), label="activation beta")
+    gamma = draw(st.sampled_from((1.0, 2.0, 3.0)), label="activation gamma")
+    return (mode, alpha, beta, gamma)
+
+
 def batch_norm_base(
     function: str,
     mode: str,
@@ -91,7 +114,7 @@ def batch_norm_base(
     pshape = reference.param_shape(shape, mode)
     g_dtype = g_dtype or x_dtype
     states, aliases = {}, {}
-    for name in (n for n in names if n.endswith("Desc")):
+    for name in (n for n in names if is_tensor_descriptor(n)):
         if name == "xDesc":
             states[name] = state_for(shape, x_dtype, layout_of(name, PACKED))
         elif name in ("dyDesc", "dxDesc"):
@@ -100,7 +123,7 @@ def batch_norm_base(
             states[name] = state_for(shape, x_dtype, layout_of(name, PACKED))
         else:
             states[name] = state_for(pshape, p_dtype, layout_of(name, PACKED))
-    output = "dx" if function in BACKWARD else "y"
+    output = "dx" if function in FUZZED_BACKWARD else "y"
     if in_place is not None:
         states[output + "Desc"] = states[in_place + "Desc"]
         aliases[output] = in_place
@@ -122,24 +145,34 @@ def batch_norm_base(
 
 @st.composite
 def batch_norm_bases(draw) -> Base:
-    function = draw(st.sampled_from(BATCH_NORM), label="function")
+    function = draw(st.sampled_from(FUZZED_BATCH_NORM), label="function")
     mode = draw(modes(), label="mode")
     shape = draw(bn_shapes(mode=mode, training=True), label="shape")
     x_dtype = draw(io_dtypes(), label="x dtype")
     p_dtype = draw(param_dtypes(x_dtype), label="param dtype")
-    g_dtype = draw(grad_dtypes(x_dtype), label="grad dtype") if function in BACKWARD else x_dtype
+    g_dtype = draw(grad_dtypes(x_dtype), label="grad dtype") if function in FUZZED_BACKWARD else x_dtype
     names = PARAMETERS[function]
-    layouts_by_desc = {n: draw(layouts(len(shape)), label=n) for n in names if n.endswith("Desc")}
-    in_place = draw(st.sampled_from((None, "dy", "x") if function in BACKWARD else (None, "x")), label="in place")
+    layouts_by_desc = {n: draw(layouts(len(shape)), label=n) for n in names if is_tensor_descriptor(n)}
+    in_place = draw(st.sampled_from((None, "dy", "x") if function in FUZZED_BACKWARD else (None, "x")), label="in place")
     if in_place == "x" and g_dtype != x_dtype:
         in_place = None  # dx over x needs x's type
-    absent = tuple(pair[0] for pair in PAIRS if pair[0] in names and draw(st.booleans(), label=f"no {pair[0]}"))
+    absent = tuple(
+        pair[0] for pair in PAIRS if pair[1] in names and draw(st.booleans(), label=f"no {pair[0]}/{pair[1]}")
+    )
+    if "prevResultRunningMean" in names:  # V3: the previous and next running statistics go together
+        absent = tuple(p for p in absent if p not in ("prevResultRunningMean", "nextResultRunningMean"))
+        if draw(st.booleans(), label="no running statistics"):
+            absent += ("prevResultRunningMean", "nextResultRunningMean")
     scalars = {"epsilon": draw(epsilons(), label="epsilon")}
     if "expAvgFactor" in names:
         scalars["expAvgFactor"] = draw(exp_avg_factors(), label="factor")
     for beta, (alpha, _) in SCALING_PAIRS.items():
         if beta in names:
             scalars[alpha], scalars[beta] = draw(alpha_betas(), label=f"{alpha}/{beta}")
+    if ACTIVATION_DESC in names:
+        scalars[ACTIVATION_DESC] = draw(fused_activations(), label="activation")
+        if "beta" in names and draw(st.booleans(), label="beta 0 beside the activation"):
+            scalars["beta"] = 0.0  # else NotImplemented
     return batch_norm_base(
         function, mode, shape, x_dtype, p_dtype, g_dtype, layouts_by_desc, in_place, absent,
         draw(st.booleans(), label="NULL descriptors for absent pairs"), scalars,
@@ -164,7 +197,7 @@ def group_norm_base(
     layout_of = (layouts_by_desc or {}).get
     pshape = (shape[1],) if channel_params else (1, shape[1]) + (1,) * (len(shape) - 2)
     states = {}
-    for name in (n for n in PARAMETERS[function] if n.endswith("Desc")):
+    for name in (n for n in PARAMETERS[function] if is_tensor_descriptor(n)):
         if name in ("xDesc", "yDesc", "dyDesc", "dxDesc"):
             states[name] = state_for(shape, x_dtype, layout_of(name, PACKED))
         elif name in ("meanDesc", "rstdDesc"):

@@ -8,7 +8,17 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-from entry_points import BATCH_NORM, INFERENCE, TRAINING, buffer_parameters, descriptor_of, invoke, is_output
+from entry_points import (
+    ACTIVATION_DESC,
+    FUZZED_BATCH_NORM,
+    FUZZED_INFERENCE,
+    FUZZED_TRAINING,
+    PARAMETERS,
+    buffer_parameters,
+    descriptor_of,
+    invoke,
+    is_output,
+)
 from fuzz_bases import SCALING_PAIRS, SCALINGS, Base
 from fuzz_memory import Buffer, DescriptorState, element_space, read_state, strided_view
 from fuzz_mutations import call_setter
@@ -18,7 +28,11 @@ from miopen_bn import reference
 from miopen_bn.tolerances import ELEMENTWISE, REDUCTION, check
 
 # Inputs a well-posed call has positive: scales, variances, inverse std.
-POSITIVE_INPUTS = {"bnScale", "weight", "resultRunningVariance", "estimatedVariance", "savedInvVariance", "rstd"}
+POSITIVE_INPUTS = {
+    "bnScale", "weight", "resultRunningVariance", "estimatedVariance", "savedInvVariance", "rstd",
+    "prevResultRunningVariance", "estimatedInvVariance",
+}  # fmt: skip
+ACTIVATION_MODES = 11  # miopenActivationMode_t
 
 
 class Case:
@@ -32,6 +46,7 @@ class Case:
         self.values: dict = {}
         self.keep: list = []  # cffi objects that must outlive the call
         self.created_descs: list = []
+        self.created_activations: list = []
         self.dead: list = []  # objects to destroy once everything is created
         self.numerics = True  # False once a scalar leaves the ordinary range
         self.buffers: dict = {}
@@ -41,8 +56,13 @@ class Case:
         self.values["handle"] = handle if handle is not None else self.handle
         for name, state in base.states.items():
             self.values[name] = self.ffi.NULL if state is None else self._new_descriptor(state)
+        self.activation = None  # (mode, alpha, beta, gamma) of the activation descriptor
         for name, value in base.scalars.items():
-            self.values[name] = self._scaling(value) if name in SCALINGS else value
+            if name == ACTIVATION_DESC:
+                self.activation = value
+                self.values[name] = self._new_activation(value)
+            else:
+                self.values[name] = self._scaling(value) if name in SCALINGS else value
         self.null_buffers = set(base.null_buffers)
         self.aliases = dict(base.aliases)
         for mutation in mutation_list:
@@ -62,6 +82,13 @@ class Case:
         self.created_descs.append(created[0])
         if state is not None:
             self._set(created[0], state.dtype_code, state.lens, state.strides)
+        return created[0]
+
+    def _new_activation(self, spec: tuple):
+        created = self.ffi.new("miopenActivationDescriptor_t*")
+        assert self.lib.miopenCreateActivationDescriptor(created) == 0
+        self.created_activations.append(created[0])
+        assert self.lib.miopenSetActivationDescriptor(created[0], *spec) == 0
         return created[0]
 
     def _set(self, desc, dtype: int, lens: tuple, strides: Optional[tuple]) -> int:
@@ -85,6 +112,9 @@ class Case:
         for kind, obj in self.dead:
             if kind == "handle":
                 assert self.lib.miopenDestroy(obj) == 0
+            elif kind == "activation":
+                self.created_activations.remove(obj)
+                assert self.lib.miopenDestroyActivationDescriptor(obj) == 0
             else:
                 self.created_descs.remove(obj)
                 assert self.lib.miopenDestroyTensorDescriptor(obj) == 0
@@ -148,6 +178,17 @@ class Case:
             self.values[target] = ffi.NULL
         elif kind == "pair":
             self.null_buffers.add(target)
+        elif kind == "activation":
+            if payload == "null":
+                self.values[target] = ffi.NULL
+            elif payload == "dead":
+                dead = self._new_activation((0, 0.0, 0.0, 0.0))
+                self.dead.append(("activation", dead))
+                self.values[target] = dead
+            elif payload == "foreign":
+                self.values[target] = self._foreign("miopenActivationDescriptor_t")
+            else:  # a mode outside the enumeration is refused by the setter; the descriptor keeps its mode
+                assert lib.miopenSetActivationDescriptor(self.values[target], ACTIVATION_MODES, 0.0, 0.0, 0.0) == 3
         else:
             self.aliases[target] = payload
 
@@ -191,7 +232,7 @@ class Case:
     def _data(self, name: str, lens: tuple, written: bool) -> np.ndarray:
         rng = self.rng
         if name == "x" and len(lens) >= 2:
-            return activations(rng, lens, self.base.mode if self.function in BATCH_NORM else None)
+            return activations(rng, lens, self.base.mode if self.function in FUZZED_BATCH_NORM else None)
         if name in POSITIVE_INPUTS:
             return rng.uniform(0.5, 2.0, lens)
         if name in ("x", "dy") or written:
@@ -254,6 +295,9 @@ class Case:
         for desc in self.created_descs:
             assert self.lib.miopenDestroyTensorDescriptor(desc) == 0
         self.created_descs = []
+        for activation in self.created_activations:
+            assert self.lib.miopenDestroyActivationDescriptor(activation) == 0
+        self.created_activations = []
         if self.handle is not None:
             assert self.lib.miopenDestroy(self.handle) == 0
             self.handle = None
@@ -281,7 +325,7 @@ class Case:
         """Ordinary scalars, and every statistic over values that really vary
         (a mutated view of x may make a feature nearly constant, where
         rounding noise divided by its tiny std would dominate)."""
-        if not self.numerics or self.function not in BATCH_NORM:
+        if not self.numerics or self.function not in FUZZED_BATCH_NORM:
             return False
         x = self._before("x").astype(np.float64)
         _, var = reference.batch_statistics(x, self.base.mode)
@@ -297,21 +341,28 @@ class Case:
         def compare(name, expected, kind):
             check(a(name), expected, a(name).dtype, kind, name)
 
-        if self.function in TRAINING:
+        fused = self.activation  # None: no activation descriptor
+        v3 = "prevResultRunningMean" in PARAMETERS[self.function]
+        if self.function in FUZZED_TRAINING:
+            previous = ("prevResultRunningMean", "prevResultRunningVariance") if v3 else (
+                "resultRunningMean", "resultRunningVariance")  # fmt: skip
             ref = reference.batchnorm_forward_training(
                 x, scale, b("bnBias"), mode=mode, epsilon=epsilon, exp_avg_factor=self.values["expAvgFactor"],
-                running_mean=b("resultRunningMean"), running_var=b("resultRunningVariance"),
-                alpha=self._scalar("alpha"), beta=self._scalar("beta"), y_prior=b("y"),
+                running_mean=b(previous[0]), running_var=b(previous[1]),
+                alpha=self._scalar("alpha"), beta=self._scalar("beta"), y_prior=b("y"), fused_activation=fused,
             )
             compare("y", ref["y"], ELEMENTWISE)
             for name, key in (("resultSaveMean", "saved_mean"), ("resultSaveInvVariance", "saved_inv_var"),
-                              ("resultRunningMean", "running_mean"), ("resultRunningVariance", "running_var")):
+                              ("resultRunningMean", "running_mean"), ("resultRunningVariance", "running_var"),
+                              ("nextResultRunningMean", "running_mean"), ("nextResultRunningVariance", "running_var")):
                 if self.buffers.get(name) is not None:
                     compare(name, ref[key], REDUCTION)
-        elif self.function in INFERENCE:
+        elif self.function in FUZZED_INFERENCE:
+            inverse = "estimatedInvVariance" in PARAMETERS[self.function]
             ref = reference.batchnorm_forward_inference(
-                x, scale, b("bnBias"), b("estimatedMean"), b("estimatedVariance"), mode=mode, epsilon=epsilon,
-                alpha=self._scalar("alpha"), beta=self._scalar("beta"), y_prior=b("y"),
+                x, scale, b("bnBias"), b("estimatedMean"), b("estimatedInvVariance" if inverse else "estimatedVariance"),
+                mode=mode, epsilon=1e-5 if inverse else epsilon, alpha=self._scalar("alpha"),
+                beta=self._scalar("beta"), y_prior=b("y"), fused_activation=fused, var_is_inv_std=inverse,
             )
             compare("y", ref, ELEMENTWISE)
         else:
@@ -320,6 +371,7 @@ class Case:
                 epsilon=epsilon, alpha_data=self._scalar("alphaDataDiff"), beta_data=self._scalar("betaDataDiff"),
                 alpha_param=self._scalar("alphaParamDiff"), beta_param=self._scalar("betaParamDiff"),
                 dx_prior=b("dx"), dscale_prior=b("resultBnScaleDiff"), dbias_prior=b("resultBnBiasDiff"),
+                bias=b("bnBias"), fused_activation=fused,
             )
             compare("dx", ref["dx"], ELEMENTWISE)
             compare("resultBnScaleDiff", ref["dscale"], REDUCTION)

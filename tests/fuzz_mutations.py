@@ -8,7 +8,7 @@ handle NULL, destroyed or foreign."""
 
 from __future__ import annotations
 
-from entry_points import PARAMETERS, buffer_parameters, descriptor_parameters
+from entry_points import ACTIVATION_DESC, PARAMETERS, buffer_parameters, descriptor_parameters
 from fuzz_bases import PAIRS, SCALINGS, Base
 from hypothesis import strategies as st
 from strategies import (
@@ -83,10 +83,11 @@ def mutations(draw, base: Base) -> list:
     buffers = buffer_parameters(base.function)
     scalars = [name for name in names if name in SCALAR_MUTATIONS]
     scalings = [name for name in names if name in SCALINGS]
-    pairs = [pair for pair in PAIRS if pair[0] in names]
+    pairs = [pair for pair in PAIRS if pair[0] in names and pair[1] in names]
     kinds = ["setter", "restride", "retype", "relength", "descriptor", "null_buffer", "scalar", "handle"]
     kinds += ["scaling", "null_scaling"] if scalings else []
     kinds += ["pair"] if pairs else []
+    kinds += ["activation"] if ACTIVATION_DESC in names else []
     kinds += ["alias"] if {"x", "y"} <= set(buffers) or {"dy", "dx"} <= set(buffers) else []
     result = []
     for _ in range(draw(st.integers(0, 3), label="mutation count")):
@@ -116,6 +117,8 @@ def mutations(draw, base: Base) -> list:
             result.append((kind, draw(st.sampled_from(scalings)), None))
         elif kind == "pair":
             result.append((kind, draw(st.sampled_from(pairs))[draw(st.integers(0, 1))], None))
+        elif kind == "activation":  # the activation descriptor: NULL, destroyed, foreign, or a bad mode
+            result.append((kind, ACTIVATION_DESC, draw(st.sampled_from(("null", "dead", "foreign", "bad_mode")))))
         else:  # alias an output onto an input with possibly other addressing
             output, source = ("y", "x") if "y" in buffers else draw(st.sampled_from((("dx", "dy"), ("dx", "x"))))
             result.append((kind, output, source))

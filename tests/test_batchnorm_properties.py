@@ -63,7 +63,8 @@ def prior_or_poison(rng, shape, dtype, layout, beta):
 )
 def test_forward_training(data, mode, dtype, form, scaling, epsilon, factor, running, save, seed):
     shape = data.draw(bn_shapes(mode=mode, training=True), label="shape")
-    pdtype = data.draw(param_dtypes(dtype), label="param dtype")
+    pdtype = data.draw(param_dtypes(dtype), label="scale/bias dtype")
+    sdtype = data.draw(param_dtypes(dtype), label="statistics dtype")
     x_layout = data.draw(layouts(len(shape)), label="x layout")
     y_layout = data.draw(layouts(len(shape)), label="y layout")
     alpha, beta = scaling
@@ -72,10 +73,10 @@ def test_forward_training(data, mode, dtype, form, scaling, epsilon, factor, run
     scale = filled(params(rng, shape, mode, form), pdtype)
     bias = filled(params(rng, shape, mode, form), pdtype)
     y = prior_or_poison(rng, shape, dtype, y_layout, beta)
-    run_mean = filled(params(rng, shape, mode, form), pdtype) if running else None
-    run_var = filled(positive_params(rng, shape, mode, form), pdtype) if running else None
+    run_mean = filled(params(rng, shape, mode, form), sdtype) if running else None
+    run_var = filled(positive_params(rng, shape, mode, form), sdtype) if running else None
     given = save == "given"
-    saved_out = [np.full_like(scale, np.nan) for _ in range(2)] if given else [None, None]
+    saved_out = [nan_filled(scale.shape, sdtype) for _ in range(2)] if given else [None, None]
     expected = reference.batchnorm_forward_training(
         x,
         scale,
@@ -112,14 +113,15 @@ def test_forward_training(data, mode, dtype, form, scaling, epsilon, factor, run
     if given:
         assert saved_mean is saved_out[0] and saved_inv_var is saved_out[1]
     if save != "no":
-        assert saved_mean.shape == scale.shape and saved_mean.dtype == scale.dtype
-        check(saved_mean, expected["saved_mean"], pdtype, REDUCTION, "saved_mean")
-        check(saved_inv_var, expected["saved_inv_var"], pdtype, REDUCTION, "saved_inv_var")
+        saved_dtype = sdtype if (given or running) else pdtype  # new ones follow the running ones, else the scale
+        assert saved_mean.shape == scale.shape and saved_mean.dtype == np.dtype(saved_dtype)
+        check(saved_mean, expected["saved_mean"], saved_dtype, REDUCTION, "saved_mean")
+        check(saved_inv_var, expected["saved_inv_var"], saved_dtype, REDUCTION, "saved_inv_var")
     else:
         assert saved_mean is None and saved_inv_var is None
     if running:
-        check(run_mean, expected["running_mean"], pdtype, REDUCTION, "running_mean")
-        check(run_var, expected["running_var"], pdtype, REDUCTION, "running_var")
+        check(run_mean, expected["running_mean"], sdtype, REDUCTION, "running_mean")
+        check(run_var, expected["running_var"], sdtype, REDUCTION, "running_var")
 
 
 @given(
@@ -134,7 +136,8 @@ def test_forward_training(data, mode, dtype, form, scaling, epsilon, factor, run
 )
 def test_forward_inference(data, mode, dtype, form, scaling, epsilon, estimates, seed):
     shape = data.draw(bn_shapes(mode=mode), label="shape")
-    pdtype = data.draw(param_dtypes(dtype), label="param dtype")
+    pdtype = data.draw(param_dtypes(dtype), label="scale/bias dtype")
+    sdtype = data.draw(param_dtypes(dtype), label="estimates dtype")
     x_layout = data.draw(layouts(len(shape)), label="x layout")
     y_layout = data.draw(layouts(len(shape)), label="y layout")
     alpha, beta = scaling
@@ -142,8 +145,8 @@ def test_forward_inference(data, mode, dtype, form, scaling, epsilon, estimates,
     x = filled(activations(rng, shape, mode), dtype, x_layout)
     scale = filled(params(rng, shape, mode, form), pdtype)
     bias = filled(params(rng, shape, mode, form), pdtype)
-    mean = filled(params(rng, shape, mode, form), pdtype) if estimates else None
-    var = filled(positive_params(rng, shape, mode, form), pdtype) if estimates else None
+    mean = filled(params(rng, shape, mode, form), sdtype) if estimates else None
+    var = filled(positive_params(rng, shape, mode, form), sdtype) if estimates else None
     if not estimates and reference.reduction_count(shape, mode) < 2:
         epsilon = max(epsilon, 1e-3)  # batch statistics of one value: var 0, keep 1/sqrt finite
     y = prior_or_poison(rng, shape, dtype, y_layout, beta)
@@ -172,7 +175,9 @@ def test_forward_inference(data, mode, dtype, form, scaling, epsilon, estimates,
 )
 def test_backward(data, mode, dtype, form, data_scaling, param_scaling, epsilon, saved, seed):
     shape = data.draw(bn_shapes(mode=mode, training=True), label="shape")
-    pdtype = data.draw(param_dtypes(dtype), label="param dtype")
+    pdtype = data.draw(param_dtypes(dtype), label="scale dtype")
+    sdtype = data.draw(param_dtypes(dtype), label="saved statistics dtype")
+    bdtype = data.draw(param_dtypes(dtype), label="dbias dtype")
     gdtype = data.draw(grad_dtypes(dtype), label="dy/dx dtype")
     x_layout = data.draw(layouts(len(shape)), label="x layout")
     dy_layout = data.draw(layouts(len(shape)), label="dy layout")
@@ -186,11 +191,11 @@ def test_backward(data, mode, dtype, form, data_scaling, param_scaling, epsilon,
     if saved:
         stats = reference.batchnorm_forward_training(x, scale, scale, mode=mode, epsilon=epsilon)
         pshape = param_shape(shape, mode, form)
-        saved_mean = filled(stats["saved_mean"].reshape(pshape), pdtype)
-        saved_inv_var = filled(stats["saved_inv_var"].reshape(pshape), pdtype)
+        saved_mean = filled(stats["saved_mean"].reshape(pshape), sdtype)
+        saved_inv_var = filled(stats["saved_inv_var"].reshape(pshape), sdtype)
     dx = prior_or_poison(rng, shape, gdtype, dx_layout, beta_data)
     dscale = prior_or_poison(rng, scale.shape, pdtype, PACKED, beta_param)
-    dbias = prior_or_poison(rng, scale.shape, pdtype, PACKED, beta_param)
+    dbias = prior_or_poison(rng, scale.shape, bdtype, PACKED, beta_param)
     expected = reference.batchnorm_backward(
         x,
         dy,
@@ -228,7 +233,7 @@ def test_backward(data, mode, dtype, form, data_scaling, param_scaling, epsilon,
     assert outs[0] is dx and outs[1] is dscale and outs[2] is dbias
     check(dx, expected["dx"], gdtype, ELEMENTWISE, "dx")
     check(dscale, expected["dscale"], pdtype, REDUCTION, "dscale")
-    check(dbias, expected["dbias"], pdtype, REDUCTION, "dbias")
+    check(dbias, expected["dbias"], bdtype, REDUCTION, "dbias")
 
 
 @given(mode=modes(), dtype=io_dtypes(), seed=seeds(), data=st.data())

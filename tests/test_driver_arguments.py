@@ -98,6 +98,12 @@ def test_group_norm_flags():
     ("bnorm --bogus 1", "unrecognized arguments"),
     ("bnormfp8", "invalid choice"),
     ("groupnorm -s 1", "unrecognized arguments"),
+    ("bnorm -F 1 -I 1", "needs forward inference"),
+    ("bnorm -F 1 -r 0 -Q 1", "needs forward training with -r 1"),
+    ("bnorm -F 2 -f 3 -B 0.5", "not implemented"),
+    ("bnorm -f 11", "invalid choice"),
+    ("bnorm --tuning_policy 6", "invalid choice"),
+    ("groupnorm -f 3", "unrecognized arguments"),
     ("", "required"),
 ])
 def test_bad_command_lines_exit_2_with_a_message(capsys, command, message):
@@ -105,6 +111,13 @@ def test_bad_command_lines_exit_2_with_a_message(capsys, command, message):
     assert status == 2
     assert message in err, err
     assert out == ""  # nothing ran
+
+
+def test_batch_norm_issue25_flags():
+    options = parse("bnorm -F 2 -r 1 -I 1 -f 6 -x 0.5 -y 2 --activ_gamma 3 --tuning_policy 4".split())
+    assert options.bn_activation == (6, (0.5, 2.0, 3.0)) and options.inverse_variance and options.tuning_policy == 4
+    options = parse("bnorm -F 1 -r 1 -Q 1 -f 0".split())
+    assert options.ping_pong and options.bn_activation is None and not options.inverse_variance
 
 
 def test_help_lists_subcommands_and_exit_statuses(capsys):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 
 import fuzz_record
+import pytest
 from entry_points import PARAMETERS, invoke, last_error
 from fuzz_bases import batch_norm_bases, group_norm_bases
 from fuzz_cases import Case
@@ -40,6 +41,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, rule
 from strategies import INT_MAX, c_enum_codes, seeds
+
+import miopen_bn
 
 STATUSES = range(11)  # miopenStatus_t
 SUCCESS, BAD_PARM = 0, 3
@@ -285,3 +288,94 @@ def test_small_entry_points(lib, ffi, status, nulls):
         fuzz_record.record(function, got)
         assert got == BAD_PARM
 
+
+
+# --------------------------------------------------------------------------- #
+# Issue 25's objects: tuning policy, size_t descriptors, activation
+# descriptors, fusion plans (their tensor math is the batch-norm cases')
+# --------------------------------------------------------------------------- #
+ANY_DOUBLE = st.floats(allow_nan=True, allow_infinity=True)
+FUSION_OPS = ("bn_inference", "bn_forward", "bn_backward", "activation_forward", "activation_backward", "bias")
+# Plans that compile: a batch-norm op, optionally followed by the activation of its direction.
+COMPILING_PLANS = {
+    ("bn_inference",), ("bn_forward",), ("bn_backward",), ("bn_inference", "activation_forward"),
+    ("bn_forward", "activation_forward"), ("bn_backward", "activation_backward"),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def module_handle():
+    with miopen_bn.Handle("cpu") as handle:
+        yield handle
+
+
+@fuzz_settings
+@given(
+    policy=st.integers(0, 2**32 - 1),
+    mode=st.integers(0, 2**32 - 1),
+    params=st.tuples(ANY_DOUBLE, ANY_DOUBLE, ANY_DOUBLE),
+    lens=st.lists(st.integers(0, 2**64 - 1) | st.integers(1, 8), min_size=0, max_size=6),
+    ops=st.lists(st.sampled_from(FUSION_OPS), max_size=3),
+    horizontal=st.booleans(),
+)
+def test_issue25_objects(lib, ffi, module_handle, policy, mode, params, lens, ops, horizontal):
+    value = ffi.new("miopenTuningPolicy_t*")
+    status = lib.miopenSetTuningPolicy(module_handle.ptr, policy)
+    assert status == (SUCCESS if 1 <= policy <= 5 else BAD_PARM)
+    assert lib.miopenGetTuningPolicy(module_handle.ptr, value) == SUCCESS
+    assert value[0] == policy if status == SUCCESS else 1 <= value[0] <= 5
+    fuzz_record.record("miopenSetTuningPolicy", status)
+
+    with_desc = ffi.new("miopenTensorDescriptor_t*")
+    assert lib.miopenCreateTensorDescriptor(with_desc) == SUCCESS
+    desc = with_desc[0]
+    c_lens = ffi.new("size_t[]", lens or [1])
+    status = lib.miopenSetTensorDescriptorV2(desc, lib.miopenFloat, len(lens), c_lens, ffi.NULL)
+    fuzz_record.record("miopenSetTensorDescriptorV2", status)
+    valid = 1 <= len(lens) <= 5 and all(n >= 1 for n in lens)
+    if status == SUCCESS:  # read back through the int getter, which refuses lengths beyond INT_MAX
+        dims = ffi.new("int[]", len(lens))
+        got = lib.miopenGetTensorDescriptor(desc, ffi.NULL, dims, ffi.NULL)
+        assert valid and got == (SUCCESS if max(lens) <= INT_MAX else BAD_PARM)
+        assert got != SUCCESS or list(dims) == lens
+    else:
+        assert status in (2, BAD_PARM) and last_error(lib, ffi)
+
+    created = ffi.new("miopenActivationDescriptor_t*")
+    assert lib.miopenCreateActivationDescriptor(created) == SUCCESS
+    status = lib.miopenSetActivationDescriptor(created[0], mode, *params)
+    fuzz_record.record("miopenSetActivationDescriptor", status)
+    finite = all(p == p and abs(p) != float("inf") for p in params)
+    assert status == (SUCCESS if mode <= 10 and finite else BAD_PARM)
+    got = ffi.new("miopenActivationMode_t*")
+    assert lib.miopenGetActivationDescriptor(created[0], got, ffi.NULL, ffi.NULL, ffi.NULL) == SUCCESS
+    assert got[0] == (mode if status == SUCCESS else 0)
+    assert lib.miopenDestroyActivationDescriptor(created[0]) == SUCCESS
+
+    plan = ffi.new("miopenFusionPlanDescriptor_t*")
+    status = lib.miopenCreateFusionPlan(plan, 1 if horizontal else 0, desc)
+    fuzz_record.record("miopenCreateFusionPlan", status)
+    if status != SUCCESS:  # the descriptor was left unset
+        assert status == BAD_PARM and lib.miopenDestroyTensorDescriptor(desc) == SUCCESS
+        return
+    op = ffi.new("miopenFusionOpDescriptor_t*")
+    for kind in ops:
+        if kind == "bn_inference":
+            status = lib.miopenCreateOpBatchNormInference(plan[0], op, lib.miopenBNSpatial, desc)
+        elif kind == "bn_forward":
+            status = lib.miopenCreateOpBatchNormForward(plan[0], op, lib.miopenBNSpatial, True)
+        elif kind == "bn_backward":
+            status = lib.miopenCreateOpBatchNormBackward(plan[0], op, lib.miopenBNSpatial)
+        elif kind == "activation_forward":
+            status = lib.miopenCreateOpActivationForward(plan[0], op, mode % 12)
+        elif kind == "activation_backward":
+            status = lib.miopenCreateOpActivationBackward(plan[0], op, mode % 12)
+        else:
+            status = lib.miopenCreateOpBiasForward(plan[0], op, desc)
+        assert status == (BAD_PARM if kind.startswith("activation") and mode % 12 > 10 else SUCCESS)
+    added = tuple(k for k in ops if not (k.startswith("activation") and mode % 12 > 10))
+    status = lib.miopenCompileFusionPlan(module_handle.ptr, plan[0])
+    fuzz_record.record("miopenCompileFusionPlan", status)
+    assert status == (SUCCESS if added in COMPILING_PLANS and not horizontal else 8)
+    assert lib.miopenDestroyFusionPlan(plan[0]) == SUCCESS
+    assert lib.miopenDestroyTensorDescriptor(desc) == SUCCESS

@@ -12,6 +12,7 @@
 //   - `order` classifies the strides once so kernels can pick a fast path.
 #pragma once
 
+#include "activation.hpp"
 #include "dtype.hpp"
 
 #include <array>
@@ -76,23 +77,36 @@ struct BnGeometry {
     }
 };
 
-// Parameter tensors (scale, bias, statistics, their gradients) all share one
-// dtype (BnTypes::param) and have lengths (1,C,1,1,1) spatially or
-// (1,C,D,H,W) per activation.  Their strides are arbitrary positive.
+// Parameter tensors (scale, bias, statistics, their gradients) have lengths
+// (1,C,1,1,1) spatially or (1,C,D,H,W) per activation and arbitrary positive
+// strides.  Each has its own dtype (MIOpen's NHWC solvers take scale and bias
+// in x's type with float statistics, for instance): a backend reads and
+// writes each one as its TensorArg::dtype says.
 //
 // Accepted type combinations (the front rejects every other one):
 //   x == y: f16, bf16, f32, f64
-//   param:  f32, or x's type
+//   each parameter tensor: f32, or x's type (gradients: their parameter's)
 //   dy == dx (backward only): x's type, or f32
+//
+// `activation` (default: identity) is applied to the normalized value
+// z = scale * xhat + bias before blending: y = alpha * f(z) (+ beta * prior;
+// the front refuses beta != 0 with an activation).  Backward takes dy as the
+// gradient of f(z), recomputes z from x, the statistics, scale and bias, and
+// back-propagates g = dy * f'(z) through batch norm.
 struct BnForwardTraining {
     BnGeometry geom;
     TensorArg x, y;
     TensorArg scale, bias;
-    TensorArg running_mean, running_var;  // both present or both absent
+    // The running statistics are read from prev_running_* and written to
+    // running_*: the same buffers (V1, V2), or distinct ones (V3).  All four
+    // present or all four absent.
+    TensorArg prev_running_mean, prev_running_var;
+    TensorArg running_mean, running_var;
     TensorArg saved_mean, saved_inv_std;  // both present or both absent
     double epsilon = 1e-5;                // >= 0, not NaN
     double exp_avg_factor = 0.1;          // finite, any sign
     Blend out;
+    ActivationSpec activation;
     // Running variance update uses var * M / (M - 1); M >= 2 unless the
     // running pair is absent (the inference fallback allows M == 1).
 };
@@ -101,8 +115,12 @@ struct BnForwardInference {
     BnGeometry geom;
     TensorArg x, y;
     TensorArg scale, bias, mean, var;  // all present
+    // var holds 1 / sqrt(variance + epsilon) instead of the variance
+    // (miopenBatchNormalizationForwardInferenceInvVariance); epsilon is unused.
+    bool var_is_inv_std = false;
     double epsilon = 1e-5;
     Blend out;
+    ActivationSpec activation;
 };
 
 struct BnBackward {
@@ -110,9 +128,11 @@ struct BnBackward {
     TensorArg x, dy, dx;
     TensorArg scale, dscale, dbias;
     TensorArg saved_mean, saved_inv_std;  // both present, or both absent: recompute with epsilon
+    TensorArg bias;  // present exactly when the activation is not the identity (z needs it)
     double epsilon = 1e-5;
     Blend data;   // dx
     Blend param;  // dscale, dbias
+    ActivationSpec activation;
 };
 
 }  // namespace mbn

@@ -1,5 +1,7 @@
-// Training forward: batch statistics, y, and the optional saved and running
-// statistics.  Also serves inference without estimates (neither pair given).
+// Training forward: batch statistics, y (through the fused activation, if
+// any), and the optional saved and running statistics (read from the
+// previous buffers, written to the next: the same ones but for V3).  Also
+// serves inference without estimates (neither pair given).
 #include "cpu/bn_math.hpp"
 #include "cpu/bn_ops.hpp"
 #include "cpu/dtype_dispatch.hpp"
@@ -9,7 +11,7 @@
 namespace mbn::cpu {
 namespace {
 
-template <typename Tx, typename Tp>
+template <typename Tx>
 void run(const BnForwardTraining& pb) {
     using C = typename Element<Tx>::Compute;
     const WalkPlan plan = plan_fused_walk(pb.geom, {&pb.x, &pb.y, nullptr}, 2, sizeof(Tx));
@@ -20,13 +22,13 @@ void run(const BnForwardTraining& pb) {
     Workspace ws;
     double* scale = ws.take<double>(F);
     double* bias = ws.take<double>(F);
-    read_param<Tp>(plan, pb.scale, scale);
-    read_param<Tp>(plan, pb.bias, bias);
+    read_param(plan, pb.scale, scale);
+    read_param(plan, pb.bias, bias);
     double* run_mean = running ? ws.take<double>(F) : nullptr;
     double* run_var = running ? ws.take<double>(F) : nullptr;
     if (running) {
-        read_param<Tp>(plan, pb.running_mean, run_mean);
-        read_param<Tp>(plan, pb.running_var, run_var);
+        read_param(plan, pb.prev_running_mean, run_mean);
+        read_param(plan, pb.prev_running_var, run_var);
     }
     double* center = ws.take<double>(F);
     double* part_s1 = ws.take<double>(F * plan.blocks);
@@ -35,6 +37,8 @@ void run(const BnForwardTraining& pb) {
     double* var = ws.take<double>(F);
     double* invstd = ws.take<double>(F);
     const NormalizeArrays<C> coef(ws, F);
+    const OutputActivation<C> act = fused_activation<C>(pb.activation, pb.out);
+    const float coef_alpha = act.coefficient_alpha(pb.out);
     const Scratch<C> scratch(plan, ws);
 
     const Tx* x = static_cast<const Tx*>(pb.x.data);
@@ -56,15 +60,15 @@ void run(const BnForwardTraining& pb) {
             }
             inverse_std_span(var + begin, pb.epsilon, invstd + begin, end - begin);
             for (std::int64_t p = begin; p < end; ++p)
-                coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], pb.out.alpha));
+                coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], coef_alpha));
         });
 
-        normalize_pass<Tx, C>(plan, scope, x, y, coef, pb.out.beta, scratch);
+        normalize_pass<Tx, C>(plan, scope, x, y, coef, pb.out.beta, scratch, act);
     });
 
     if (pb.saved_mean.present()) {
-        write_param<Tp>(plan, pb.saved_mean, mean);
-        write_param<Tp>(plan, pb.saved_inv_std, invstd);
+        write_param(plan, pb.saved_mean, mean);
+        write_param(plan, pb.saved_inv_std, invstd);
     }
     if (running) {
         const double f = pb.exp_avg_factor;
@@ -72,8 +76,8 @@ void run(const BnForwardTraining& pb) {
             run_mean[p] = running_update(run_mean[p], mean[p], f);
             run_var[p] = running_update(run_var[p], unbiased_variance(var[p], M), f);
         }
-        write_param<Tp>(plan, pb.running_mean, run_mean);
-        write_param<Tp>(plan, pb.running_var, run_var);
+        write_param(plan, pb.running_mean, run_mean);
+        write_param(plan, pb.running_var, run_var);
     }
 }
 
@@ -82,7 +86,7 @@ void run(const BnForwardTraining& pb) {
 void forward_training(const BnForwardTraining& p) {
     with_data_type(p.x.dtype, [&](auto io) {
         using Tx = typename decltype(io)::type;
-        with_own_or_float<Tx>(p.scale.dtype, [&](auto param) { run<Tx, typename decltype(param)::type>(p); });
+        run<Tx>(p);
     });
 }
 

@@ -16,16 +16,6 @@
 namespace mbn::cpu {
 namespace {
 
-void read_values(const WalkPlan& plan, const TensorArg& t, double* values) {
-    with_data_type(t.dtype, [&](auto tag) { read_param<typename decltype(tag)::type>(plan, t, values); });
-}
-
-void write_values(const WalkPlan& plan, const TensorArg& t, const double* values, Blend blend = {}) {
-    with_data_type(t.dtype, [&](auto tag) {
-        write_param_blended<typename decltype(tag)::type>(plan, t, values, blend);
-    });
-}
-
 template <typename Tx>
 void local_statistics_run(const BnLocalStatistics& pb) {
     using C = typename Element<Tx>::Compute;
@@ -50,9 +40,9 @@ void local_statistics_run(const BnLocalStatistics& pb) {
         mean[p] = st.mean;
         m2[p] = st.variance * M;
     });
-    write_values(plan, pb.count, count);
-    write_values(plan, pb.mean, mean);
-    write_values(plan, pb.m2, m2);
+    write_param(plan, pb.count, count);
+    write_param(plan, pb.mean, mean);
+    write_param(plan, pb.m2, m2);
 }
 
 // The values of a tensor in row-major (N, C, D, H, W) order, as double.
@@ -92,8 +82,8 @@ void backward_reduce_run(const BnBackwardReduce& pb) {
     Workspace ws;
     double* mean = ws.take<double>(F);
     double* invstd = ws.take<double>(F);
-    read_values(plan, pb.mean, mean);
-    read_values(plan, pb.inv_std, invstd);
+    read_param(plan, pb.mean, mean);
+    read_param(plan, pb.inv_std, invstd);
     const std::int64_t parts = F * plan.blocks;
     const GradientSums sums{ws.take<double>(parts), ws.take<double>(parts), nullptr, nullptr};
     double* sum_dy = ws.take<double>(F);
@@ -102,12 +92,12 @@ void backward_reduce_run(const BnBackwardReduce& pb) {
     gradient_pass<Tx, Tg, C>(plan, kWholePlan, static_cast<const Tx*>(pb.x.data), static_cast<const Tg*>(pb.dy.data),
                              mean, scratch, sums);
     sum_blocks<2>(plan, kWholePlan, {sums.sdy, sums.dot}, {sum_dy, sum_dy_xmu});
-    write_values(plan, pb.sum_dy, sum_dy);
-    write_values(plan, pb.sum_dy_xmu, sum_dy_xmu);
+    write_param(plan, pb.sum_dy, sum_dy);
+    write_param(plan, pb.sum_dy_xmu, sum_dy_xmu);
     if (!pb.dscale.present()) return;
     for (std::int64_t p = 0; p < F; ++p) invstd[p] *= sum_dy_xmu[p];  // now dscale
-    write_values(plan, pb.dscale, invstd, pb.param);
-    write_values(plan, pb.dbias, sum_dy, pb.param);
+    write_param_blended(plan, pb.dscale, invstd, pb.param);
+    write_param_blended(plan, pb.dbias, sum_dy, pb.param);
 }
 
 template <typename Tx, typename Tg>
@@ -118,7 +108,7 @@ void backward_elementwise_run(const BnBackwardElementwise& pb) {
     Workspace ws;
     double* values = ws.take<double>(6 * F);
     const TensorArg* inputs[] = {&pb.scale, &pb.mean, &pb.inv_std, &pb.sum_dy, &pb.sum_dy_xmu, &pb.count};
-    for (int i = 0; i < 6; ++i) read_values(plan, *inputs[i], values + i * F);
+    for (int i = 0; i < 6; ++i) read_param(plan, *inputs[i], values + i * F);
     const double *scale = values, *mean = values + F, *invstd = values + 2 * F;
     const double *sum_dy = values + 3 * F, *sum_dy_xmu = values + 4 * F, *count = values + 5 * F;
     const BackpropArrays coef(ws, F, backprop_in_float<C>(plan));

@@ -19,7 +19,7 @@
 namespace mbn::cpu {
 namespace {
 
-template <typename Tx, typename Tp>
+template <typename Tx>
 void run(const GnBackward& pb) {
     using C = typename Element<Tx>::Compute;
     const GroupIndex gi(pb.shape);
@@ -30,9 +30,9 @@ void run(const GnBackward& pb) {
     Workspace ws;
     double* weight = ws.take<double>(channels);
     double* bias = ws.take<double>(channels);
-    if (pb.affine) read_param<Tp>(plan, pb.weight, weight);
+    if (pb.affine) read_param(plan, pb.weight, weight);
     else std::fill(weight, weight + channels, 1.0);
-    if (pb.bias.present()) read_param<Tp>(plan, pb.bias, bias);
+    if (pb.bias.present()) read_param(plan, pb.bias, bias);
     else std::fill(bias, bias + channels, 0.0);
     double* mean = ws.take<double>(G);
     double* rstd = ws.take<double>(G);
@@ -93,8 +93,8 @@ void run(const GnBackward& pb) {
             dweight[c] = dw;
         }
     });
-    write_param<Tp>(plan, pb.dweight, dweight);
-    write_param<Tp>(plan, pb.dbias, dbias);
+    write_param(plan, pb.dweight, dweight);
+    write_param(plan, pb.dbias, dbias);
 }
 
 }  // namespace
@@ -102,8 +102,7 @@ void run(const GnBackward& pb) {
 void group_norm_backward(const GnBackward& p) {
     with_data_type(p.x.dtype, [&](auto io) {
         using Tx = typename decltype(io)::type;
-        const DType param = p.affine ? p.weight.dtype : DType::f32;
-        with_own_or_float<Tx>(param, [&](auto tag) { run<Tx, typename decltype(tag)::type>(p); });
+        run<Tx>(p);
     });
 }
 

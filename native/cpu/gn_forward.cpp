@@ -17,7 +17,7 @@
 namespace mbn::cpu {
 namespace {
 
-template <typename Tx, typename Tp>
+template <typename Tx>
 void run(const GnForward& pb) {
     using C = typename Element<Tx>::Compute;
     const GroupIndex gi(pb.shape);
@@ -29,8 +29,8 @@ void run(const GnForward& pb) {
     double* weight = ws.take<double>(gi.channels);
     double* bias = ws.take<double>(gi.channels);
     if (pb.affine) {
-        read_param<Tp>(plan, pb.weight, weight);
-        read_param<Tp>(plan, pb.bias, bias);
+        read_param(plan, pb.weight, weight);
+        read_param(plan, pb.bias, bias);
     } else {
         std::fill(weight, weight + gi.channels, 1.0);
         std::fill(bias, bias + gi.channels, 0.0);
@@ -80,8 +80,7 @@ void run(const GnForward& pb) {
 void group_norm_forward(const GnForward& p) {
     with_data_type(p.x.dtype, [&](auto io) {
         using Tx = typename decltype(io)::type;
-        const DType param = p.affine ? p.weight.dtype : DType::f32;
-        with_own_or_float<Tx>(param, [&](auto tag) { run<Tx, typename decltype(tag)::type>(p); });
+        run<Tx>(p);
     });
 }
 

@@ -2,17 +2,19 @@
 // types (Tx for x/y, Tg for dy/dx) and the compute type C:
 //   statistics_pass  per (feature, block): Σ(x - c), Σ(x - c)²
 //   gradient_pass    per (feature, block): Σg, Σg·(x - c) [, Σ(x - c), Σ(x - c)²]
-//   normalize_pass   y  = (x - mean) * k + b (+ beta * y) [, then swish(y)]
+//   normalize_pass   y  = (x - mean) * k + b (+ beta * y) [, then an activation]
 //   backprop_pass    dx = g*k_dy + (x - mean)*k_x + k_0 (+ beta * dx)
 // where c is a per-feature center (see span_kernels.hpp) and g is dy, or dy
-// times the derivative of a fused swish (GradientInput).  A block's sums go
+// times the derivative of a fused activation (GradientInput).  A block's sums go
 // to partial_index(p, k) and are added up in block order afterwards, so the
 // result does not depend on which thread computed what.  Values that are not
 // C in memory, or not unit-stride, are staged through per-thread scratch.
 // Every pass covers all of the plan's repetitions (WalkPlan::repeats).
 #pragma once
 
+#include "common/activation.hpp"
 #include "common/numerics.hpp"
+#include "common/problem.hpp"
 #include "cpu/element.hpp"
 #include "cpu/span_convert.hpp"
 #include "cpu/span_kernels.hpp"
@@ -233,36 +235,75 @@ void sum_blocks(const WalkPlan& plan, const PassScope& scope, const std::array<c
     run_ranges(plan.repeats * F, plan.blocks, sum_range);
 }
 
-// An activation applied to normalize_pass's result: group norm's fused swish.
+// An activation applied to normalize_pass's result: group norm's fused
+// swish, or batch norm's fused activation f (common/activation.hpp).  For
+// batch norm the coefficients then give z without alpha, and apply() makes
+// alpha * f(z) (the front refuses a blend with beta != 0 there).
 template <typename C>
 struct OutputActivation {
     bool swish = false;
     C beta = 1;
+    ActivationSpec fused{};
+    C alpha = 1;
+
+    bool active() const { return swish || !fused.identity(); }
+    // The alpha normalize_coefficients folds in: the blend's, unless f comes after.
+    float coefficient_alpha(const Blend& out) const { return fused.identity() ? out.alpha : 1.0f; }
     void apply(C* values, std::int64_t n) const {
         if (swish) span_swish(values, n, beta);
+        else if (!fused.identity())
+            for (std::int64_t i = 0; i < n; ++i) values[i] = alpha * activation_forward(fused, values[i]);
     }
 };
 
+template <typename C>
+OutputActivation<C> fused_activation(const ActivationSpec& spec, const Blend& out) {
+    OutputActivation<C> act;
+    act.fused = spec;
+    act.alpha = static_cast<C>(out.alpha);
+    return act;
+}
+
 // What gradient_pass and backprop_pass take as the gradient g: dy itself
-// (batch norm), or dy * swish'(z) with z = (x - mean) * k + b per feature,
-// the pre-activation value of a fused swish (group norm).  The derivative is
-// recomputed from x on each pass rather than stored.
+// (plain batch norm), or dy * f'(z) with z = (x - mean) * k + b per feature,
+// the pre-activation value of a fused swish (group norm) or activation
+// (batch norm).  The derivative is recomputed from x on each pass rather
+// than stored.
 template <typename C>
 struct GradientInput {
     const NormalizeArrays<C>* swish_z = nullptr;  // z's coefficients per feature; null: g = dy
     C beta = 1;
+    ActivationSpec fused_spec{};  // not the identity: f is this instead of swish
 
+    static GradientInput fused(const NormalizeArrays<C>& z, const ActivationSpec& spec) {
+        GradientInput in;
+        in.swish_z = &z;
+        in.fused_spec = spec;
+        return in;
+    }
     bool plain() const { return swish_z == nullptr; }
     // g for n values of feature p, written to staging unless plain.
     const C* of_span(std::int64_t p, const C* x, const C* dy, C* staging, std::int64_t n) const {
         if (plain()) return dy;
-        span_swish_gradient(x, dy, staging, n, swish_z->at(p), beta);
+        if (fused_spec.identity()) {
+            span_swish_gradient(x, dy, staging, n, swish_z->at(p), beta);
+        } else {
+            const NormalizeCoefficients<C> z = swish_z->at(p);
+            for (std::int64_t i = 0; i < n; ++i)
+                staging[i] = dy[i] * activation_derivative(fused_spec, (x[i] - z.mean) * z.k + z.b);
+        }
         return staging;
     }
     // g for one row of features [first, first + n), written to staging unless plain.
     const C* of_row(std::int64_t first, const C* x, const C* dy, C* staging, std::int64_t n) const {
         if (plain()) return dy;
-        row_swish_gradient(x, dy, staging, n, swish_z->from(first), beta);
+        if (fused_spec.identity()) {
+            row_swish_gradient(x, dy, staging, n, swish_z->from(first), beta);
+        } else {
+            const NormalizeRowCoefficients<C> z = swish_z->from(first);
+            for (std::int64_t i = 0; i < n; ++i)
+                staging[i] = dy[i] * activation_derivative(fused_spec, (x[i] - z.mean[i]) * z.k[i] + z.b[i]);
+        }
         return staging;
     }
 };
@@ -542,7 +583,7 @@ template <typename Tx, typename C>
 void normalize_pass(const WalkPlan& plan, const PassScope& scope, const Tx* x_all, Tx* y_all, const NormalizeArrays<C>& coef, float beta,
                     const Scratch<C>& scratch, const OutputActivation<C>& act = {}) {
     const std::int64_t values = plan.repeats * plan.features * plan.reduction;
-    const bool stream = !act.swish && stream_output(values * static_cast<std::int64_t>(2 * sizeof(Tx)));
+    const bool stream = !act.active() && stream_output(values * static_cast<std::int64_t>(2 * sizeof(Tx)));
     const OutputMode<C> mode{beta != 0.0f, false, static_cast<C>(beta)};
     const OutputMode<C> direct{mode.blend, stream, mode.beta};  // for results written straight to y
     const bool blend = mode.blend;  // staged outputs need the prior read in

@@ -190,6 +190,26 @@ miopenStatus_t miopenSetStream(miopenHandle_t handle, miopenAcceleratorQueue_t s
     });
 }
 
+miopenStatus_t miopenSetTuningPolicy(miopenHandle_t handle, miopenTuningPolicy_t newValue) {
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, newValue);
+        const auto h = mbn::use_handle(handle);
+        const int value = static_cast<int>(newValue);
+        mbn::require(value >= miopenTuningPolicyNone && value <= miopenTuningPolicyDbClean, miopenStatusBadParm,
+                     "tuning policy ", value, " is not a miopenTuningPolicy_t (1 to 5)");
+        mbn::dispatch(h, [&](mbn::Backend&) { h.handle().tuning_policy = newValue; });
+    });
+}
+
+miopenStatus_t miopenGetTuningPolicy(miopenHandle_t handle, miopenTuningPolicy_t* value) {
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, handle, value);
+        const auto h = mbn::use_handle(handle);
+        mbn::require(value != nullptr, miopenStatusBadParm, "value is NULL");
+        mbn::dispatch(h, [&](mbn::Backend&) { *value = h.handle().tuning_policy; });
+    });
+}
+
 miopenStatus_t miopenGetStream(miopenHandle_t handle, miopenAcceleratorQueue_t* streamID) {
     return mbn::api_call(__func__, [&](const char* fn) {
         const auto h = mbn::use_handle(handle);

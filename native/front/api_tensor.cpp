@@ -28,6 +28,20 @@ std::vector<std::int64_t> widen(const int* values, int count) {
     return std::vector<std::int64_t>(values, values + used);
 }
 
+// The same for size_t values (miopenSetTensorDescriptorV2): one beyond
+// INT64_MAX is BadParm rather than a negative length.
+std::vector<std::int64_t> widen(const std::size_t* values, int count, const char* what) {
+    if (values == nullptr || count <= 0) return {};
+    const int used = count < mbn::TensorDesc::kMaxRank ? count : mbn::TensorDesc::kMaxRank;
+    std::vector<std::int64_t> out(used);
+    for (int i = 0; i < used; ++i) {
+        require(values[i] <= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()),
+                miopenStatusBadParm, what, "[", i, "] = ", values[i], " exceeds INT64_MAX");
+        out[i] = static_cast<std::int64_t>(values[i]);
+    }
+    return out;
+}
+
 // Packed strides for lengths given in logical N, C, (D), H, W order, laid out
 // channels-last (NHWC / NDHWC).  The products are checked: with lengths near
 // INT_MAX they overflow 64 bits before set_descriptor could say so.
@@ -54,6 +68,13 @@ std::vector<std::int64_t> channels_last_strides(const std::vector<std::int64_t>&
 void require_int_strides(const mbn::TensorDesc& desc) {
     for (int i = 0; i < desc.rank; ++i)
         require(desc.strides[i] <= std::numeric_limits<int>::max(), miopenStatusBadParm, "stride ", i, " of ",
+                desc, " does not fit in an int");
+}
+
+// Likewise for lengths, which miopenSetTensorDescriptorV2 can set beyond INT_MAX.
+void require_int_lengths(const mbn::TensorDesc& desc) {
+    for (int i = 0; i < desc.rank; ++i)
+        require(desc.lens[i] <= std::numeric_limits<int>::max(), miopenStatusBadParm, "length ", i, " of ",
                 desc, " does not fit in an int");
 }
 
@@ -109,6 +130,18 @@ miopenStatus_t miopenSetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
         const auto desc = settable(tensorDesc);
         const auto lens = widen(dimsA, nbDims);
         const auto strides = widen(stridesA, nbDims);
+        mbn::set_descriptor(desc, "tensorDesc", dataType, nbDims, dimsA ? lens.data() : nullptr,
+                            stridesA ? strides.data() : nullptr);
+    });
+}
+
+miopenStatus_t miopenSetTensorDescriptorV2(miopenTensorDescriptor_t tensorDesc, miopenDataType_t dataType,
+                                           int nbDims, const size_t* dimsA, const size_t* stridesA) {
+    return mbn::api_call(__func__, [&](const char* fn) {
+        MBN_LOG_CALL(fn, tensorDesc, dataType, nbDims, dimsA, stridesA);
+        const auto desc = settable(tensorDesc);
+        const auto lens = widen(dimsA, nbDims, "dimsA");
+        const auto strides = widen(stridesA, nbDims, "stridesA");
         mbn::set_descriptor(desc, "tensorDesc", dataType, nbDims, dimsA ? lens.data() : nullptr,
                             stridesA ? strides.data() : nullptr);
     });
@@ -170,6 +203,7 @@ miopenStatus_t miopenGet4dTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
         require(dataType != nullptr, miopenStatusBadParm, "dataType is NULL");
         for (int* out : outputs) require(out != nullptr, miopenStatusBadParm, "an output pointer is NULL");
         require_int_strides(desc);
+        require_int_lengths(desc);
         *dataType = desc.dtype;
         for (int i = 0; i < 4; ++i) {
             *outputs[i] = static_cast<int>(desc.lens[i]);
@@ -184,6 +218,7 @@ miopenStatus_t miopenGetTensorDescriptor(miopenTensorDescriptor_t tensorDesc,
         MBN_LOG_CALL(fn, tensorDesc, dataType, dimsA, stridesA);
         const auto desc = mbn::require_descriptor(tensorDesc, "tensorDesc");
         if (stridesA) require_int_strides(desc);
+        if (dimsA) require_int_lengths(desc);
         if (dataType) *dataType = desc.dtype;
         for (int i = 0; i < desc.rank; ++i) {
             if (dimsA) dimsA[i] = static_cast<int>(desc.lens[i]);

@@ -81,22 +81,12 @@ BnChecker::Gradients BnChecker::gradients(const miopenTensorDescriptor* dy_desc_
     return g;
 }
 
-void BnChecker::set_param_dtype(const miopenTensorDescriptor* scale_desc) {
-    const TensorDesc desc = require_descriptor(scale_desc, "the scale descriptor");
-    const auto param = compute_dtype(desc.dtype);
-    require(param.has_value() && (*param == DType::f32 || *param == x_dtype_), miopenStatusNotImplemented,
-            "no batch-norm kernel for x of type ", miopen_dtype_name(x_desc_.dtype), " with parameters of type ",
-            miopen_dtype_name(desc.dtype), " (parameters must be miopenFloat or x's type)");
-    params_.dtype = *param;
-    params_.abi = desc.dtype;
-}
-
 void BnChecker::set_stats_dtype(const miopenTensorDescriptor* stats_desc) {
     const TensorDesc desc = require_descriptor(stats_desc, "the statistics descriptor");
     require(desc.dtype == miopenFloat || desc.dtype == miopenDouble, miopenStatusNotImplemented,
             "statistics of type ", miopen_dtype_name(desc.dtype), " (they must be miopenFloat or miopenDouble)");
-    stats_.dtype = desc.dtype == miopenFloat ? DType::f32 : DType::f64;
-    stats_.abi = desc.dtype;
+    stats_dtype_ = desc.dtype == miopenFloat ? DType::f32 : DType::f64;
+    stats_abi_dtype_ = desc.dtype;
 }
 
 TensorArg BnChecker::param_output(const miopenTensorDescriptor* desc_ptr, void* data, const char* what,
@@ -112,19 +102,38 @@ TensorArg BnChecker::stats_output(const miopenTensorDescriptor* desc_ptr, void* 
     return t;
 }
 
-TensorArg BnChecker::shaped(const TypeGroup& group, const miopenTensorDescriptor* desc_ptr, const void* data,
-                            const char* what, bool optional) const {
+TensorArg BnChecker::param_tensor(const miopenTensorDescriptor* desc_ptr, const void* data, const char* what,
+                                  bool optional) const {
     if (data == nullptr) {
         require(optional, miopenStatusBadParm, what, " is NULL");
         return TensorArg{};
     }
+    const TensorDesc desc = shaped_descriptor(desc_ptr, what);
+    const auto param = compute_dtype(desc.dtype);
+    require(param.has_value() && (*param == DType::f32 || *param == x_dtype_), miopenStatusNotImplemented,
+            "no batch-norm kernel for x of type ", miopen_dtype_name(x_desc_.dtype), " with ", what, " of type ",
+            miopen_dtype_name(desc.dtype), " (parameters must be miopenFloat or x's type)");
+    return shaped(desc, data, what, *param);
+}
+
+TensorArg BnChecker::stats_tensor(const miopenTensorDescriptor* desc_ptr, const void* data, const char* what) const {
+    require_pointer(data, what);
+    const TensorDesc desc = shaped_descriptor(desc_ptr, what);
+    require(desc.dtype == stats_abi_dtype_, miopenStatusNotImplemented, what, " has type ",
+            miopen_dtype_name(desc.dtype), " but the statistics descriptor has ", miopen_dtype_name(stats_abi_dtype_),
+            " (all statistics must share one type)");
+    return shaped(desc, data, what, stats_dtype_);
+}
+
+TensorDesc BnChecker::shaped_descriptor(const miopenTensorDescriptor* desc_ptr, const char* what) const {
     const TensorDesc desc = require_descriptor(desc_ptr, what, "the descriptor of ");
     require(desc.rank == x_desc_.rank, miopenStatusBadParm, "the descriptor of ", what, " has rank ", desc.rank,
             " but x has rank ", x_desc_.rank);
-    require(desc.dtype == group.abi, miopenStatusNotImplemented, what, " has type ", miopen_dtype_name(desc.dtype),
-            " but ", group.fixed_by, " has ", miopen_dtype_name(group.abi), " (all ", group.name,
-            " must share one type)");
-    TensorArg t = normalize(desc, data, group.dtype);
+    return desc;
+}
+
+TensorArg BnChecker::shaped(const TensorDesc& desc, const void* data, const char* what, DType dtype) const {
+    TensorArg t = normalize(desc, data, dtype);
     require(t.len == expected_param_lengths(geom_), miopenStatusBadParm, "the descriptor of ", what, " (", desc,
             ") does not fit x (", x_desc_, ") in ", geom_.mode == BnMode::spatial ? "spatial" : "per-activation",
             " mode: expected lengths (1, C, 1, ...) spatially, (1, C, [D,] H, W) per activation");

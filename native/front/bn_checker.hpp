@@ -14,15 +14,6 @@ BnMode checked_mode(miopenBatchNormMode_t mode);
 // per activation.
 Lengths expected_param_lengths(const BnGeometry& geom);
 
-// One type shared by a set of parameter-shaped tensors (the parameters; the
-// statistics of the split-phase ops), fixed by the descriptor that names it.
-struct TypeGroup {
-    DType dtype = DType::f32;
-    miopenDataType_t abi = miopenFloat;
-    const char* name = "parameters";
-    const char* fixed_by = "the scale";
-};
-
 class BnChecker {
 public:
     BnChecker(const Backend& backend, miopenBatchNormMode_t mode, const miopenTensorDescriptor* x_desc,
@@ -49,38 +40,35 @@ public:
     // dy alone, for an op that writes no dx.
     TensorArg gradient_input(const miopenTensorDescriptor* dy_desc, const void* dy) const;
 
-    // The parameter type comes from the scale descriptor: float, or x's type.
-    void set_param_dtype(const miopenTensorDescriptor* scale_desc);
     // The split-phase statistics type (counts, means, M2, gradient sums):
     // float or double, whatever x's type.
     void set_stats_dtype(const miopenTensorDescriptor* stats_desc);
 
-    // A parameter-shaped tensor of the parameter type; NULL data gives an
-    // absent TensorArg when `optional`, BadParm otherwise.
+    // A parameter-shaped tensor of its own type, float or x's (parameters of
+    // one call may differ); NULL data gives an absent TensorArg when
+    // `optional`, BadParm otherwise.
     TensorArg param_tensor(const miopenTensorDescriptor* desc_ptr, const void* data, const char* what,
-                           bool optional = false) const {
-        return shaped(params_, desc_ptr, data, what, optional);
-    }
+                           bool optional = false) const;
     // A parameter-shaped output (saved and running statistics, gradients).
     TensorArg param_output(const miopenTensorDescriptor* desc_ptr, void* data, const char* what,
                            bool optional = false) const;
-    // Parameter-shaped tensors of the statistics type.
-    TensorArg stats_tensor(const miopenTensorDescriptor* desc_ptr, const void* data, const char* what) const {
-        return shaped(stats_, desc_ptr, data, what, false);
-    }
+    // Parameter-shaped tensors of the statistics type, which they share.
+    TensorArg stats_tensor(const miopenTensorDescriptor* desc_ptr, const void* data, const char* what) const;
     TensorArg stats_output(const miopenTensorDescriptor* desc_ptr, void* data, const char* what) const;
 
 private:
     DType gradient_dtype(const TensorDesc& dy_desc) const;
-    TensorArg shaped(const TypeGroup& group, const miopenTensorDescriptor* desc_ptr, const void* data,
-                     const char* what, bool optional) const;
+    // The descriptor of a parameter-shaped tensor, at x's rank.
+    TensorDesc shaped_descriptor(const miopenTensorDescriptor* desc_ptr, const char* what) const;
+    // The tensor, its lengths checked against x's.
+    TensorArg shaped(const TensorDesc& desc, const void* data, const char* what, DType dtype) const;
 
     const Backend& backend_;
     const TensorDesc x_desc_;  // a snapshot: see tensor_descriptor.hpp
     BnGeometry geom_;
     DType x_dtype_;
-    TypeGroup params_;
-    TypeGroup stats_{DType::f32, miopenFloat, "statistics", "the statistics descriptor"};
+    DType stats_dtype_ = DType::f32;
+    miopenDataType_t stats_abi_dtype_ = miopenFloat;
     TensorArg x_;
 };
 

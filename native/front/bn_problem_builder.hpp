@@ -6,6 +6,8 @@
 #include "common/backend.hpp"
 #include "tensor_descriptor.hpp"
 
+#include "common/activation.hpp"
+
 namespace mbn {
 
 // The parameter descriptors of a call; V1 passes the same one four times.
@@ -33,6 +35,11 @@ struct BnTrainingCall {
     double epsilon;
     void* saved_mean;
     void* saved_inv_std;
+    // V3: the running statistics are read from these (else from running_*).
+    bool separate_previous = false;
+    const void* prev_running_mean = nullptr;
+    const void* prev_running_var = nullptr;
+    ActivationSpec activation{};
 };
 
 struct BnInferenceCall {
@@ -47,8 +54,10 @@ struct BnInferenceCall {
     const void* scale;
     const void* bias;
     const void* mean;
-    const void* var;
+    const void* var;  // the variance, or 1 / sqrt(variance + epsilon) with var_is_inv_std
     double epsilon;
+    bool var_is_inv_std = false;
+    ActivationSpec activation{};
 };
 
 struct BnBackwardCall {
@@ -70,7 +79,13 @@ struct BnBackwardCall {
     double epsilon;
     const void* saved_mean;
     const void* saved_inv_std;
+    const void* bias = nullptr;  // needed (and read) only with an activation
+    ActivationSpec activation{};
 };
+
+// The epsilon MIOpen's inverse-variance inference takes when both estimates
+// are NULL (its batch-statistics fallback).
+constexpr double kInvVarianceFallbackEpsilon = 1e-5;
 
 BnForwardTraining build_forward_training(const Backend& backend, const BnTrainingCall& call);
 // True when both estimates are given, false when both are NULL (the batch-

@@ -110,7 +110,6 @@ BnNormalize build_normalize(const Backend& backend, const BnNormalizeCall& call)
     p.out = read_blend(call.alpha, call.beta, "alpha", "beta");
     p.x = check.x();
     p.y = check.output_like_x(call.y_desc, call.y);
-    check.set_param_dtype(call.param_desc);
     p.scale = check.param_tensor(call.param_desc, call.scale, "bnScale");
     p.bias = check.param_tensor(call.param_desc, call.bias, "bnBias");
     p.mean = check.param_tensor(call.param_desc, call.mean, "mean");
@@ -132,7 +131,6 @@ BnBackwardReduce build_backward_reduce(const Backend& backend, const BnBackwardR
     p.param = read_blend(call.alpha_param, call.beta_param, "alphaParamDiff", "betaParamDiff");
     p.x = check.x();
     p.dy = check.gradient_input(call.dy_desc, call.dy);
-    check.set_param_dtype(call.param_desc);
     p.mean = check.param_tensor(call.param_desc, call.mean, "mean");
     p.inv_std = check.param_tensor(call.param_desc, call.inv_std, "invStd");
     pair_present(call.dscale, call.dbias, "resultBnScaleDiff", "resultBnBiasDiff");
@@ -162,7 +160,6 @@ BnBackwardElementwise build_backward_elementwise(const Backend& backend, const B
     const BnChecker::Gradients g = check.gradients(call.dy_desc, call.dy, call.dx_desc, call.dx);
     p.dy = g.dy;
     p.dx = g.dx;
-    check.set_param_dtype(call.param_desc);
     p.scale = check.param_tensor(call.param_desc, call.scale, "bnScale");
     p.mean = check.param_tensor(call.param_desc, call.mean, "mean");
     p.inv_std = check.param_tensor(call.param_desc, call.inv_std, "invStd");

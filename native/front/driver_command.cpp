@@ -43,6 +43,16 @@ std::string exact(float value) {
     return text;
 }
 
+// The same for a double (activation parameters).
+std::string exact(double value) {
+    char text[40];
+    for (int digits = 15; digits <= 17; ++digits) {
+        std::snprintf(text, sizeof text, "%.*g", digits, value);
+        if (std::strtod(text, nullptr) == value) break;
+    }
+    return text;
+}
+
 // -n -c [-D] -H -W, in the driver's flags.
 void write_lengths(std::ostream& cmd, const Lengths& len, int rank) {
     cmd << " -n " << len[kN] << " -c " << len[kC];
@@ -78,6 +88,12 @@ std::string bn_driver_command(const BnCommandInfo& info) {
         if (info.param_blend.beta != 0.0f) cmd << " --beta-param " << exact(info.param_blend.beta);
         if (info.grad_dtype != info.x_dtype) cmd << " --grad-type " << dtype_flag_value(info.grad_dtype);
     }
+    const BnCommandExtras& extras = info.extras;
+    if (!extras.activation.identity())
+        cmd << " -f " << static_cast<int>(extras.activation.mode) << " -x " << exact(extras.activation.alpha)
+            << " -y " << exact(extras.activation.beta) << " --activ_gamma " << exact(extras.activation.gamma);
+    if (extras.inverse_variance) cmd << " -I 1";
+    if (extras.ping_pong) cmd << " -Q 1";
     write_layout(cmd, info.x_order, info.rank);
     return cmd.str();
 }

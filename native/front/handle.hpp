@@ -21,6 +21,8 @@ struct miopenHandle {
     // The process that created the handle: a GPU runtime does not survive
     // fork(), so a GPU handle is refused in a forked child.
     pid_t creator = 0;
+    // Kept for miopenGetTuningPolicy; nothing here is tuned.
+    miopenTuningPolicy_t tuning_policy = miopenTuningPolicyNone;
 };
 
 namespace mbn {

@@ -16,8 +16,8 @@ struct LiveSet {
 // Never destroyed: a handle may be destroyed from another library's static
 // destructor after this one's would have run.
 LiveSet& live_set(ObjectKind kind) {
-    static LiveSet* sets = new LiveSet[2];
-    return sets[kind == ObjectKind::handle ? 0 : 1];
+    static LiveSet* sets = new LiveSet[kObjectKinds];
+    return sets[static_cast<int>(kind)];
 }
 
 }  // namespace

@@ -9,7 +9,8 @@
 
 namespace mbn {
 
-enum class ObjectKind { handle, descriptor };
+enum class ObjectKind { handle, descriptor, activation, fusion_plan, fusion_op, operator_args };
+constexpr int kObjectKinds = 6;
 
 // Records a new object; throws std::bad_alloc (the caller then frees it).
 void add_live(ObjectKind kind, const void* object);
@@ -22,5 +23,11 @@ bool remove_live(ObjectKind kind, const void* object);
 // removal, so what is read under the lock cannot be freed meanwhile.  Hold
 // it briefly (to copy a descriptor, to register a call on a handle).
 std::shared_lock<std::shared_mutex> lock_if_live(ObjectKind kind, const void* object);
+
+// Whether `object` is live at this moment; nothing holds it live afterwards.
+// Only for objects that calls do not yet guard against a concurrent destroy
+// (fusion plans, their ops, operator arguments: destroying one during a call
+// that uses it is the caller's error, as in MIOpen).
+inline bool is_live_now(ObjectKind kind, const void* object) { return lock_if_live(kind, object).owns_lock(); }
 
 }  // namespace mbn

@@ -15,6 +15,7 @@ and ``python -m miopen_bn --cflags --libs``.
 from __future__ import annotations
 
 from . import dtypes, reference, tolerances
+from .activation import ActivationDescriptor
 from .arrays import RawTensor
 from .build_flags import get_cmake_dir, get_include, get_library, get_pkgconfig_dir
 from .batchnorm import batchnorm_backward, batchnorm_forward_inference, batchnorm_forward_training
@@ -48,6 +49,7 @@ from .library import header_version, load
 __version__ = header_version()
 
 __all__ = [
+    "ActivationDescriptor",
     "BatchNorm",
     "ERROR_FOR_STATUS",
     "Handle",

@@ -11,7 +11,8 @@ memory layout (NHWC stays NHWC).
 
 Parameter arrays (per-channel or per-activation scale/weight, bias, their
 gradients...) take their descriptor's shape with or without its leading 1,
-e.g. (C,) or (1, C, 1, 1), and share one dtype: float32, or x's.
+e.g. (C,) or (1, C, 1, 1), and are float32 or x's dtype: each on its own
+for batch norm, one dtype for all of them for group norm.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ class ArrayCall:
         self.param_shapes: tuple = ()
         self.param_context = ""
         self.param_dtype: Optional[str] = None
+        self.params_share_dtype = True
 
     # -- views ---------------------------------------------------------------
     def view(self, obj, name: str, *, output: bool = False) -> TensorView:
@@ -170,9 +172,10 @@ class ArrayCall:
         return view
 
     def param(self, obj, name: str, *, output: bool = False) -> TensorView:
-        """A parameter-shaped tensor; the first one given fixes the parameter dtype."""
+        """A parameter-shaped tensor, float32 or x's dtype; where the
+        parameters share one dtype, the first one given fixes it."""
         view = self.param_shaped(obj, name, output=output)
-        if self.param_dtype is None:
+        if self.param_dtype is None or not self.params_share_dtype:
             if view.dtype not in (dtypes.FLOAT32, self.x.dtype):
                 raise TypeError(
                     f"{name} has dtype {view.dtype}; parameters must be float32 or x's dtype ({self.x.dtype})"
@@ -206,8 +209,11 @@ class ArrayCall:
         allocated = arrays.allocate_like(like, name, like.shape, like.dtype, hint=hint)
         return self.param(allocated, name, output=True)
 
-    def require_same_strides(self, a: TensorView, b: TensorView, reason: str) -> None:
-        """Two parameter tensors that one C descriptor will describe."""
+    def require_same_layout(self, a: TensorView, b: TensorView, reason: str) -> None:
+        """Two parameter tensors that one C descriptor will describe: same
+        dtype and strides."""
+        if a.dtype != b.dtype:
+            raise TypeError(f"{a.name} ({a.dtype}) and {b.name} ({b.dtype}) must have the same dtype: {reason}")
         shape, a_strides = self._padded(a)
         _, b_strides = self._padded(b)
         used = [i for i, n in enumerate(shape) if n > 1]

@@ -96,7 +96,7 @@ class _SplitCall(_BnCall):
         if output:
             self.check_writable(view)
         if self._stats_views:
-            self.require_same_strides(self._stats_views[0], view, "the statistics share a descriptor in the C call")
+            self.require_same_layout(self._stats_views[0], view, "the statistics share a descriptor in the C call")
         self._stats_views.append(view)
         return view
 
@@ -110,7 +110,7 @@ class _SplitCall(_BnCall):
         """Parameters one C descriptor describes must share strides."""
         for view in views[1:]:
             if view is not None:
-                self.require_same_strides(views[0], view, "they share a descriptor in the C call")
+                self.require_same_layout(views[0], view, "they share a descriptor in the C call")
 
 
 def batchnorm_local_statistics(
@@ -176,7 +176,7 @@ class _MergeCall(ArrayCall):
                 f"{name} ({view.dtype}, shape {view.shape}) must have mean's dtype and shape "
                 f"({self.x.dtype}, {self.x.shape})"
             )
-        self.require_same_strides(self.x, view, "the partials share a descriptor in the C call")
+        self.require_same_layout(self.x, view, "the partials share a descriptor in the C call")
         return view
 
     def output_pair(self, first, second, names: tuple, dtype: Optional[str]) -> tuple:
@@ -189,7 +189,7 @@ class _MergeCall(ArrayCall):
             views.append(view)
         if views[0].dtype != views[1].dtype:
             raise TypeError(f"{names[0]} ({views[0].dtype}) and {names[1]} ({views[1].dtype}) share one dtype")
-        self.require_same_strides(views[0], views[1], "they share a descriptor in the C call")
+        self.require_same_layout(views[0], views[1], "they share a descriptor in the C call")
         return tuple(views)
 
 

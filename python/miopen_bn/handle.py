@@ -87,6 +87,17 @@ class Handle(NativeObject):
         queue = ffi.cast("miopenAcceleratorQueue_t", stream_address(stream))
         self._library.check(lib.miopenSetStream(self.ptr, queue))
 
+    @property
+    def tuning_policy(self) -> int:
+        """miopenTuningPolicy_t (1 none ... 5 db clean): kept, changes nothing here."""
+        value = self._library.ffi.new("miopenTuningPolicy_t*")
+        self._library.check(self._library.lib.miopenGetTuningPolicy(self.ptr, value))
+        return int(value[0])
+
+    @tuning_policy.setter
+    def tuning_policy(self, policy: int) -> None:
+        self._library.check(self._library.lib.miopenSetTuningPolicy(self.ptr, int(policy)))
+
     def enable_profiling(self, enable: bool = True) -> None:
         self._library.check(self._library.lib.miopenEnableProfiling(self.ptr, bool(enable)))
 

@@ -95,6 +95,88 @@ def blend(result: np.ndarray, alpha: float, beta: float, prior=None) -> np.ndarr
     return alpha * result + beta * _as_float64(prior).reshape(result.shape)
 
 
+# --------------------------------------------------------------------------- #
+# Activations fused into batch norm (miopenActivationMode_t, by value)
+# --------------------------------------------------------------------------- #
+ACTIVATION_MODES = (
+    "pasthru", "logistic", "tanh", "relu", "softrelu", "abs", "power", "clippedrelu", "leakyrelu", "elu", "clamp",
+)  # fmt: skip
+
+
+def _mode_index(mode) -> int:
+    return mode if isinstance(mode, int) else ACTIVATION_MODES.index(mode)
+
+
+@_ieee
+def activation(z, mode, alpha: float = 0.0, beta: float = 0.0, gamma: float = 0.0) -> np.ndarray:
+    """f(z) for an activation mode (name or miopenActivationMode_t value);
+    power is 0 where alpha + beta * z <= 0.  NaN stays NaN."""
+    z = _as_float64(z)
+    name = ACTIVATION_MODES[_mode_index(mode)]
+    nan = np.isnan(z)
+    if name == "pasthru":
+        out = z.copy()
+    elif name == "logistic":
+        out = 0.5 * (1.0 + np.tanh(0.5 * z))  # 1 / (1 + e^-z) without overflow
+    elif name == "tanh":
+        out = beta * np.tanh(alpha * z)
+    elif name == "relu":
+        out = np.where(z > 0, z, 0.0)
+    elif name == "softrelu":
+        out = np.logaddexp(0.0, z)
+    elif name == "abs":
+        out = np.abs(z)
+    elif name == "power":
+        v = alpha + beta * z
+        out = np.where(v > 0, np.power(np.where(v > 0, v, 1.0), gamma), 0.0)
+    elif name == "clippedrelu":
+        out = np.minimum(alpha, np.maximum(0.0, z))
+    elif name == "leakyrelu":
+        out = np.where(z > 0, z, alpha * z)
+    elif name == "elu":
+        out = np.where(z > 0, z, alpha * np.expm1(np.minimum(z, 0.0)))
+    else:  # clamp
+        out = np.maximum(alpha, np.minimum(beta, z))
+    return np.where(nan, np.nan, out)
+
+
+@_ieee
+def activation_derivative(z, mode, alpha: float = 0.0, beta: float = 0.0, gamma: float = 0.0) -> np.ndarray:
+    """f'(z): the exact derivative of activation(), 0 at the kinks of relu,
+    clipped relu and clamp, 1 for z > 0 and -1 otherwise for abs."""
+    z = _as_float64(z)
+    name = ACTIVATION_MODES[_mode_index(mode)]
+    nan = np.isnan(z)
+    if name == "pasthru":
+        out = np.ones_like(z)
+    elif name in ("logistic", "softrelu"):
+        s = 0.5 * (1.0 + np.tanh(0.5 * z))
+        out = s if name == "softrelu" else s * (1.0 - s)
+    elif name == "tanh":
+        out = alpha * beta * (1.0 - np.tanh(alpha * z) ** 2)
+    elif name == "relu":
+        out = np.where(z > 0, 1.0, 0.0)
+    elif name == "abs":
+        out = np.where(z > 0, 1.0, -1.0)
+    elif name == "power":
+        v = alpha + beta * z
+        out = np.where(v > 0, gamma * beta * np.power(np.where(v > 0, v, 1.0), gamma - 1.0), 0.0)
+    elif name == "clippedrelu":
+        out = np.where((z > 0) & (z < alpha), 1.0, 0.0)
+    elif name == "leakyrelu":
+        out = np.where(z > 0, 1.0, alpha)
+    elif name == "elu":
+        out = np.where(z > 0, 1.0, alpha * np.exp(np.minimum(z, 0.0)))
+    else:  # clamp
+        out = np.where((z > alpha) & (z < beta), 1.0, 0.0)
+    return np.where(nan, np.nan, out)
+
+
+def _activated(result: np.ndarray, fused) -> np.ndarray:
+    """f(result) for fused = (mode, alpha, beta, gamma), or result for None."""
+    return result if fused is None else activation(result, *fused)
+
+
 def batch_statistics(x, mode: str) -> tuple:
     """Two-pass float64 mean and *biased* variance, in the broadcastable shape."""
     x = _as_float64(x)
@@ -123,15 +205,17 @@ def batchnorm_forward_training(
     alpha: float = 1.0,
     beta: float = 0.0,
     y_prior=None,
+    fused_activation=None,
 ) -> dict:
     """Training forward.  Returns a dict with y, saved_mean, saved_inv_var and,
     when running statistics are given, their updated values running_mean and
-    running_var (the inputs are not modified)."""
+    running_var (the inputs are not modified).  ``fused_activation`` =
+    (mode, alpha, beta, gamma) makes y = alpha * f(z) (+ beta * prior)."""
     x = _as_float64(x)
     mean, var = batch_statistics(x, mode)
     inv_std = inverse_std(var, epsilon)
     scale, bias = _param(scale, x.shape, mode), _param(bias, x.shape, mode)
-    result = scale * (x - mean) * inv_std + bias
+    result = _activated(scale * (x - mean) * inv_std + bias, fused_activation)
     out = {"y": blend(result, alpha, beta, y_prior), "saved_mean": mean, "saved_inv_var": inv_std}
     if running_mean is not None:
         m = reduction_count(x.shape, mode)
@@ -155,16 +239,22 @@ def batchnorm_forward_inference(
     alpha: float = 1.0,
     beta: float = 0.0,
     y_prior=None,
+    fused_activation=None,
+    var_is_inv_std: bool = False,
 ) -> np.ndarray:
     """Inference forward with the given estimates; mean and var both None means
-    the batch's own (biased) statistics, as MIOpen's fallback does."""
+    the batch's own (biased) statistics, as MIOpen's fallback does.  With
+    ``var_is_inv_std`` var holds 1 / sqrt(variance + epsilon) (MIOpen's
+    InvVariance entry points) and epsilon is not used with it."""
     x = _as_float64(x)
     if mean is None and var is None:
-        mean, var = batch_statistics(x, mode)
+        mean, batch_var = batch_statistics(x, mode)
+        inv_std = inverse_std(batch_var, epsilon)
     else:
         mean, var = _param(mean, x.shape, mode), _param(var, x.shape, mode)
+        inv_std = var if var_is_inv_std else inverse_std(var, epsilon)  # no fabs: NaN stays NaN
     scale, bias = _param(scale, x.shape, mode), _param(bias, x.shape, mode)
-    result = scale * (x - mean) * inverse_std(var, epsilon) + bias  # no fabs: NaN stays NaN
+    result = _activated(scale * (x - mean) * inv_std + bias, fused_activation)
     return blend(result, alpha, beta, y_prior)
 
 
@@ -185,10 +275,14 @@ def batchnorm_backward(
     dx_prior=None,
     dscale_prior=None,
     dbias_prior=None,
+    bias=None,
+    fused_activation=None,
 ) -> dict:
     """Backward.  Returns a dict with dx, dscale and dbias.  The statistics come
     from saved_mean/saved_inv_var when both are given (epsilon unused), else
-    they are recomputed from x with epsilon."""
+    they are recomputed from x with epsilon.  With ``fused_activation`` dy is
+    the gradient of f(z), z = scale * xhat + bias, and g = dy * f'(z) takes
+    dy's place below."""
     x, dy = _as_float64(x), _as_float64(dy)
     axes = reduction_axes(x.ndim, mode)
     m = reduction_count(x.shape, mode)
@@ -199,6 +293,8 @@ def batchnorm_backward(
         inv_std = inverse_std(var, epsilon)
     scale = _param(scale, x.shape, mode)
     xhat = (x - mean) * inv_std
+    if fused_activation is not None:
+        dy = dy * activation_derivative(scale * xhat + _param(bias, x.shape, mode), *fused_activation)
     dbias = dy.sum(axis=axes, keepdims=True)
     dscale = (dy * xhat).sum(axis=axes, keepdims=True)
     dx = scale * inv_std / m * (m * dy - dbias - xhat * dscale)

@@ -695,6 +695,115 @@ static void test_bad_group_norm_calls(void) {
 }
 #undef GN_REJECTED
 
+/* Issue 25's entry points: size_t descriptors, the tuning policy,
+ * activation descriptors, V3 training, inverse-std inference, a fused
+ * activation (relu) and a fusion plan, against the plain calls. */
+static void test_issue25_entry_points(void) {
+    struct Problem p;
+    setup(&p);
+    const float alpha = 1.0f, beta = 0.0f, half = 0.5f;
+    const double eps = 1e-5;
+
+    miopenTensorDescriptor_t v2;
+    miopenCreateTensorDescriptor(&v2);
+    const size_t dims[4] = {N, C, H, W};
+    CHECK_STATUS(miopenStatusSuccess, miopenSetTensorDescriptorV2(v2, miopenFloat, 4, dims, NULL));
+    const size_t too_big[2] = {2, (size_t)1 << 63};
+    CHECK_STATUS(miopenStatusBadParm, miopenSetTensorDescriptorV2(v2, miopenFloat, 2, too_big, NULL));
+
+    miopenTuningPolicy_t policy;
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTuningPolicy(p.handle, &policy));
+    CHECK(policy == miopenTuningPolicyNone);
+    CHECK_STATUS(miopenStatusSuccess, miopenSetTuningPolicy(p.handle, miopenTuningPolicySearch));
+    CHECK_STATUS(miopenStatusBadParm, miopenSetTuningPolicy(p.handle, (miopenTuningPolicy_t)0));
+    CHECK_STATUS(miopenStatusSuccess, miopenGetTuningPolicy(p.handle, &policy));
+    CHECK(policy == miopenTuningPolicySearch);
+
+    miopenActivationDescriptor_t relu;
+    CHECK_STATUS(miopenStatusSuccess, miopenCreateActivationDescriptor(&relu));
+    CHECK_STATUS(miopenStatusSuccess, miopenSetActivationDescriptor(relu, miopenActivationRELU, 0.0, 0.0, 0.0));
+    CHECK_STATUS(miopenStatusBadParm, miopenSetActivationDescriptor(relu, (miopenActivationMode_t)11, 0, 0, 0));
+    miopenActivationMode_t mode;
+    CHECK_STATUS(miopenStatusSuccess, miopenGetActivationDescriptor(relu, &mode, NULL, NULL, NULL));
+    CHECK(mode == miopenActivationRELU);
+
+    /* V3 from separate buffers: the previous ones stay, the next ones match V2 in place. */
+    float prev_mean[C], prev_var[C], next_mean[C], next_var[C], y3[TOTAL];
+    memcpy(prev_mean, p.run_mean, sizeof prev_mean);
+    memcpy(prev_var, p.run_var, sizeof prev_var);
+    fill_nan(next_mean, C);
+    fill_nan(next_var, C);
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBatchNormalizationForwardTraining_V3(
+                     p.handle, miopenBNSpatial, (void*)&alpha, (void*)&beta, v2, p.x, v2, y3, p.param_desc,
+                     p.param_desc, p.param_desc, p.param_desc, p.scale, p.bias, 0.25, prev_mean, prev_var,
+                     next_mean, next_var, eps, p.save_mean, p.save_inv));
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBatchNormalizationForwardTraining_V2(
+                     p.handle, miopenBNSpatial, (void*)&alpha, (void*)&beta, p.x_desc, p.x, p.x_desc, p.y,
+                     p.param_desc, p.param_desc, p.param_desc, p.param_desc, p.scale, p.bias, 0.25, p.run_mean,
+                     p.run_var, eps, NULL, NULL));
+    CHECK(memcmp(prev_mean, p.run_mean, sizeof prev_mean) != 0);
+    CHECK(memcmp(next_mean, p.run_mean, sizeof next_mean) == 0 && memcmp(next_var, p.run_var, sizeof next_var) == 0);
+    CHECK(memcmp(y3, p.y, sizeof y3) == 0);
+
+    /* Inference from the saved inverse std reproduces training's y; with relu fused, max(0, y). */
+    float yi[TOTAL], ya[TOTAL];
+    fill_nan(yi, TOTAL);
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBatchNormalizationForwardInferenceInvVariance(
+                     p.handle, miopenBNSpatial, (void*)&alpha, (void*)&beta, p.x_desc, p.x, p.x_desc, yi,
+                     p.param_desc, p.param_desc, p.param_desc, p.param_desc, p.scale, p.bias, p.save_mean,
+                     p.save_inv));
+    fill_nan(ya, TOTAL);
+    CHECK_STATUS(miopenStatusSuccess,
+                 miopenBatchNormForwardInferenceActivationInvVariance(
+                     p.handle, miopenBNSpatial, (void*)&half, (void*)&beta, p.x_desc, p.x, p.x_desc, ya,
+                     p.param_desc, p.param_desc, p.param_desc, p.param_desc, p.scale, p.bias, p.save_mean,
+                     p.save_inv, relu));
+    int ok = 1;
+    for (int at = 0; at < TOTAL; ++at) {
+        ok &= close_to(yi[at], p.y[at], 1e-5);
+        ok &= close_to(ya[at], 0.5 * (p.y[at] > 0 ? p.y[at] : 0.0), 1e-5);
+    }
+    CHECK(ok);
+    CHECK_STATUS(miopenStatusNotImplemented,
+                 miopenBatchNormForwardInferenceActivation(
+                     p.handle, miopenBNSpatial, (void*)&alpha, (void*)&half, p.x_desc, p.x, p.x_desc, ya,
+                     p.param_desc, p.param_desc, p.param_desc, p.param_desc, p.scale, p.bias, p.run_mean,
+                     p.run_var, eps, relu));
+
+    /* The same through a fusion plan; a bias op makes a plan unsupported. */
+    miopenFusionPlanDescriptor_t plan;
+    miopenFusionOpDescriptor_t bn_op, act_op, bias_op;
+    miopenOperatorArgs_t args;
+    CHECK_STATUS(miopenStatusSuccess, miopenCreateFusionPlan(&plan, miopenVerticalFusion, p.x_desc));
+    CHECK_STATUS(miopenStatusSuccess, miopenCreateOpBatchNormInference(plan, &bn_op, miopenBNSpatial, p.param_desc));
+    CHECK_STATUS(miopenStatusSuccess, miopenCreateOpActivationForward(plan, &act_op, miopenActivationRELU));
+    CHECK_STATUS(miopenStatusSuccess, miopenCompileFusionPlan(p.handle, plan));
+    CHECK_STATUS(miopenStatusSuccess, miopenCreateOperatorArgs(&args));
+    CHECK_STATUS(miopenStatusSuccess, miopenSetOpArgsBatchNormInference(args, bn_op, &alpha, &beta, p.scale, p.bias,
+                                                                        p.run_mean, p.run_var, eps));
+    CHECK_STATUS(miopenStatusSuccess, miopenSetOpArgsActivForward(args, act_op, &alpha, &beta, 0.0, 0.0, 0.0));
+    fill_nan(ya, TOTAL);
+    CHECK_STATUS(miopenStatusSuccess, miopenExecuteFusionPlan(p.handle, plan, p.x_desc, p.x, p.x_desc, ya, args));
+    ok = 1;
+    for (int at = 0; at < TOTAL; ++at) {
+        const int c = (at / HW) % C;
+        const double z = p.scale[c] * (p.x[at] - p.run_mean[c]) / sqrt((double)p.run_var[c] + eps) + p.bias[c];
+        ok &= close_to(ya[at], z > 0 ? z : 0.0, 1e-5);
+    }
+    CHECK(ok);
+    CHECK_STATUS(miopenStatusSuccess, miopenCreateOpBiasForward(plan, &bias_op, p.param_desc));
+    CHECK_STATUS(miopenStatusUnsupportedOp, miopenCompileFusionPlan(p.handle, plan));
+    CHECK_STATUS(miopenStatusSuccess, miopenDestroyOperatorArgs(args));
+    CHECK_STATUS(miopenStatusSuccess, miopenDestroyFusionPlan(plan));
+    CHECK_STATUS(miopenStatusSuccess, miopenDestroyActivationDescriptor(relu));
+    CHECK_STATUS(miopenStatusBadParm, miopenDestroyActivationDescriptor(relu));
+    miopenDestroyTensorDescriptor(v2);
+    teardown(&p);
+}
+
 int main(void) {
     test_error_strings();
     test_handles();
@@ -705,5 +814,6 @@ int main(void) {
     test_bad_backward_calls();
     test_group_norm_numerics();
     test_bad_group_norm_calls();
+    test_issue25_entry_points();
     return report();
 }

@@ -78,6 +78,10 @@ class Options:
     groups: int
     activation: Optional[str]  # None or "swish"
     activation_beta: float
+    bn_activation: Optional[tuple]  # bnorm's fused activation: (mode code, (alpha, beta, gamma)), or None
+    inverse_variance: bool  # bnorm inference from 1 / sqrt(var + eps)
+    ping_pong: bool  # bnorm training reads the running statistics from other buffers than it writes (V3)
+    tuning_policy: int  # miopenTuningPolicy_t set on the handle, 0 for none
     backend: str
     seed: Optional[int]
 
@@ -152,6 +156,18 @@ def _bnorm_flags(parser: argparse.ArgumentParser) -> None:
     bn.add_argument("--beta-param", type=float, default=0.0, help="extension: prior scale for dscale/dbias")
     bn.add_argument("--grad-type", choices=sorted(GRAD_TYPES), default=None,
                     help="extension: type of dy and dx (default x's type; fp32 is the other choice)")
+    bn.add_argument("-f", "--activ_mode", type=int, default=0, choices=range(11),
+                    help="fused activation, miopenActivationMode_t (default 0: none)")
+    bn.add_argument("-x", "--activ_alpha", type=float, default=1.0, help="activation alpha (default 1)")
+    bn.add_argument("-y", "--activ_beta", type=float, default=1.0, help="activation beta (default 1)")
+    bn.add_argument("--activ_gamma", type=float, default=1.0, help="extension: activation gamma (default 1)")
+    bn.add_argument("-I", "--inverse_variance", type=_flag_01, default=0,
+                    help="inference takes 1 / sqrt(var + eps) instead of the variance (needs -F 2)")
+    bn.add_argument("-Q", "--ping_pong_buffers", type=_flag_01, default=0,
+                    help="training reads the running statistics from other buffers than it writes "
+                         "(V3; needs -F 1 -r 1)")
+    bn.add_argument("--tuning_policy", type=int, default=0, choices=range(6),
+                    help="miopenTuningPolicy_t set on the handle; accepted, changes nothing (default 0: none)")
 
 
 def _groupnorm_flags(parser: argparse.ArgumentParser) -> None:
@@ -222,6 +238,12 @@ def _check_run(args, sub: Subcommand) -> None:
     grad_type = getattr(args, "grad_type", None)
     if grad_type and GRAD_TYPES[grad_type] not in (sub.x_dtype, dtypes.FLOAT32):
         raise UsageError(f"--grad-type {grad_type}: dy and dx are x's type ({sub.x_dtype}) or fp32")
+    if getattr(args, "inverse_variance", 0) and args.forw != 2:
+        raise UsageError("-I 1 (inverse variance) needs forward inference (-F 2)")
+    if getattr(args, "ping_pong_buffers", 0) and (args.forw != 1 or not args.run):
+        raise UsageError("-Q 1 (ping-pong running statistics) needs forward training with -r 1")
+    if getattr(args, "activ_mode", 0) and args.beta != 0 and args.forw:
+        raise UsageError("-B with a fused activation (-f) is not implemented for the forward")
     if sub.operation == GROUPNORM:
         groups, channels = args.num_groups, args.in_channels
         if groups < 1 or channels % groups:
@@ -260,6 +282,11 @@ def parse(argv: Sequence[str]) -> Options:
         groups=1 if bnorm else args.num_groups,
         activation=None if bnorm or args.activation == "none" else args.activation,
         activation_beta=1.0 if bnorm else args.activation_beta,
+        bn_activation=(args.activ_mode, (args.activ_alpha, args.activ_beta, args.activ_gamma))
+        if bnorm and args.activ_mode else None,
+        inverse_variance=bool(args.inverse_variance) if bnorm else False,
+        ping_pong=bool(args.ping_pong_buffers) if bnorm else False,
+        tuning_policy=args.tuning_policy if bnorm else 0,
         backend=args.backend,
         seed=args.seed,
     )

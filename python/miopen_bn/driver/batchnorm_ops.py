@@ -7,7 +7,11 @@ deviation (written by training, read by backward; backward recomputes them
 from x without it), ``-r`` the running statistics (updated by training, read
 as estimates by inference; inference uses the batch's own statistics without
 it), ``-A``/``-B`` blend y and dx with their prior content,
-``--alpha-param``/``--beta-param`` blend dscale and dbias.
+``--alpha-param``/``--beta-param`` blend dscale and dbias; ``-f``
+(with ``-x``/``-y``/``--activ_gamma``) fuses an activation into every
+direction, ``-I`` gives inference the inverse std instead of the variance,
+``-Q`` makes training read the running statistics from other buffers than it
+writes (V3).
 """
 
 from __future__ import annotations
@@ -58,6 +62,19 @@ def _optional(sample_cut, array):
     return None if array is None else sample_cut(array)
 
 
+def _activation_args(options) -> dict:
+    """The public functions' activation arguments for -f, or none."""
+    if options.bn_activation is None:
+        return {}
+    code, params = options.bn_activation
+    return {"activation": code, "activation_params": params}
+
+
+def _fused(options):
+    """The reference's fused_activation for -f, or None."""
+    return None if options.bn_activation is None else (options.bn_activation[0],) + options.bn_activation[1]
+
+
 class BnTraining(Operation):
     title = "Forward Training"
     key = "bn_train"
@@ -74,6 +91,9 @@ class BnTraining(Operation):
             )
             # Copies: the call updates them in place, the reference needs the old values.
             self.running_device = tuple(data.on_device(v.copy()) for v in self.running_before)
+        self.next_device = (None, None)  # -Q: where the running statistics are written
+        if data.options.ping_pong:
+            self.next_device = tuple(data.on_device(data.poisoned_param()) for _ in range(2))
         self.saved = (data.poisoned_param(), data.poisoned_param()) if data.options.save else None
         self.saved_device = tuple(data.on_device(v) for v in self.saved or (None, None))
 
@@ -84,6 +104,7 @@ class BnTraining(Operation):
             exp_avg_factor=EXP_AVG_FACTOR, running_mean=self.running_device[0],
             running_var=self.running_device[1], save_stats=o.save, saved_mean=self.saved_device[0],
             saved_inv_var=self.saved_device[1], alpha=o.alpha, beta=o.beta, y=self.y_device, handle=handle,
+            next_running_mean=self.next_device[0], next_running_var=self.next_device[1], **_activation_args(o),
         )
 
     def outputs(self) -> dict:
@@ -91,7 +112,8 @@ class BnTraining(Operation):
         if self.saved:
             out.update(saved_mean=self.saved_device[0], saved_inv_var=self.saved_device[1])
         if self.running_before:
-            out.update(running_mean=self.running_device[0], running_var=self.running_device[1])
+            written = self.next_device if self.data.options.ping_pong else self.running_device
+            out.update(running_mean=written[0], running_var=written[1])
         return out
 
     def expectations(self, sample) -> list:
@@ -100,7 +122,7 @@ class BnTraining(Operation):
         ref = reference.batchnorm_forward_training(
             cut(d.x), cut(d.scale), cut(d.bias), mode=d.mode, epsilon=o.epsilon, exp_avg_factor=EXP_AVG_FACTOR,
             running_mean=_optional(cut, before[0]), running_var=_optional(cut, before[1]),
-            alpha=o.alpha, beta=o.beta, y_prior=_optional(cut, self.y_prior),
+            alpha=o.alpha, beta=o.beta, y_prior=_optional(cut, self.y_prior), fused_activation=_fused(o),
         )
         names = ["y"] + (["saved_mean", "saved_inv_var"] if self.saved else [])
         names += ["running_mean", "running_var"] if self.running_before else []
@@ -123,6 +145,10 @@ class BnInference(Operation):
         self.estimates = None
         if data.options.running:
             self.estimates = data.factory.near_channel_statistics(data.param_shape, data.param_dtype)
+            if data.options.inverse_variance:  # -I: the inverse std in the variance's place
+                mean, var = self.estimates
+                inv_std = reference.inverse_std(var.astype(np.float64), data.options.epsilon)
+                self.estimates = (mean, inv_std.astype(var.dtype))
         self.estimates_device = tuple(data.on_device(v) for v in self.estimates or (None, None))
 
     def call(self, handle) -> None:
@@ -130,6 +156,7 @@ class BnInference(Operation):
         batchnorm_forward_inference(
             d.x_device, d.scale_device, d.bias_device, *self.estimates_device, mode=d.mode,
             epsilon=o.epsilon, alpha=o.alpha, beta=o.beta, y=self.y_device, handle=handle,
+            inverse_variance=o.inverse_variance, **_activation_args(o),
         )
 
     def outputs(self) -> dict:
@@ -140,7 +167,8 @@ class BnInference(Operation):
         mean, var = self.estimates or (None, None)
         y = reference.batchnorm_forward_inference(
             cut(d.x), cut(d.scale), cut(d.bias), _optional(cut, mean), _optional(cut, var), mode=d.mode,
-            epsilon=o.epsilon, alpha=o.alpha, beta=o.beta, y_prior=_optional(cut, self.y_prior),
+            epsilon=1e-5 if o.inverse_variance else o.epsilon, alpha=o.alpha, beta=o.beta,
+            y_prior=_optional(cut, self.y_prior), fused_activation=_fused(o), var_is_inv_std=o.inverse_variance,
         )
         return [Expected("y", y, ELEMENTWISE, cut)]
 
@@ -182,6 +210,7 @@ class BnBackward(Operation):
             saved_inv_var=self.saved_device[1], mode=d.mode, epsilon=o.epsilon, alpha_data=o.alpha,
             beta_data=o.beta, alpha_param=o.alpha_param, beta_param=o.beta_param, dx=self.dx_device,
             dscale=self.dscale_device, dbias=self.dbias_device, handle=handle,
+            bias=d.bias_device if o.bn_activation else None, **_activation_args(o),
         )
 
     def outputs(self) -> dict:
@@ -195,7 +224,7 @@ class BnBackward(Operation):
             saved_inv_var=_optional(cut, saved[1]), mode=d.mode, epsilon=o.epsilon, alpha_data=o.alpha,
             beta_data=o.beta, alpha_param=o.alpha_param, beta_param=o.beta_param,
             dx_prior=_optional(cut, self.dx_prior), dscale_prior=_optional(cut, self.dscale_prior),
-            dbias_prior=_optional(cut, self.dbias_prior),
+            dbias_prior=_optional(cut, self.dbias_prior), bias=cut(d.bias), fused_activation=_fused(o),
         )
         return [
             Expected("dx", ref["dx"], ELEMENTWISE, cut),
@@ -205,7 +234,8 @@ class BnBackward(Operation):
 
     def reads(self) -> list:
         priors = [self.dx_prior, self.dscale_prior, self.dbias_prior]
-        return [self.data.x, self.dy, self.data.scale, *(self.saved or ()), *priors]
+        bias = [self.data.bias] if self.data.options.bn_activation else []
+        return [self.data.x, self.dy, self.data.scale, *bias, *(self.saved or ()), *priors]
 
     def writes(self) -> list:
         return [self.dx, self.dscale, self.dbias]

@@ -55,6 +55,8 @@ def _run(options, progress: Progress) -> int:
     channels_per_group = 1 if bnorm else options.shape[1] // options.groups
     status = EXIT_OK
     with Handle(options.backend) as handle:
+        if options.tuning_policy:
+            handle.tuning_policy = options.tuning_policy
         make = batchnorm_operations if bnorm else groupnorm_operations
         for operation in make(options, factory, memory):
             result = runner.run(operation, handle, memory, options, progress)
