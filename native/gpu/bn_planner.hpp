@@ -19,6 +19,7 @@ struct SlotTensors {
 struct DeviceShape {
     int multiprocessors = 1;
     int wave_size = 32;
+    int shared_bytes_per_block = 0;  // the most dynamic shared memory one block may use
 };
 
 BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device);

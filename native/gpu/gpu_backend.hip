@@ -12,6 +12,8 @@
 #include "common/backend.hpp"
 #include "gpu/bn_launch.hpp"
 #include "gpu/bn_planner.hpp"
+#include "gpu/bn_dense_inference.hpp"
+#include "gpu/bn_resident.hpp"
 #include "gpu/bn_scratch.hpp"
 #include "gpu/gn_launch.hpp"
 #include "gpu/hip_compat.h"
@@ -32,6 +34,13 @@ void run_backward_reduce(const BnBackwardReduce& p, const LaunchTarget& target);
 void run_backward_elementwise(const BnBackwardElementwise& p, const LaunchTarget& target);
 
 namespace {
+
+// The most shared memory a block may ask for (beyond the default 48 KB on NVIDIA).
+#if MBN_GPU_CUDA
+constexpr auto kSharedBytesPerBlockAttribute = cudaDevAttrMaxSharedMemoryPerBlockOptin;
+#else
+constexpr auto kSharedBytesPerBlockAttribute = hipDeviceAttributeMaxSharedMemoryPerBlock;
+#endif
 
 constexpr std::size_t kInitialScratchBytes = std::size_t(8) << 20;
 constexpr std::int64_t kInitialCounters = std::int64_t(1) << 16;
@@ -136,6 +145,12 @@ public:
         t.slot[kFwdVar] = &p.running_var;
         t.slot[kFwdSavedMean] = &p.saved_mean;
         t.slot[kFwdSavedInvStd] = &p.saved_inv_std;
+        const ResidentPlan resident = plan_resident(p, shape_);
+        if (resident.usable) {
+            run(resident.scratch_bytes, resident.counters,
+                [&](const LaunchTarget& target) { run_resident(p, resident, target); });
+            return;
+        }
         const BnLayout layout = plan_layout(p.geom, t, shape_);
         run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_forward_training(p, layout, target); });
     }
@@ -149,6 +164,10 @@ public:
         t.slot[kFwdBias] = &p.bias;
         t.slot[kFwdMean] = &p.mean;
         t.slot[kFwdVar] = &p.var;
+        if (dense_inference_fits(p)) {
+            run(0, 0, [&](const LaunchTarget& target) { run_dense_inference(p, shape_, target); });
+            return;
+        }
         const BnLayout layout = plan_layout(p.geom, t, shape_);
         run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_forward_inference(p, layout, target); });
     }
@@ -164,6 +183,12 @@ public:
         t.slot[kBwdDbias] = &p.dbias;
         t.slot[kBwdSavedMean] = &p.saved_mean;
         t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
+        const ResidentPlan resident = plan_resident(p, shape_);
+        if (resident.usable) {
+            run(resident.scratch_bytes, resident.counters,
+                [&](const LaunchTarget& target) { run_resident(p, resident, target); });
+            return;
+        }
         const BnLayout layout = plan_layout(p.geom, t, shape_);
         run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_backward(p, layout, target); });
     }
@@ -288,7 +313,8 @@ std::unique_ptr<Backend> make_gpu_backend(void* stream) {
     gpu::DeviceShape shape;
     if (hipGetDevice(&device) != hipSuccess ||
         hipDeviceGetAttribute(&shape.multiprocessors, hipDeviceAttributeMultiprocessorCount, device) != hipSuccess ||
-        hipDeviceGetAttribute(&shape.wave_size, hipDeviceAttributeWarpSize, device) != hipSuccess) {
+        hipDeviceGetAttribute(&shape.wave_size, hipDeviceAttributeWarpSize, device) != hipSuccess ||
+        hipDeviceGetAttribute(&shape.shared_bytes_per_block, gpu::kSharedBytesPerBlockAttribute, device) != hipSuccess) {
         (void)hipGetLastError();
         return nullptr;
     }

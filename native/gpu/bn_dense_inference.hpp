@@ -1,0 +1,18 @@
+// Spatial batch-norm inference on packed NCHW tensors of 2 MB and more in
+// one elementwise pass (bn_dense_inference.hip).  Other inference calls take
+// bn_forward.hip's nest walk.  MIOPEN_BN_GPU_DENSE_INFERENCE=0 turns it off,
+// =force takes it for every tensor it can serve.
+#pragma once
+
+#include "common/problem.hpp"
+#include "gpu/bn_launch.hpp"
+#include "gpu/bn_planner.hpp"
+
+namespace mbn {
+namespace gpu {
+
+bool dense_inference_fits(const BnForwardInference& p);
+void run_dense_inference(const BnForwardInference& p, const DeviceShape& device, const LaunchTarget& target);
+
+}  // namespace gpu
+}  // namespace mbn

@@ -1,0 +1,73 @@
+// A barrier across all blocks of one launch, through one counter of the
+// backend's zero-initialized counter buffer (LaunchTarget::counters).
+//
+// Only valid when every block of the grid is resident at once: callers size
+// such grids from the occupancy the runtime reports, never larger.  It is a
+// normal launch, not a cooperative one, so the call stays capturable in a
+// graph on either vendor.
+//
+// The counter only grows during a launch: barrier k (1, 2, ...) waits until
+// it reaches k * blocks.  Each block adds one more on its way out, and the
+// last one out puts the counter back at zero, so the next launch (or graph
+// replay) finds it as this one did.
+#pragma once
+
+#include "gpu/hip_compat.h"
+
+namespace mbn {
+namespace gpu {
+
+using BarrierCounter = unsigned long long;
+
+__device__ __forceinline__ BarrierCounter load_counter(const BarrierCounter* p) {
+    return *static_cast<const volatile BarrierCounter*>(p);
+}
+
+// Eases the polling of a waiting thread.
+__device__ __forceinline__ void pause_briefly() {
+#if MBN_GPU_CUDA
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    __nanosleep(20);
+#endif
+#else
+    __builtin_amdgcn_s_sleep(1);
+#endif
+}
+
+// Data other blocks stored before a barrier: read past the non-coherent L1.
+template <typename V>
+__device__ __forceinline__ V load_after_barrier(const V* p) {
+#if MBN_GPU_CUDA
+    return __ldcg(p);
+#else
+    return *static_cast<const volatile V*>(p);
+#endif
+}
+
+// Every thread of every block calls it with the same `number` (1 for the
+// first barrier of the launch, 2 for the second, ...).  Returns once every
+// block has arrived, with their earlier global stores visible to this
+// block's load_after_barrier reads.
+__device__ __forceinline__ void grid_barrier(BarrierCounter* counter, unsigned number) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const BarrierCounter blocks = gridDim.x;
+        __threadfence();  // this block's stores before its arrival
+        atomicAdd(counter, 1ull);
+        while (load_counter(counter) < number * blocks) pause_briefly();
+        __threadfence();  // the others' stores before this block's reads
+    }
+    __syncthreads();
+}
+
+// The block's way out after `barriers` barriers: the last block resets the
+// counter.  No thread of the block may touch the counter afterwards.
+__device__ __forceinline__ void grid_barrier_exit(BarrierCounter* counter, unsigned barriers) {
+    if (threadIdx.x == 0) {
+        const BarrierCounter blocks = gridDim.x;
+        if (atomicAdd(counter, 1ull) + 1 == (barriers + 1) * blocks) atomicExch(counter, 0ull);
+    }
+}
+
+}  // namespace gpu
+}  // namespace mbn
