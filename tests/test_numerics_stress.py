@@ -1,7 +1,7 @@
-"""Numerics stress beyond SPEC 5's list, on every backend (the ``backend``
+"""Numerics stress beyond docs/numerics.md#values, on every backend (the ``backend``
 fixture): reductions of 2^24 to 2^26 values per statistic, float32 inputs
 near 1e30, zero-variance channels with epsilon = 0, and variances in the
-subnormal range.  The documented outcomes (README, "Reliability") are what
+subnormal range.  The documented outcomes (docs/numerics.md#limits) are what
 these tests pin down, non-finite values included: check() demands NaN and
 inf exactly where the float64 reference has them."""
 

@@ -800,7 +800,7 @@ std::vector<Case> build_cases(bool quick) {
         }
     }
 
-    // SPEC 5 shapes, spatial (and a per-activation one), fewer type/layout combinations.
+    // docs/numerics.md#shapes, spatial (and a per-activation one), fewer type/layout combinations.
     const std::vector<std::vector<int>> big_shapes = quick
         ? std::vector<std::vector<int>>{{16, 96, 35, 35}, {2048, 64, 1, 1}}
         : std::vector<std::vector<int>>{{64, 1, 1024, 1024}, {69328, 1, 22, 22}, {16, 80, 73, 73},
