@@ -174,7 +174,7 @@ def test_subnormal_inputs(backend, rng, mode):
     epsilon 1e-5 the variance is negligible and y is the bias, accurately.
     With epsilon 0 the inverse std (~1e40) exceeds float32: the saved
     inverse std is +inf (documented; y, computed in float32, is not reliable
-    there: README, Reliability)."""
+    there: docs/numerics.md#limits)."""
     shape = (8, 3, 4, 4)
     x = (1e-40 * standardized(rng, shape, mode)).astype(np.float32)
     assert (np.abs(x[x != 0]) < np.finfo(np.float32).tiny).all()
