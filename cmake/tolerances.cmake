@@ -1,4 +1,4 @@
-# The C test programs' tolerances, generated from the one table,
+# The C GPU-versus-CPU program's tolerances, generated from the one table,
 # python/miopen_bn/tolerances.csv (docs/tolerances.md), which the Python
 # package reads too: a tolerance changes in the CSV alone.
 #

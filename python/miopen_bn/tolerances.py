@@ -1,8 +1,8 @@
 """How close a result must be to the float64 reference: the one table, read
 from ``tolerances.csv`` beside this file (docs/tolerances.md gives its
 reasons), shared by the tests, the benchmarks, the driver and, through a
-header CMake generates from the same file, the C test programs; and
-``check`` to apply it.
+header CMake generates from the same file, the C GPU-versus-CPU program;
+and ``check`` to apply it.
 
 Two kinds of output:
 
