@@ -17,7 +17,7 @@ RESNET50_LAYERS = [
 SMALL_BATCH_LAYERS = [(64, 56), (256, 14), (2048, 7)]
 SMALL_BATCH_SIZES = [1, 2, 8]
 
-# Shapes MIOpen has had trouble with (SPEC 5): C=1 with huge H*W, a huge N with
+# Shapes MIOpen has had trouble with (docs/numerics.md#shapes): C=1 with huge H*W, a huge N with
 # C=1, and N > 768 with one channel.
 EDGE_SHAPES = [
     (64, 1, 1024, 1024),

@@ -113,5 +113,5 @@ if(MIOPEN_BN_BUILD_TESTS AND EXISTS ${PROJECT_SOURCE_DIR}/tests/c/gpu_vs_cpu.cpp
   add_executable(miopen_bn_gpu_vs_cpu ${PROJECT_SOURCE_DIR}/tests/c/gpu_vs_cpu.cpp)
   target_include_directories(miopen_bn_gpu_vs_cpu PRIVATE ${PROJECT_SOURCE_DIR}/native ${MIOPEN_BN_GPU_HOST_INCLUDES})
   target_compile_definitions(miopen_bn_gpu_vs_cpu PRIVATE ${MIOPEN_BN_GPU_HOST_DEFINITIONS})
-  target_link_libraries(miopen_bn_gpu_vs_cpu PRIVATE miopen_bn ${MIOPEN_BN_GPU_RUNTIME} Threads::Threads)
+  target_link_libraries(miopen_bn_gpu_vs_cpu PRIVATE miopen_bn miopen_bn_tolerances ${MIOPEN_BN_GPU_RUNTIME} Threads::Threads)
 endif()

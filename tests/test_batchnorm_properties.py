@@ -1,4 +1,4 @@
-"""Every entry point equals the float64 reference within SPEC 5's tolerances,
+"""Every entry point equals the float64 reference within docs/tolerances.md,
 on random shapes, dtypes, layouts, modes, parameter forms and alpha/beta.
 
 Outputs not blended into (beta == 0) are NaN-poisoned before the call, so a
@@ -298,7 +298,8 @@ def test_in_place(mode, dtype, seed, data):
 @given(mode=modes(), seed=seeds(), steps=st.integers(2, 5), data=st.data())
 def test_running_statistics_evolve(mode, seed, steps, data):
     """With f = 1/(1+i) the running statistics are the cumulative average of
-    the batch means and unbiased variances (SPEC 2), step after step."""
+    the batch means and unbiased variances
+    (docs/conventions.md#batch-norm-statistics), step after step."""
     shape = data.draw(bn_shapes(mode=mode, training=True), label="shape")
     rng = np.random.default_rng(seed)
     scale = filled(params(rng, shape, mode, "short"), "float32")

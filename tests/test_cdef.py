@@ -106,7 +106,7 @@ def test_every_declared_function_is_exported(library):
 
 
 def test_enum_values_reach_python_unchanged(lib):
-    # A few spot values straight from SPEC 1: the cdef carries the header's.
+    # A few spot values of MIOpen's enumerations: the cdef carries the header's.
     assert lib.miopenStatusVersionMismatch == 10
     assert lib.miopenBFloat16 == 5 and lib.miopenDouble == 6
     assert lib.miopenTensorNDHWC == 8

@@ -1,6 +1,7 @@
-"""SPEC 1's descriptor rules, through the raw C calls.
+"""The descriptor rules (docs/conventions.md#tensor-descriptors), through the
+raw C calls.
 
-Each failing call must return the status the SPEC gives, leave a
+Each failing call must return the status the header gives, leave a
 thread-local message that names the problem, and leave the descriptor as it
 was before the call."""
 

@@ -2,8 +2,12 @@
 user would, run on the CPU backend, every case (fp32/fp16/bf16 I/O, NCHW and
 NHWC) validated against the example's own CPU reference."""
 
+import re
+
 import pytest
 from native_programs import REPO, build_c_program, run_program
+
+from miopen_bn.tolerances import ELEMENTWISE, REDUCTION, Tolerance, tolerance
 
 EXAMPLES = ("bn_inference", "bn_training", "bn_backward")
 LINES_PER_CASE = {"bn_inference": ["check  y "],
@@ -39,3 +43,19 @@ def test_info_level_prints_each_step(example):
     for check in LINES_PER_CASE[name]:
         assert out.count(check) == 6, check
     assert "within tolerance 0.016" in out and "within tolerance 0.002" in out
+
+
+def test_tolerances_are_the_package_table():
+    """The samples build from the public header alone, so they restate the
+    tolerance table (one value as atol and rtol): it must be the package's,
+    python/miopen_bn/tolerances.csv."""
+    number = r"([0-9.]+e-[0-9]+)"
+    pattern = (rf"type == miopenHalf \? {number} : type == miopenBFloat16 \? {number} : "
+               rf"reduction \? {number} : {number};")
+    found = re.search(pattern, (REPO / "examples" / "common.h").read_text())
+    assert found, "examples/common.h: the tolerance expression of comparison_start() was not found"
+    half, bf16, float_reduction, float_elementwise = map(float, found.groups())
+    for dtype, kind, value in (("float16", ELEMENTWISE, half), ("float16", REDUCTION, half),
+                               ("bfloat16", ELEMENTWISE, bf16), ("bfloat16", REDUCTION, bf16),
+                               ("float32", ELEMENTWISE, float_elementwise), ("float32", REDUCTION, float_reduction)):
+        assert tolerance(dtype, kind) == Tolerance(value, value), (dtype, kind)

@@ -3,7 +3,7 @@
 Every entry point is checked against the float64 reference on fresh random
 data, with NaN-poisoned outputs: both modes, fp32/fp16/bf16/fp64 inputs with
 fp32 parameters, NCHW / NHWC (channels_last) / a strided view, each statistics
-pattern, alpha/beta blending, in-place calls, SPEC 5's shapes, every op on
+pattern, alpha/beta blending, in-place calls, docs/numerics.md#shapes, every op on
 float16 tensors of more than 2^31 elements, host arrays refused, agreement
 with PyTorch's cuDNN batch norm, calls on non-default streams, threads on
 their own streams or sharing a handle (bitwise equal to serial runs), and
@@ -282,7 +282,7 @@ def test_outputs_are_allocated_like_the_input(handle):
 
 
 # --------------------------------------------------------------------------
-# SPEC 5 shapes, checked on a sample of whole channels
+# docs/numerics.md#shapes, checked on a sample of whole channels
 # --------------------------------------------------------------------------
 SAMPLE_ELEMENTS = 1 << 22
 
@@ -359,7 +359,7 @@ def check_all_ops_sampled(handle, x, dy, dtype, seed, picked=None):
     check("dbias", select(dbias, picked, 0), ref["dbias"], REDUCTION)
 
 
-SPEC_SHAPES = [
+REQUIRED_SHAPES = [
     (64, 1, 1024, 1024),    # C = 1, huge H*W
     (69328, 1, 22, 22),     # huge N, C = 1
     (1000, 64, 1, 1),       # H = W = 1, N > 768
@@ -373,8 +373,8 @@ SPEC_SHAPES = [
 
 @pytest.mark.parametrize("layout", ("nchw", "nhwc"))
 @pytest.mark.parametrize("dtype", ("fp32", "fp16"))
-@pytest.mark.parametrize("shape", SPEC_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_spec_shapes(handle, shape, dtype, layout):
+@pytest.mark.parametrize("shape", REQUIRED_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_required_shapes(handle, shape, dtype, layout):
     if layout == "nhwc" and (len(shape) == 2 or shape[1] == 1 or np.prod(shape[2:]) == 1):
         pytest.skip("NHWC is NCHW for this shape")
     if shape == (69328, 1, 22, 22) and dtype == "fp16":

@@ -1,5 +1,6 @@
-"""Group norm on SPEC 5's shapes (cut to CI size), on the numerics that
-break naive implementations, and on SPEC 3's bad inputs."""
+"""Group norm on the shapes of docs/numerics.md#shapes (cut to CI size), on
+the numerics that break naive implementations, and on the bad inputs of
+docs/deviations.md#input-that-miopen-does-not-check."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Group norm equals the float64 reference within SPEC 5's tolerances, on
+"""Group norm equals the float64 reference within docs/tolerances.md, on
 random shapes, group counts, dtypes, layouts, parameter forms, with and
 without the affine transform and the fused swish.
 

@@ -1,5 +1,6 @@
 """The group-norm oracle itself: its forward against explicit loops over
-each (n, g) written from SPEC 3, its backward against central finite
+each (n, g) written from docs/conventions.md#group-norm-statistics, its
+backward against central finite
 differences of its forward, and swish's documented limits."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SPEC 5's numerics cases, where a naive implementation goes wrong, on
+"""The numerics cases of docs/numerics.md#values, where a naive implementation goes wrong, on
 every backend (the ``backend`` fixture: the CPU here, the GPU in device runs)."""
 
 from __future__ import annotations

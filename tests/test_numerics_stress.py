@@ -1,7 +1,7 @@
-"""Numerics stress beyond SPEC 5's list, on every backend (the ``backend``
+"""Numerics stress beyond docs/numerics.md#values, on every backend (the ``backend``
 fixture): reductions of 2^24 to 2^26 values per statistic, float32 inputs
 near 1e30, zero-variance channels with epsilon = 0, and variances in the
-subnormal range.  The documented outcomes (README, "Reliability") are what
+subnormal range.  The documented outcomes (docs/numerics.md#limits) are what
 these tests pin down, non-finite values included: check() demands NaN and
 inf exactly where the float64 reference has them."""
 
@@ -174,7 +174,7 @@ def test_subnormal_inputs(backend, rng, mode):
     epsilon 1e-5 the variance is negligible and y is the bias, accurately.
     With epsilon 0 the inverse std (~1e40) exceeds float32: the saved
     inverse std is +inf (documented; y, computed in float32, is not reliable
-    there: README, Reliability)."""
+    there: docs/numerics.md#limits)."""
     shape = (8, 3, 4, 4)
     x = (1e-40 * standardized(rng, shape, mode)).astype(np.float32)
     assert (np.abs(x[x != 0]) < np.finfo(np.float32).tiny).all()

@@ -1,4 +1,5 @@
-"""SPEC 2's pointer rules, row by row, through the raw C entry points (V1 and V2).
+"""The pointer rules (docs/conventions.md#pointers), row by row, through the raw
+C entry points (V1 and V2).
 
 Arguments are named as in the header: the calls are assembled from the
 parameter names the cdef generator reads from it, so this file restates no
@@ -378,7 +379,7 @@ def test_outputs_next_to_their_inputs_are_accepted(problem, function):
     assert not np.isnan(memory[X_SIZE:]).any()
 
 
-# --- the other BadParm rules of SPEC 2 ------------------------------------------
+# --- the other BadParm rules (docs/deviations.md) -----------------------------
 
 
 @pytest.mark.parametrize("function", ALL)

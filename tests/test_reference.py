@@ -1,5 +1,5 @@
 """The oracle itself, checked against explicit loops written straight from
-SPEC 2's formulas (and, where installed, PyTorch's batch norm)."""
+docs/conventions.md's formulas (and, where installed, PyTorch's batch norm)."""
 
 from __future__ import annotations
 

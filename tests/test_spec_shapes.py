@@ -1,4 +1,4 @@
-"""A CI-sized selection of SPEC 5's shapes, each through all three entry
+"""A CI-sized selection of docs/numerics.md#shapes, each through all three entry
 points in both memory layouts (NCHW-style and channels-last)."""
 
 from __future__ import annotations

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from miopen_bn import tolerances
+from miopen_bn import dtypes, tolerances
+from miopen_bn.cdef import enum_value
 from miopen_bn.tolerances import check, compare, tolerance
 
+GENERATOR = Path(__file__).resolve().parents[1] / "cmake" / "tolerances.cmake"
 
-def test_spec_starting_values():
+
+def test_table_values():
     assert tolerance("float32", "elementwise").atol == 1e-5
     assert tolerance("float32", "reduction").rtol == 1e-4
     assert tolerance("float16", "elementwise").rtol == 2e-3
@@ -78,3 +86,36 @@ def test_low_precision_outputs_are_widened(rng):
 
     assert compare(ref.astype(bfloat16), ref, "bfloat16", "elementwise").passed
     assert not compare(ref.astype(bfloat16), ref, "float16", "elementwise").passed
+
+
+def test_table_file_must_hold_each_row_once(tmp_path):
+    text = tolerances.TABLE_PATH.read_text()
+    assert tolerances.read_table(tolerances.TABLE_PATH) == tolerances.TOLERANCES
+    missing = tmp_path / "missing.csv"
+    missing.write_text(text.replace("float64,reduction,1e-12,1e-12\n", ""))
+    with pytest.raises(ValueError, match="one row of each kind"):
+        tolerances.read_table(missing)
+    repeated = tmp_path / "repeated.csv"
+    repeated.write_text(text + "float32,reduction,1,1\n")
+    with pytest.raises(ValueError, match="repeated row float32,reduction"):
+        tolerances.read_table(repeated)
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None or not GENERATOR.exists(), reason="needs cmake and the source tree")
+def test_c_header_holds_the_same_table(tmp_path):
+    """The header the C test programs include is generated from the same CSV
+    (cmake/tolerances.cmake): its rows are the package's table."""
+    header = tmp_path / "miopen_bn_tolerances.h"
+    subprocess.run(
+        ["cmake", f"-DCSV={tolerances.TABLE_PATH}", f"-DOUTPUT={header}", "-P", str(GENERATOR)],
+        check=True, capture_output=True,
+    )
+    rows = re.findall(r"\{(miopen\w+), ([01]), ([-+.eE0-9]+), ([-+.eE0-9]+)\}", header.read_text())
+    generated = {
+        (dtypes.NAME_FOR_MIOPEN_CODE[enum_value(type_name)], tolerances.KINDS[int(kind)]): (float(a), float(r))
+        for type_name, kind, a, r in rows
+    }
+    expected = {
+        (dtype, kind): (tol.atol, tol.rtol) for dtype, kinds in tolerances.TOLERANCES.items() for kind, tol in kinds.items()
+    }
+    assert len(rows) == len(expected) and generated == expected

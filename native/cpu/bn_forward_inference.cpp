@@ -1,6 +1,6 @@
 // Normalizing with given statistics: one streaming pass.  Inference takes
 // the estimated variance, y = scale * (x - mean) / sqrt(var + eps) + bias,
-// with no fabs (a negative var + eps gives NaN, as the SPEC requires); or
+// with no fabs (a negative var + eps gives NaN: docs/deviations.md); or
 // the inverse std itself (var_is_inv_std: the InvVariance entry point and
 // the split-phase normalize), y = scale * (x - mean) * invstd + bias.  A
 // fused activation is applied to each run of y while it is in cache.

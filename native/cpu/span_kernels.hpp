@@ -108,7 +108,7 @@ struct GradientSums {
                            BackpropRowCoefficients<double> k, OutputMode<C> mode);
 
 // out[i] = 1 / sqrt(variance[i] + epsilon): NaN where variance + epsilon < 0
-// (no fabs, as the SPEC asks), in vector form since per activation there is
+// (no fabs: docs/deviations.md), in vector form since per activation there is
 // one per value of a sample.
 void inverse_std_span(const double* variance, double epsilon, double* out, std::int64_t n);
 

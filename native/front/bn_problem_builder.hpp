@@ -1,6 +1,6 @@
 // Validation of the batch-norm entry points' arguments: turns raw C arguments
 // into the problem structs of problem.hpp, or throws mbn::Error with the
-// status SPEC.md assigns.  Nothing is written before all checks pass.
+// status miopen_bn.h documents.  Nothing is written before all checks pass.
 #pragma once
 
 #include "common/backend.hpp"

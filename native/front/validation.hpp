@@ -1,5 +1,5 @@
 // Argument checks shared by every op's problem builder (batch norm, group
-// norm): each throws mbn::Error with the status SPEC.md assigns and a message
+// norm): each throws mbn::Error with the status miopen_bn.h documents and a message
 // naming the argument.
 #pragma once
 

@@ -9,7 +9,7 @@
 //      the mean, writes dbias = sum(dy) and dscale = sum(dy * xhat)
 //      (blended), and the coefficients of step 4;
 //   4. bn_backward_apply: dx = scale * inv_std * (dy - dbias / M - xhat * dscale / M),
-//      which is SPEC's scale * inv_std / M * (M dy - dbias - xhat dscale), blended.
+//      i.e. scale * inv_std / M * (M dy - dbias - xhat dscale), blended (docs/conventions.md).
 // Step 4 does its per-element arithmetic in float for non-double data once
 // M >= kFloatBackpropMinCount (bn_block_phases.h), else in double; the sums
 // of step 2 are taken in double.

@@ -69,7 +69,7 @@ constexpr DType dtype_of() {
 }
 
 // Calls body(TypeTag<P>{}) for the parameter type P of data of element type
-// T: float, or T itself, the only pairs the fronts accept (SPEC 2).  Other
+// T: float, or T itself, the only pairs the fronts accept (docs/conventions.md#data-types).  Other
 // pairs are not instantiated: they would be dead code (4 of the 9 instances
 // of every kernel templated on P for half, bfloat16 and float data, and the
 // longest compiles of the GPU build are such kernels).

@@ -103,13 +103,14 @@ def batchnorm_forward_training(
     """Normalizes x with its own batch statistics.
 
     Returns ``(y, saved_mean, saved_inv_var)``; the saved values (the mean and
-    1/sqrt(var + epsilon)) are None when ``save_stats`` is False, and are
-    written into ``saved_mean`` / ``saved_inv_var`` when those are given
-    (both or neither), else into new arrays.  Given ``running_mean`` and
+    the inverse std 1/sqrt(var + epsilon), under MIOpen's name "inverse
+    variance") are None when ``save_stats`` is False, and are written into
+    ``saved_mean`` / ``saved_inv_var`` when those are given (both or
+    neither), else into new arrays.  Given ``running_mean`` and
     ``running_var`` are updated in place: ``run = (1 - f) * run + f * stat``
-    with the unbiased variance, or, with ``next_running_mean`` and
-    ``next_running_var`` (MIOpen's V3), read from the running arrays and
-    written to the next ones.  ``y = alpha * result + beta * y_prior``, where
+    with f = ``exp_avg_factor`` (PyTorch's momentum) and the unbiased
+    variance, or, with ``next_running_mean`` and ``next_running_var``
+    (MIOpen's V3), read from the running arrays and written to the next ones.  ``y = alpha * result + beta * y_prior``, where
     result passes through ``activation`` (a mode name such as "relu", see
     ``miopen_bn.activation``, with ``activation_params`` = (alpha, beta,
     gamma)) when one is given.
@@ -295,10 +296,10 @@ def batchnorm_backward(
 ):
     """Gradients of batch norm: returns ``(dx, dscale, dbias)``.
 
-    The statistics come from ``saved_mean`` / ``saved_inv_var`` (as returned by
-    ``batchnorm_forward_training``) when both are given, else they are
-    recomputed from x with ``epsilon``.  dy (and dx) may be x's dtype or
-    float32.  ``dx = alpha_data * result + beta_data * dx_prior``, and
+    The statistics come from ``saved_mean`` / ``saved_inv_var`` (the mean and
+    inverse std, as returned by ``batchnorm_forward_training``) when both are
+    given, else they are recomputed from x with ``epsilon``.  dy (and dx) may
+    be x's dtype or float32.  ``dx = alpha_data * result + beta_data * dx_prior``, and
     likewise dscale/dbias with alpha_param/beta_param.  With ``activation``
     (as for training) dy is the gradient of the activation's output and
     ``bias`` is needed to recompute its input.

@@ -35,8 +35,10 @@ class BatchNorm:
     ``feature_shape`` (the trailing lengths D, H, W of x).  ``dtype`` is the
     data's (x, y) and ``param_dtype`` the parameters' and statistics'
     (float32 or the data's); ``layout`` records the data layout the layer is
-    used with (any strided array is accepted).  ``momentum`` None keeps the
-    cumulative average of every batch, as torch.nn.BatchNorm does.
+    used with (any strided array is accepted).  Names follow torch.nn's:
+    ``weight`` is batch norm's scale and ``momentum`` its exp_avg_factor
+    (docs/conventions.md#names); ``momentum`` None keeps the cumulative
+    average of every batch, as torch.nn.BatchNorm does.
     """
 
     def __init__(self, num_features: int, *, mode: str = "spatial", feature_shape: Sequence[int] = (),

@@ -1,6 +1,7 @@
 """The float64 NumPy reference: the oracle every backend is checked against.
 
-It is written to be read as the statement of the conventions (SPEC 2):
+It is written to be read as the statement of the conventions
+(docs/conventions.md):
 
 * statistics are taken in two passes in float64: the mean first, then the
   mean of squared deviations (never E[x^2] - mean^2);
@@ -306,7 +307,7 @@ def batchnorm_backward(
 
 
 # --------------------------------------------------------------------------- #
-# Group normalization (SPEC 3)
+# Group normalization (docs/conventions.md#group-norm-statistics)
 # --------------------------------------------------------------------------- #
 # Sample n's channels are split into G groups of C/G consecutive channels;
 # group (n, g) is normalized over its channels at every position (M = C/G *

@@ -3,15 +3,18 @@
 // For each case it creates the tensors (fresh random data, outputs poisoned
 // with NaN, or a random prior when beta != 0), runs the same call on a CPU
 // handle (host buffers) and on a GPU handle (device buffers), and compares
-// the GPU's outputs with the CPU's:  |gpu - cpu| <= tol + tol * |cpu| per
-// element, tol by output type (float32 1e-5 for y/dx and 1e-4 for
-// reductions, float16 2e-3, bfloat16 1.6e-2, float64 1e-12).  A float64
-// reference computed here is printed beside it (ref=...), to tell which
-// backend is off when they disagree.
+// the GPU's outputs with the CPU's:  |gpu - cpu| <= atol + rtol * |cpu| per
+// element, atol and rtol by output type and kind (y/dx, or statistics and
+// parameter gradients) from the package's tolerance table,
+// python/miopen_bn/tolerances.csv, through the header the build generates
+// from it (cmake/tolerances.cmake).  A float64 reference computed here (the
+// formulas of python/miopen_bn/reference.py) is printed beside it (ref=...),
+// to tell which backend is off when they disagree.
 //
 // Prints one line per case and "N passed, N failed"; exits 1 on any failure.
 // Usage: miopen_bn_gpu_vs_cpu [--quick] [--filter SUBSTRING] [--cpu-only] [--huge] | --bench
 #include <miopen_bn.h>
+#include <miopen_bn_tolerances.h>
 
 #include "gpu/hip_compat.h"
 
@@ -322,16 +325,12 @@ struct Case {
     }
 };
 
-double tolerance(miopenDataType_t t, bool reduction) {
-    switch (t) {
-        case miopenHalf: return 2e-3;
-        case miopenBFloat16: return 1.6e-2;
-        case miopenDouble: return 1e-12;
-        default: return reduction ? 1e-4 : 1e-5;
-    }
+// How far a value is off, in units of its bound: 1 is at the bound.
+double tolerance_ratio(double got, double want, const MbnTolerance& tol) {
+    return std::fabs(got - want) / (tol.atol + tol.rtol * std::fabs(want));
 }
 
-// Worst |a - b| / (tol + tol |b|) over the logical elements; NaN agreement counts as equal.
+// Worst |a - b| / (atol + rtol |b|) over the logical elements; NaN agreement counts as equal.
 struct Comparison {
     double worst = 0;
     std::string where;
@@ -345,7 +344,7 @@ void compare_into(Comparison& cmp, const char* name, const Tensor& t, const std:
     view.strides = t.strides;
     view.lead = t.lead;
     view.host = got;
-    const double tol = tolerance(t.dtype, reduction);
+    const MbnTolerance tol = mbn_tolerance(t.dtype, reduction);
     const int r = static_cast<int>(t.lens.size());
     const std::int64_t n = t.lens[0], c = t.lens[1];
     const std::int64_t d = r == 5 ? t.lens[2] : 1;
@@ -362,7 +361,7 @@ void compare_into(Comparison& cmp, const char* name, const Tensor& t, const std:
                         if (std::isnan(a) || std::isnan(b))
                             ratio = (std::isnan(a) && std::isnan(b)) ? 0.0 : std::numeric_limits<double>::infinity();
                         else
-                            ratio = std::fabs(a - b) / (tol + tol * std::fabs(b));
+                            ratio = tolerance_ratio(a, b, tol);
                         if (ratio > cmp.worst) {
                             cmp.worst = ratio;
                             cmp.where = std::string(name) + "[" + std::to_string(o) + "] got " + std::to_string(a) +
@@ -801,7 +800,7 @@ std::vector<Case> build_cases(bool quick) {
         }
     }
 
-    // SPEC 5 shapes, spatial (and a per-activation one), fewer type/layout combinations.
+    // docs/numerics.md#shapes, spatial (and a per-activation one), fewer type/layout combinations.
     const std::vector<std::vector<int>> big_shapes = quick
         ? std::vector<std::vector<int>>{{16, 96, 35, 35}, {2048, 64, 1, 1}}
         : std::vector<std::vector<int>>{{64, 1, 1024, 1024}, {69328, 1, 22, 22}, {16, 80, 73, 73},
@@ -1013,8 +1012,8 @@ bool huge_tensor_check(Handles& h) {
     bool ok = st == miopenStatusSuccess;
     double worst = 0;
     std::string where;
-    auto note = [&](double got, double want, double tol, const std::string& what) {
-        const double ratio = std::isnan(got) ? 1e30 : std::fabs(got - want) / (tol + tol * std::fabs(want));
+    auto note = [&](double got, double want, const MbnTolerance& tol, const std::string& what) {
+        const double ratio = std::isnan(got) ? 1e30 : tolerance_ratio(got, want, tol);
         if (ratio > worst) {
             worst = ratio;
             where = what + " got " + std::to_string(got) + " want " + std::to_string(want);
@@ -1023,16 +1022,18 @@ bool huge_tensor_check(Handles& h) {
     if (ok) {
         float out[4][2];
         for (int i = 0; i < 4; ++i) check_gpu(hipMemcpy(out[i], p[2 + i], 8, hipMemcpyDeviceToHost), "read stats");
+        const MbnTolerance statistic = mbn_tolerance(miopenFloat, 1);
         for (int c = 0; c < 2; ++c) {
             const double inv = 1.0 / std::sqrt(var[c] + eps);
             const double m = static_cast<double>(plane);
-            note(out[0][c], factor * mean[c], 1e-4, "running_mean");
-            note(out[1][c], (1 - factor) + factor * var[c] * m / (m - 1), 1e-4, "running_var");
-            note(out[2][c], mean[c], 1e-4, "saved_mean");
-            note(out[3][c], inv, 1e-4, "saved_inv");
+            note(out[0][c], factor * mean[c], statistic, "running_mean");
+            note(out[1][c], (1 - factor) + factor * var[c] * m / (m - 1), statistic, "running_var");
+            note(out[2][c], mean[c], statistic, "saved_mean");
+            note(out[3][c], inv, statistic, "saved_inv");
         }
         // y on 64 windows of 4096 elements spread over the tensor, the last at its very end.
         std::vector<std::uint16_t> window(4096);
+        const MbnTolerance element = mbn_tolerance(miopenHalf, 0);
         for (int w = 0; w < 64; ++w) {
             const std::size_t start = w == 63 ? count - window.size() : (count / 63) * w;
             check_gpu(hipMemcpy(window.data(), static_cast<std::uint16_t*>(y) + start, window.size() * 2,
@@ -1043,7 +1044,7 @@ bool huge_tensor_check(Handles& h) {
                 const int c = at < plane ? 0 : 1;
                 const double want = params[0][c] * (half_to_float(host[at]) - mean[c]) / std::sqrt(var[c] + eps) +
                                     params[1][c];
-                note(half_to_float(window[i]), want, 2e-3, "y[" + std::to_string(at) + "]");
+                note(half_to_float(window[i]), want, element, "y[" + std::to_string(at) + "]");
             }
         }
     }
