@@ -1,0 +1,167 @@
+"""The torch.compile anchor: each op as a PyTorch user who wants speed runs it,
+compiled by Inductor for the row's static shape, dtype and layout.
+
+    bn_infer      F.batch_norm(..., training=False)
+    bn_train      F.batch_norm(..., training=True) updating running statistics
+    bn_bwd        aten.native_batch_norm_backward from the saved statistics
+    gn_fwd        F.group_norm
+    gn_fwd_swish  F.silu(F.group_norm(...)), one compiled function
+    gn_bwd        aten.native_group_norm_backward from torch's own saved mean/rstd
+
+Each row compiles once (`torch.compile(fn, dynamic=False, fullgraph=True)`),
+the compile and its first call outside any timing; the verification and every
+timed call reuse that compiled callable.  A full GPU bench compiles over a
+thousand times, so three things keep that bounded and honest:
+
+* Dynamo's caches are reset between (shape, dtype, layout) cases: each
+  function's code object then holds at most one compiled entry, guards stay
+  one entry long, and the recompile limit (8 per code object by default, past
+  which Dynamo silently runs the function eagerly) is never approached.  The
+  limits are raised anyway and hitting one raises instead of falling back.
+* fullgraph=True: a graph break raises instead of running part of the op
+  eagerly.  Every failure is the row's `compiled_error`, never fatal.
+* An optional budget of compile seconds for the whole run: past it, rows
+  record that they were left out instead of compiling.
+"""
+import time
+
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+
+from bench_data import EPSILON, EXP_AVG_FACTOR
+
+# The functions compiled.  Module-level (one code object each) and taking
+# every tensor as an argument, so Dynamo guards on the arguments' metadata
+# only: the rotation slots' copies of a row's inputs share one compiled entry.
+
+
+def bn_infer(x, weight, bias, mean, var):
+    return F.batch_norm(x, mean, var, weight, bias, False, 0.0, EPSILON)
+
+
+def bn_train(x, weight, bias, running_mean, running_var):
+    return F.batch_norm(x, running_mean, running_var, weight, bias, True, EXP_AVG_FACTOR, EPSILON)
+
+
+def bn_bwd(dy, x, weight, running_mean, running_var, saved_mean, saved_inv_std):
+    # What autograd calls for F.batch_norm in training (running statistics
+    # passed along, unused with train=True).
+    return torch.ops.aten.native_batch_norm_backward(
+        dy, x, weight, running_mean, running_var, saved_mean, saved_inv_std, True, EPSILON,
+        [True, True, True])
+
+
+def gn_fwd(x, groups, weight, bias):
+    return F.group_norm(x, groups, weight, bias, EPSILON)
+
+
+def gn_fwd_swish(x, groups, weight, bias):
+    return F.silu(F.group_norm(x, groups, weight, bias, EPSILON))
+
+
+def gn_bwd(dy, x, groups, mean, rstd, weight):
+    n, c = x.shape[0], x.shape[1]
+    return torch.ops.aten.native_group_norm_backward(
+        dy, x, mean, rstd, weight, n, c, x.numel() // (n * c), groups, [True, True, True])
+
+
+FUNCTIONS = {f.__name__: f for f in (bn_infer, bn_train, bn_bwd, gn_fwd, gn_fwd_swish, gn_bwd)}
+
+# Dynamo's limits, under their current names and their names before torch
+# 2.6/2.7 (the device has 2.11, this machine 2.13).
+_LIMITS = (("recompile_limit", "cache_size_limit", 1 << 16),
+           ("accumulated_recompile_limit", "accumulated_cache_size_limit", 1 << 20))
+_FAIL_ON_LIMIT = ("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit")
+
+
+def configure_dynamo():
+    """Limits no bench run reaches; if one were reached anyway, an error (the
+    row's compiled_error) rather than a silent eager fallback; no suppressed
+    errors."""
+    config = torch._dynamo.config
+    for current, old, value in _LIMITS:
+        name = current if hasattr(config, current) else old
+        if hasattr(config, name):
+            setattr(config, name, max(getattr(config, name), value))
+    for name in _FAIL_ON_LIMIT:
+        if hasattr(config, name):
+            setattr(config, name, True)
+            break
+    config.suppress_errors = False
+
+
+class CompileBudgetSpent(RuntimeError):
+    """The run's compile budget is spent: this row is left out, on purpose."""
+
+
+def error_text(error, limit=400):
+    """One line: the exception's type and the start of its message (Inductor's
+    errors carry pages of traceback)."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:limit]}"
+
+
+class CompiledAnchors:
+    """Compiles each row's function once, counts the seconds spent, and keeps
+    the compiled callables of the current case (see the module docstring)."""
+
+    def __init__(self, synchronize, budget_s=None):
+        self.synchronize = synchronize
+        self.budget_s = budget_s
+        self.compile_s = []  # per compile, successful or not
+        self.failures = 0
+        self._cache = {}
+        configure_dynamo()
+
+    def new_case(self):
+        """Forget the previous case's compiled code (see the module docstring)."""
+        self._cache.clear()
+        torch._dynamo.reset()
+
+    @property
+    def total_s(self):
+        return sum(self.compile_s)
+
+    def get(self, key, op, args):
+        """(callable, seconds its compile and first call took) for row `key`;
+        the callable takes the op's arguments.  Compiles on the
+        first request, with `args`.  Raises CompileBudgetSpent past the
+        budget, or whatever the compile raised (each only once per key)."""
+        if key in self._cache:
+            cached = self._cache[key]
+            if isinstance(cached, BaseException):
+                raise cached
+            return cached
+        try:
+            if self.budget_s is not None and self.total_s >= self.budget_s:
+                raise CompileBudgetSpent(
+                    f"left out: the run's compile budget of {self.budget_s:.0f} s was spent "
+                    f"({len(self.compile_s)} compiles)")
+            self._cache[key] = self._compile(op, args)
+        except Exception as error:
+            self._cache[key] = error
+            raise
+        return self._cache[key]
+
+    def _compile(self, op, args):
+        compiled = torch.compile(FUNCTIONS[op], dynamic=False, fullgraph=True)
+        start = time.perf_counter()
+        try:
+            compiled(*args)  # compiles, then runs once: autotuning, first allocations
+            self.synchronize()
+        except Exception:
+            self.failures += 1
+            raise
+        finally:
+            self.compile_s.append(time.perf_counter() - start)
+        return (lambda *call_args: compiled(*call_args)), self.compile_s[-1]
+
+    def summary(self):
+        """What the compiles cost, for the JSON header."""
+        times = sorted(self.compile_s)
+        return {"compiles": len(times), "failures": self.failures,
+                "total_s": round(sum(times), 1),
+                "median_s": round(times[len(times) // 2], 2) if times else None,
+                "max_s": round(times[-1], 2) if times else None,
+                "budget_s": self.budget_s}
