@@ -60,6 +60,9 @@ def parse_args(argv):
     parser.add_argument("--compiled-budget-s", type=float, default=None,
                         help="seconds of torch.compile compiles for the whole run; rows past it "
                         "record that they were left out")
+    parser.add_argument("--compile-workers", type=int, default=None,
+                        help="processes that pre-compile the compiled anchor's rows before any "
+                        "timing (default: most cores on the GPU, 0 on the CPU)")
     return parser.parse_args(argv)
 
 
@@ -401,38 +404,39 @@ class CaseRunner:
 
     # -- torch.compile anchor ----------------------------------------------
     def torch_group_stats(self):
-        """The mean and rstd PyTorch's own group-norm forward saves (its
-        dtype), what its compiled backward reads in a compiled model."""
+        """PyTorch's own saved group-norm statistics for x (bench_compiled)."""
         if self._torch_group_stats is None:
-            from bench_data import EPSILON
-            torch, x = self.env.torch, self.x
-            weight, bias = self.gn_params()
-            n, c = x.shape[0], x.shape[1]
-            _, mean, rstd = torch.ops.aten.native_group_norm(
-                x, weight, bias, n, c, x.numel() // (n * c), self.groups, EPSILON)
-            self._torch_group_stats = (mean, rstd)
+            from bench_compiled import torch_group_statistics
+            self._torch_group_stats = torch_group_statistics(self.x, *self.gn_params(), self.groups)
         return self._torch_group_stats
 
     def compiled_arguments(self, op, slot, running=None):
-        """The compiled function's arguments for one slot (bench_compiled's
-        signatures); `running` replaces bn_train's running statistics."""
-        p = self.params
-        if op == "bn_infer":
-            return (slot.x, p["scale"], p["bias"], p["est_mean"], p["est_var"])
-        if op == "bn_train":
-            if running is None:
-                if self._compiled_running is None:
-                    self._compiled_running = (self.case.running_mean.clone(),
-                                              self.case.running_var.clone())
-                running = self._compiled_running
-            return (slot.x, p["scale"], p["bias"]) + tuple(running)
-        if op == "bn_bwd":
-            return (slot.dy, slot.x, p["scale"], self.case.running_mean, self.case.running_var,
-                    p["saved_mean"], p["saved_inv_var"])
-        weight, bias = self.gn_params()
-        if op == "gn_bwd":
-            return (slot.dy, slot.x, self.groups) + self.torch_group_stats() + (weight,)
-        return (slot.x, self.groups, weight, bias)
+        """The compiled function's arguments for one slot (by
+        bench_compiled.ARGUMENTS's names); `running` replaces bn_train's
+        running statistics (by default its own copies, updated by every
+        call as a model's buffers are)."""
+        from bench_compiled import arguments
+        if op == "bn_train" and running is None:
+            if self._compiled_running is None:
+                self._compiled_running = (self.case.running_mean.clone(), self.case.running_var.clone())
+            running = self._compiled_running
+        if running is None:  # read by bn_bwd only, which ignores them in training mode
+            running = (self.case.running_mean, self.case.running_var)
+
+        def value(name):
+            if name in ("x", "dy"):
+                return getattr(slot, name)
+            if name == "groups":
+                return self.groups
+            if name in ("gn_weight", "gn_bias"):
+                return self.gn_params()[name == "gn_bias"]
+            if name in ("gn_mean", "gn_rstd"):
+                return self.torch_group_stats()[name == "gn_rstd"]
+            if name in ("running_mean", "running_var"):
+                return running[name == "running_var"]
+            return self.params[name]
+
+        return arguments(op, value)
 
     def compiled_function(self, op):
         """The row's compiled callable (compiled on first request)."""
@@ -440,7 +444,7 @@ class CaseRunner:
         return self.env.compiled.get(key, op, self.compiled_arguments(op, self.slots[0]))
 
     def compiled_calls(self, op):
-        function, _ = self.compiled_function(op)
+        function = self.compiled_function(op)[0]
         arguments = [self.compiled_arguments(op, s) for s in self.slots]
         return [lambda a=a: function(*a) for a in arguments]
 
@@ -475,7 +479,8 @@ class CaseRunner:
         from bench_compiled import CompileBudgetSpent, error_text
         env = self.env
         try:
-            function, row["compile_s"] = self.compiled_function(op)
+            function, seconds, row["compile_cache"] = self.compiled_function(op)
+            row["compile_s"] = round(seconds, 3)
         except CompileBudgetSpent as error:
             row["compiled_error"] = str(error)
         except Exception as error:  # a failed compile is a result, not a crash
@@ -484,7 +489,6 @@ class CaseRunner:
         if "compiled_error" in row:
             errors.append("compiled: " + row["compiled_error"])
             return False
-        row["compile_s"] = round(row["compile_s"], 3)
         if verify:
             try:
                 failures = self.verify_compiled(op, function)
@@ -683,6 +687,13 @@ def main(argv=None):
     shapes = None if args.shapes is None else _parse_shapes(args.shapes)
     gn_shapes = _parse_gn_shapes(args.gn_shapes, args.quick)
     cases = plan_cases(args.backend, args.quick, ops, dtypes, layouts, shapes, gn_shapes)
+    if env.compiled is not None:
+        from bench_precompile import default_workers, precompile
+        workers = default_workers(args.backend) if args.compile_workers is None else args.compile_workers
+        jobs = [(op, tuple(shape), dtype, layout) for shape, dtype, layout, case_ops in cases for op in case_ops]
+        document["precompile"] = precompile(
+            jobs, workers, env.device, None if args.budget_s is None else args.budget_s / 2,
+            log=lambda text: print(text, flush=True))
     print(f"bench: {len(cases)} (shape, dtype, layout) cases, {len(ops)} ops; "
           f"verify={'no' if verifier is None else 'yes'}; budget "
           f"{'none' if args.budget_s is None else f'{args.budget_s:.0f} s'}", flush=True)

@@ -29,7 +29,8 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
-from bench_data import EPSILON, EXP_AVG_FACTOR
+from bench_data import EPSILON, EXP_AVG_FACTOR, in_layout, torch_dtype
+from bench_shapes import GN_GROUPS
 
 # The functions compiled.  Module-level (one code object each) and taking
 # every tensor as an argument, so Dynamo guards on the arguments' metadata
@@ -68,6 +69,57 @@ def gn_bwd(dy, x, groups, mean, rstd, weight):
 
 FUNCTIONS = {f.__name__: f for f in (bn_infer, bn_train, bn_bwd, gn_fwd, gn_fwd_swish, gn_bwd)}
 
+# Each function's arguments by name, in order.  The bench (from its data)
+# and the pre-compile workers (blank_arguments) both build them from these
+# names, so both compile for the same shapes, strides and dtypes, and the
+# workers' cache entries serve the bench.
+_GN_FORWARD = ("x", "groups", "gn_weight", "gn_bias")
+ARGUMENTS = {
+    "bn_infer": ("x", "scale", "bias", "est_mean", "est_var"),
+    "bn_train": ("x", "scale", "bias", "running_mean", "running_var"),
+    "bn_bwd": ("dy", "x", "scale", "running_mean", "running_var", "saved_mean", "saved_inv_var"),
+    "gn_fwd": _GN_FORWARD,
+    "gn_fwd_swish": _GN_FORWARD,
+    "gn_bwd": ("dy", "x", "groups", "gn_mean", "gn_rstd", "gn_weight"),
+}
+
+
+def arguments(op, value):
+    """The op's arguments in order, `value(name)` giving each."""
+    return tuple(value(name) for name in ARGUMENTS[op])
+
+
+def torch_group_statistics(x, weight, bias, groups):
+    """The mean and rstd PyTorch's own group-norm forward saves (in its
+    dtype), what the compiled backward of a compiled model reads."""
+    n, c = x.shape[0], x.shape[1]
+    _, mean, rstd = torch.ops.aten.native_group_norm(x, weight, bias, n, c, x.numel() // (n * c), groups, EPSILON)
+    return mean, rstd
+
+
+def blank_arguments(op, shape, dtype_name, layout, device):
+    """Arguments with the shapes, strides and dtypes of the bench's (x and dy
+    in the layout and dtype, batch norm's parameters float32, group norm's in
+    x's dtype), their values uninitialized.  Every name gets its own tensor:
+    Dynamo would compile a different graph for aliased arguments."""
+    io = torch_dtype(torch, dtype_name)
+    channels = shape[1]
+
+    def blank(name):
+        if name in ("x", "dy"):
+            return in_layout(torch, torch.empty(shape, dtype=io, device=device), layout)
+        if name == "groups":
+            return GN_GROUPS
+        if name.startswith("gn_"):
+            return torch.empty(channels, dtype=io, device=device)
+        return torch.empty(channels, dtype=torch.float32, device=device)
+
+    values = {name: blank(name) for name in set(ARGUMENTS[op]) - {"gn_mean", "gn_rstd"}}
+    if op == "gn_bwd":
+        values["gn_mean"], values["gn_rstd"] = torch_group_statistics(
+            values["x"], values["gn_weight"], torch.empty_like(values["gn_weight"]), GN_GROUPS)
+    return arguments(op, values.__getitem__)
+
 # Dynamo's limits, under their current names and their names before torch
 # 2.6/2.7 (the device has 2.11, this machine 2.13).
 _LIMITS = (("recompile_limit", "cache_size_limit", 1 << 16),
@@ -91,6 +143,13 @@ def configure_dynamo():
     config.suppress_errors = False
 
 
+def _cache_counts():
+    """(hits, misses) of Inductor's and AOTAutograd's on-disk caches so far."""
+    from torch._dynamo.utils import counters
+    return (counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"],
+            counters["inductor"]["fxgraph_cache_miss"] + counters["aot_autograd"]["autograd_cache_miss"])
+
+
 class CompileBudgetSpent(RuntimeError):
     """The run's compile budget is spent: this row is left out, on purpose."""
 
@@ -111,6 +170,7 @@ class CompiledAnchors:
         self.budget_s = budget_s
         self.compile_s = []  # per compile, successful or not
         self.failures = 0
+        self.cache_hits = 0
         self._cache = {}
         configure_dynamo()
 
@@ -124,8 +184,9 @@ class CompiledAnchors:
         return sum(self.compile_s)
 
     def get(self, key, op, args):
-        """(callable, seconds its compile and first call took) for row `key`;
-        the callable takes the op's arguments.  Compiles on the
+        """(callable, seconds its compile and first call took, "hit" or
+        "miss": whether Inductor's on-disk caches had it) for row `key`; the
+        callable takes the op's arguments.  Compiles on the
         first request, with `args`.  Raises CompileBudgetSpent past the
         budget, or whatever the compile raised (each only once per key)."""
         if key in self._cache:
@@ -146,6 +207,7 @@ class CompiledAnchors:
 
     def _compile(self, op, args):
         compiled = torch.compile(FUNCTIONS[op], dynamic=False, fullgraph=True)
+        before = _cache_counts()
         start = time.perf_counter()
         try:
             compiled(*args)  # compiles, then runs once: autotuning, first allocations
@@ -155,12 +217,15 @@ class CompiledAnchors:
             raise
         finally:
             self.compile_s.append(time.perf_counter() - start)
-        return (lambda *call_args: compiled(*call_args)), self.compile_s[-1]
+        hits, misses = (after - earlier for after, earlier in zip(_cache_counts(), before))
+        cache = "hit" if hits and not misses else "miss"
+        self.cache_hits += cache == "hit"
+        return compiled, self.compile_s[-1], cache
 
     def summary(self):
         """What the compiles cost, for the JSON header."""
         times = sorted(self.compile_s)
-        return {"compiles": len(times), "failures": self.failures,
+        return {"compiles": len(times), "failures": self.failures, "cache_hits": self.cache_hits,
                 "total_s": round(sum(times), 1),
                 "median_s": round(times[len(times) // 2], 2) if times else None,
                 "max_s": round(times[-1], 2) if times else None,

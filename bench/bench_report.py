@@ -143,10 +143,15 @@ def anchor_lines(document):
     if wrong:
         text += f"; {wrong} with outputs off the reference (their times still count)"
     lines.append(text)
+    ahead = document.get("precompile") or {}
+    if ahead.get("workers") and ahead.get("jobs"):
+        lines.append(f"pre-compiled by {ahead['workers']} workers before timing: {ahead['compiled']} of "
+                     f"{ahead['jobs']} rows in {ahead['seconds']:.0f} s ({ahead['failed']} failed)")
     cost = document.get("compiled") or {}
     if cost.get("compiles"):
-        lines.append(f"compiles: {cost['compiles']}, {cost['total_s']:.0f} s in all, median "
-                     f"{cost['median_s']:.2f} s, max {cost['max_s']:.2f} s")
+        lines.append(f"compiles in the bench: {cost['compiles']} ({cost.get('cache_hits', 0)} from Inductor's "
+                     f"cache), {cost['total_s']:.0f} s in all, median {cost['median_s']:.2f} s, "
+                     f"max {cost['max_s']:.2f} s")
     geo = geomean([speedup(r, anchors=("compiled",)) for r in rows])
     if geo is not None:
         lines.append(f"over torch.compile alone: geomean speedup {geo:.2f}x")
