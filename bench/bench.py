@@ -53,8 +53,8 @@ def parse_args(argv):
     parser.add_argument("--budget-s", type=float, default=None,
                         help="stop starting new cases after this many seconds")
     parser.add_argument("--no-verify", action="store_true", help="skip the reference checks")
-    parser.add_argument("--gn-shapes", default="all",
-                        help="group norm's shapes: all, unet, sd, vae, or a comma list such as 2x320x64x64")
+    parser.add_argument("--gn-shapes", help="group norm's shapes: a comma list of groups (all, sd, unet, "
+                        "vae) or of shapes such as 2x320x64x64 (default: all on the GPU, sd,vae on the CPU)")
     parser.add_argument("--no-compiled", action="store_true",
                         help="leave out the torch.compile anchor (no compiles)")
     parser.add_argument("--compiled-budget-s", type=float, default=None,
@@ -587,7 +587,7 @@ def plan_cases(backend, quick, ops, dtypes, layouts, shapes=None, gn_shapes=None
     and group norm's shape lists."""
     import bench_shapes
     if gn_shapes is None:
-        gn_shapes = bench_shapes.group_norm_shapes(quick)
+        gn_shapes = bench_shapes.default_group_norm_shapes(backend, quick)
     if shapes is not None:
         bn_shapes = shapes
     elif quick:
@@ -620,14 +620,18 @@ def _parse_shapes(text):
     return shapes
 
 
-def _parse_gn_shapes(text, quick):
-    """--gn-shapes: a group of bench_shapes.GN_SHAPE_GROUPS, "all", or shapes
-    whose C the bench's group count divides."""
+def _parse_gn_shapes(text):
+    """--gn-shapes: groups of bench_shapes.GN_SHAPE_GROUPS or "all", or
+    shapes whose C the bench's group count divides; None: the backend's
+    default."""
     import bench_shapes
-    if text == "all":
-        return bench_shapes.group_norm_shapes(quick)
-    if text in bench_shapes.GN_SHAPE_GROUPS:
-        return bench_shapes.group_norm_shapes(group=text)
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if names == ["all"]:
+        return bench_shapes.group_norm_shapes()
+    if names and all(name in bench_shapes.GN_SHAPE_GROUPS for name in names):
+        return bench_shapes.group_norm_shapes(groups=names)
     shapes = _parse_shapes(text)
     for shape in shapes:
         if shape[1] % bench_shapes.GN_GROUPS:
@@ -685,7 +689,7 @@ def main(argv=None):
         "anchors": [key for key, _ in env.anchor_variants], "rows": [], "skipped": [],
     }
     shapes = None if args.shapes is None else _parse_shapes(args.shapes)
-    gn_shapes = _parse_gn_shapes(args.gn_shapes, args.quick)
+    gn_shapes = _parse_gn_shapes(args.gn_shapes)
     cases = plan_cases(args.backend, args.quick, ops, dtypes, layouts, shapes, gn_shapes)
     if env.compiled is not None:
         from bench_precompile import default_workers, precompile

@@ -11,7 +11,11 @@ compiled by Inductor for the row's static shape, dtype and layout.
 Each row compiles once (`torch.compile(fn, dynamic=False, fullgraph=True)`),
 the compile and its first call outside any timing; the verification and every
 timed call reuse that compiled callable.  A full GPU bench compiles over a
-thousand times, so three things keep that bounded and honest:
+thousand times, so four things keep that bounded and honest:
+
+* bench_precompile.py compiles the planned rows ahead, in parallel worker
+  processes, into Inductor's on-disk caches (arguments of the same metadata,
+  from ARGUMENTS below), so the bench's own compiles are cache hits.
 
 * Dynamo's caches are reset between (shape, dtype, layout) cases: each
   function's code object then holds at most one compiled entry, guards stay
@@ -119,6 +123,7 @@ def blank_arguments(op, shape, dtype_name, layout, device):
         values["gn_mean"], values["gn_rstd"] = torch_group_statistics(
             values["x"], values["gn_weight"], torch.empty_like(values["gn_weight"]), GN_GROUPS)
     return arguments(op, values.__getitem__)
+
 
 # Dynamo's limits, under their current names and their names before torch
 # 2.6/2.7 (the device has 2.11, this machine 2.13).

@@ -88,16 +88,21 @@ def metadata(value):
 def test_precompile_workers_build_the_bench_arguments_metadata(shape, dtype, layout):
     """The workers' cache entries serve the bench only if Dynamo sees the
     same shapes, strides and dtypes, and no aliasing the bench lacks."""
+    threads = torch.get_num_threads()
     env = bench.Environment(bench.parse_args(["--backend", "cpu", "--no-compiled"]), torch, miopen_bn)
-    case = CaseData(torch, shape, dtype, "cpu")
-    ops = bench.OPS if len(shape) != 3 else bench.BN_OPS  # torch's CPU group norm takes no 3-D NHWC
-    runner = bench.CaseRunner(env, case, layout, None, ops)
-    for op in ops:
-        blank = bench_compiled.blank_arguments(op, shape, dtype, layout, "cpu")
-        real = runner.compiled_arguments(op, runner.slots[0])
-        assert [metadata(v) for v in blank] == [metadata(v) for v in real], op
-        tensors = [v for v in blank if isinstance(v, torch.Tensor)]
-        assert len({t.data_ptr() for t in tensors}) == len(tensors), f"{op}: aliased arguments"
+    try:
+        case = CaseData(torch, shape, dtype, "cpu")
+        ops = bench.OPS if len(shape) != 3 else bench.BN_OPS  # torch's CPU group norm takes no 3-D NHWC
+        runner = bench.CaseRunner(env, case, layout, None, ops)
+        for op in ops:
+            blank = bench_compiled.blank_arguments(op, shape, dtype, layout, "cpu")
+            real = runner.compiled_arguments(op, runner.slots[0])
+            assert [metadata(v) for v in blank] == [metadata(v) for v in real], op
+            tensors = [v for v in blank if isinstance(v, torch.Tensor)]
+            assert len({t.data_ptr() for t in tensors}) == len(tensors), f"{op}: aliased arguments"
+    finally:
+        env.handle.close()
+        torch.set_num_threads(threads)
 
 
 def test_targets_read_the_launch_floor_and_every_anchor():
