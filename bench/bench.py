@@ -697,7 +697,7 @@ def main(argv=None):
         jobs = [(op, tuple(shape), dtype, layout) for shape, dtype, layout, case_ops in cases for op in case_ops]
         document["precompile"] = precompile(
             jobs, workers, env.device, None if args.budget_s is None else args.budget_s / 2,
-            log=lambda text: print(text, flush=True))
+            threads=torch.get_num_threads(), log=lambda text: print(text, flush=True))
     print(f"bench: {len(cases)} (shape, dtype, layout) cases, {len(ops)} ops; "
           f"verify={'no' if verifier is None else 'yes'}; budget "
           f"{'none' if args.budget_s is None else f'{args.budget_s:.0f} s'}", flush=True)

@@ -36,11 +36,11 @@ def _compile_only(graph, example_inputs):
     return stop
 
 
-def _start_worker():
+def _start_worker(threads):
     import torch
     import torch._inductor.config
     from bench_compiled import configure_dynamo
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)  # Inductor's C++ kernels are generated for the thread count
     # Parallelism comes from the workers; compile_threads is not part of the
     # cache key, so the bench (with Inductor's default) still hits.
     torch._inductor.config.compile_threads = 1
@@ -77,10 +77,16 @@ def default_workers(backend):
     return max(0, min(12, (os.cpu_count() or 1) - 2))
 
 
-def precompile(jobs, workers, device, deadline_s=None, log=print):
+# The longest a row may take a worker (a worker that died leaves its row
+# unanswered: multiprocessing's pool does not notice).
+ROW_TIMEOUT_S = 300
+
+
+def precompile(jobs, workers, device, deadline_s=None, threads=1, log=print):
     """Compiles `jobs` ((op, shape, dtype, layout) in the bench's order) in
     `workers` processes, stopping when `deadline_s` seconds have passed.
-    Returns a summary for the JSON header."""
+    `threads`: torch's thread count in the bench (which CPU code depends
+    on).  Returns a summary for the JSON header."""
     start = time.monotonic()
     summary = {"workers": workers, "jobs": len(jobs), "compiled": 0, "failed": 0, "left_out": 0,
                "seconds": 0.0, "first_error": None}
@@ -89,10 +95,20 @@ def precompile(jobs, workers, device, deadline_s=None, log=print):
     log(f"bench: pre-compiling {len(jobs)} rows in {workers} worker processes"
         + ("" if deadline_s is None else f", for at most {deadline_s:.0f} s"))
     context = multiprocessing.get_context("spawn")  # the parent holds a CUDA context
-    pool = context.Pool(workers, initializer=_start_worker)
+    pool = context.Pool(workers, initializer=_start_worker, initargs=(threads if device == "cpu" else 1,))
+    done = 0
     try:
-        done = 0
-        for _, _, error in pool.imap_unordered(_compile_row, [tuple(j) + (device,) for j in jobs]):
+        results = pool.imap_unordered(_compile_row, [tuple(j) + (device,) for j in jobs])
+        while done < len(jobs):
+            wait = ROW_TIMEOUT_S
+            if deadline_s is not None:
+                wait = min(wait, deadline_s - (time.monotonic() - start))
+                if wait <= 0:
+                    break
+            try:
+                _, _, error = results.next(timeout=wait)
+            except multiprocessing.TimeoutError:
+                break
             done += 1
             if error is None:
                 summary["compiled"] += 1
@@ -101,15 +117,12 @@ def precompile(jobs, workers, device, deadline_s=None, log=print):
                 summary["first_error"] = summary["first_error"] or error
             if done % 100 == 0:
                 log(f"bench: pre-compiled {done} of {len(jobs)} rows ({time.monotonic() - start:.0f} s)")
-            if deadline_s is not None and time.monotonic() - start > deadline_s:
-                summary["left_out"] = len(jobs) - done
-                log(f"bench: pre-compile deadline reached; {summary['left_out']} rows left to compile "
-                    "in the bench")
-                break
     finally:
         pool.terminate()
         pool.join()
     summary["seconds"] = round(time.monotonic() - start, 1)
+    summary["left_out"] = len(jobs) - done
     log(f"bench: pre-compiled {summary['compiled']} rows, {summary['failed']} failed, in "
-        f"{summary['seconds']:.0f} s")
+        f"{summary['seconds']:.0f} s" + (f"; stopped there, {summary['left_out']} rows left to compile "
+                                         "in the bench" if summary["left_out"] else ""))
     return summary
