@@ -5,7 +5,8 @@
 Each JSON is a bench/bench.py result (--json).  Prints, per row present in
 every run, our time in each run and its speed relative to the first, then
 the geometric mean of those ratios per op and layout.  The best anchor's
-time (cuDNN or PyTorch native, measured in each run's own process) is shown
+time (the fastest of cuDNN, PyTorch native and torch.compile, measured in
+each run's own process; GPU_CHECK_AB_ARGS may add --no-compiled) is shown
 beside ours: when it moved between runs as much as ours did, the machine
 changed, not the library.
 """

@@ -7,9 +7,12 @@ In one process, on the same tensors, it times our library and the anchors:
 on the GPU PyTorch's F.batch_norm with cuDNN on and with cuDNN off ("torch
 native"), on the CPU PyTorch's CPU F.batch_norm at 2 threads (ours at 2
 threads too); for group norm F.group_norm (and F.silu(F.group_norm(...))
-for the fused swish), which has no cuDNN path.  Each op's output is checked
-against the float64 reference before it is timed.  Times never fail the run; a wrong result shows as
-verified = false.  Output: one table on stdout, a JSON file, a Markdown
+for the fused swish), which has no cuDNN path; on both, torch.compile of the
+same ops (bench_compiled.py; --no-compiled leaves it out).  Each op's output,
+ours and the compiled anchor's, is checked against the float64 reference
+before it is timed.  Times never fail the run; a wrong result shows as
+verified = false.  The header records the launch floor: an empty kernel
+timed as the rows are.  Output: one table on stdout, a JSON file, a Markdown
 section for bench/RESULTS.md and, with matplotlib, a roofline plot.
 """
 import argparse
@@ -50,6 +53,16 @@ def parse_args(argv):
     parser.add_argument("--budget-s", type=float, default=None,
                         help="stop starting new cases after this many seconds")
     parser.add_argument("--no-verify", action="store_true", help="skip the reference checks")
+    parser.add_argument("--gn-shapes", help="group norm's shapes: a comma list of groups (all, sd, unet, "
+                        "vae) or of shapes such as 2x320x64x64 (default: all on the GPU, sd,vae on the CPU)")
+    parser.add_argument("--no-compiled", action="store_true",
+                        help="leave out the torch.compile anchor (no compiles)")
+    parser.add_argument("--compiled-budget-s", type=float, default=None,
+                        help="seconds of torch.compile compiles for the whole run; rows past it "
+                        "record that they were left out")
+    parser.add_argument("--compile-workers", type=int, default=None,
+                        help="processes that pre-compile the compiled anchor's rows before any "
+                        "timing (default: most cores on the GPU, 0 on the CPU)")
     return parser.parse_args(argv)
 
 
@@ -113,16 +126,45 @@ class Environment:
             self.timer = CpuTimer()
             self.slug = "cpu-" + _slug(self.device_name)[:40] + f"-{args.threads}t"
             self.anchor_variants = (("torch_native", None),)
+        self.compiled = None
+        if not args.no_compiled:
+            from bench_compiled import CompiledAnchors
+            self.compiled = CompiledAnchors(self.synchronize, args.compiled_budget_s)
+            self.anchor_variants += (("compiled", None),)
         # On the GPU our work goes to torch's current stream, where the timing
         # events are recorded.
         stream = torch.cuda.current_stream() if args.backend == "gpu" else None
         self.handle = miopen_bn.Handle(backend=args.backend, stream=stream)
 
     def anchor_variants_for(self, op):
-        """Group norm has no cuDNN path in PyTorch: only its native kernels."""
+        """Group norm has no cuDNN path in PyTorch: its native kernels and
+        torch.compile's."""
         if op in GN_OPS:
-            return tuple(v for v in self.anchor_variants if v[0] == "torch_native")
+            return tuple(v for v in self.anchor_variants if v[0] != "cudnn")
         return self.anchor_variants
+
+    def launch_floor(self):
+        """{"us": time, "how": what was timed, ...}: the least a call can
+        take through the same timer as the rows.  On the GPU an empty kernel,
+        torch.cuda._sleep(0): one launch of a kernel that reads the clock
+        and returns, with no arguments to marshal and no allocation, so the
+        events see nothing but the launch (a 1-element torch op, timed too,
+        adds the dispatcher's host work, which the timer hides anyway, and an
+        elementwise kernel's index set-up).  On the CPU there is no launch:
+        an empty Python call gives the timer's own floor."""
+        timer = self.timer
+        if self.backend != "gpu":
+            return {"us": timer.device_us([lambda: None]),
+                    "how": "an empty Python call (the CPU has no kernel launch)"}
+        torch = self.torch
+        one = torch.zeros(1, device="cuda")
+        floor = {"one_element_op_us": timer.device_us([lambda: one.add_(1.0)])}
+        if hasattr(torch.cuda, "_sleep"):
+            floor.update(us=timer.device_us([lambda: torch.cuda._sleep(0)]),
+                         how="empty kernel: torch.cuda._sleep(0)")
+        else:
+            floor.update(us=floor["one_element_op_us"], how="1-element torch add_ (no torch.cuda._sleep)")
+        return floor
 
     def synchronize(self):
         if self.backend == "gpu":
@@ -220,6 +262,9 @@ class CaseRunner:
         self.lib_group_stats = None
         if any(op in GN_OPS for op in ops):
             self.lib_group_stats = tuple(env.lib_array(t) for t in case.group_statistics(self.groups))
+        self._gn_params = self._torch_group_stats = self._compiled_running = None
+        if env.compiled is not None:
+            env.compiled.new_case()
 
     # -- our library -------------------------------------------------------
     def ours_call(self, op, slot, running=None):
@@ -292,13 +337,15 @@ class CaseRunner:
         return self.verifier.backward(case, fresh.dx, fresh.dscale, fresh.dbias)
 
     # -- PyTorch anchors ---------------------------------------------------
-    def anchor_calls(self, op, flag):
+    def anchor_calls(self, op, key, flag):
         """Callables per slot, and a note naming the backward node PyTorch
         picked (it says whether cuDNN really ran)."""
         from bench_data import EPSILON, EXP_AVG_FACTOR
         torch = self.env.torch
         functional = torch.nn.functional
         p = self.params
+        if key == "compiled":
+            return self.compiled_calls(op), None
         if op in GN_OPS:
             return self.gn_anchor_calls(op, flag)
         if op == "bn_infer":
@@ -313,17 +360,22 @@ class CaseRunner:
         return self._autograd_calls(flag, lambda xg, wg, bg: functional.batch_norm(
             xg, *(t.clone() for t in self.running), wg, bg, True, EXP_AVG_FACTOR, EPSILON))
 
+    def gn_params(self):
+        """Group norm's weight and bias for PyTorch: its CUDA group norm takes
+        them only in x's type (it has no mixed-precision path, unlike batch
+        norm), so they are cast once, outside the timed calls."""
+        if self._gn_params is None:
+            dtype = self.x.dtype
+            self._gn_params = (self.params["scale"].to(dtype), self.params["bias"].to(dtype))
+        return self._gn_params
+
     def gn_anchor_calls(self, op, flag):
         """F.group_norm, with F.silu after it for the fused swish; backward
         through autograd, as the batch-norm anchors."""
         from bench_data import EPSILON
         functional = self.env.torch.nn.functional
-        p, groups = self.params, self.groups
-        # PyTorch's CUDA group norm takes weight and bias only in x's type (it
-        # has no mixed-precision path, unlike batch norm): cast once, outside
-        # the timed calls.
-        dtype = self.slots[0].x.dtype
-        weight, bias = p["scale"].to(dtype), p["bias"].to(dtype)
+        groups = self.groups
+        weight, bias = self.gn_params()
         if op != "gn_bwd":
             after = functional.silu if op == "gn_fwd_swish" else (lambda y: y)
             return [lambda s=s: after(functional.group_norm(s.x, groups, weight, bias, EPSILON))
@@ -350,13 +402,118 @@ class CaseRunner:
                     out, (xg, wg, bg), dy, retain_graph=True))
         return calls, note
 
+    # -- torch.compile anchor ----------------------------------------------
+    def torch_group_stats(self):
+        """PyTorch's own saved group-norm statistics for x (bench_compiled)."""
+        if self._torch_group_stats is None:
+            from bench_compiled import torch_group_statistics
+            self._torch_group_stats = torch_group_statistics(self.x, *self.gn_params(), self.groups)
+        return self._torch_group_stats
+
+    def compiled_arguments(self, op, slot, running=None):
+        """The compiled function's arguments for one slot (by
+        bench_compiled.ARGUMENTS's names); `running` replaces bn_train's
+        running statistics (by default its own copies, updated by every
+        call as a model's buffers are)."""
+        from bench_compiled import arguments
+        if op == "bn_train" and running is None:
+            if self._compiled_running is None:
+                self._compiled_running = (self.case.running_mean.clone(), self.case.running_var.clone())
+            running = self._compiled_running
+        if running is None:  # read by bn_bwd only, which ignores them in training mode
+            running = (self.case.running_mean, self.case.running_var)
+
+        def value(name):
+            if name in ("x", "dy"):
+                return getattr(slot, name)
+            if name == "groups":
+                return self.groups
+            if name in ("gn_weight", "gn_bias"):
+                return self.gn_params()[name == "gn_bias"]
+            if name in ("gn_mean", "gn_rstd"):
+                return self.torch_group_stats()[name == "gn_rstd"]
+            if name in ("running_mean", "running_var"):
+                return running[name == "running_var"]
+            return self.params[name]
+
+        return arguments(op, value)
+
+    def compiled_function(self, op):
+        """The row's compiled callable (compiled on first request)."""
+        key = (op, self.case.shape, self.case.dtype_name, self.layout)
+        return self.env.compiled.get(key, op, self.compiled_arguments(op, self.slots[0]))
+
+    def compiled_calls(self, op):
+        function = self.compiled_function(op)[0]
+        arguments = [self.compiled_arguments(op, s) for s in self.slots]
+        return [lambda a=a: function(*a) for a in arguments]
+
+    def verify_compiled(self, op, function):
+        """The compiled op's outputs against the reference, as verify_ours
+        (outputs it does not return, such as F.batch_norm's saved statistics,
+        are not checked).  Returns the failure messages."""
+        env, case, verifier = self.env, self.case, self.verifier
+        if op == "bn_train":
+            before = (case.running_mean.clone(), case.running_var.clone())
+            running = tuple(t.clone() for t in before)
+            y = function(*self.compiled_arguments(op, self.slots[0], running))
+            env.synchronize()
+            return verifier.training(case, y, None, None, running[0], running[1], before[0], before[1])
+        out = function(*self.compiled_arguments(op, self.slots[0]))
+        env.synchronize()
+        if op == "bn_infer":
+            return verifier.inference(case, out)
+        if op == "bn_bwd":
+            return verifier.backward(case, *out)
+        weight, bias = self.gn_params()
+        if op == "gn_bwd":
+            return verifier.groupnorm_backward(case, self.groups, *out, statistics=self.torch_group_stats(),
+                                               weight=weight)
+        activation = "swish" if op == "gn_fwd_swish" else None
+        return verifier.groupnorm_forward(case, self.groups, activation, out, weight=weight, bias=bias)
+
+    def prepare_compiled(self, op, row, errors, verify):
+        """Compiles the row's op (outside any timing) and checks its output;
+        records compile_s, compiled_verified or compiled_error in the row.
+        Returns whether there is a compiled callable to time."""
+        from bench_compiled import CompileBudgetSpent, error_text
+        env = self.env
+        try:
+            function, seconds, row["compile_cache"] = self.compiled_function(op)
+            row["compile_s"] = round(seconds, 3)
+        except CompileBudgetSpent as error:
+            row["compiled_error"] = str(error)
+        except Exception as error:  # a failed compile is a result, not a crash
+            row["compiled_error"] = error_text(error)
+            env.raise_if_device_broken()
+        if "compiled_error" in row:
+            errors.append("compiled: " + row["compiled_error"])
+            return False
+        if verify:
+            try:
+                failures = self.verify_compiled(op, function)
+            except Exception as error:
+                failures = [error_text(error)]
+                env.raise_if_device_broken()
+            row["compiled_verified"] = not failures
+            errors += ["compiled: " + failure for failure in failures]
+        return True
+
+    def timed_anchors(self, op, row, errors, verify):
+        """(key, flag) of the anchors to time for this row; compiles the
+        compiled anchor first, leaving it out if that failed."""
+        variants = self.env.anchor_variants_for(op)
+        if any(key == "compiled" for key, _ in variants) and not self.prepare_compiled(op, row, errors, verify):
+            variants = tuple(v for v in variants if v[0] != "compiled")
+        return variants
+
     def run_op(self, op, verify):
         env, case = self.env, self.case
         row = {"op": op, "shape": [int(n) for n in case.shape], "dtype": case.dtype_name,
                "layout": self.layout,
                "bytes_min": bytes_min(op, case.numel(), case.shape[1],
                                       self.x.element_size()),
-               "us": {"ours": None, "cudnn": None, "torch_native": None},
+               "us": {"ours": None, "cudnn": None, "torch_native": None, "compiled": None},
                "verified": False, "host_us": None}
         errors = []
         if verify:
@@ -367,15 +524,16 @@ class CaseRunner:
             except Exception as error:  # a failing call is a result, not a crash
                 errors.append(f"ours: {type(error).__name__}: {error}")
                 env.raise_if_device_broken()
+        anchors = self.timed_anchors(op, row, errors, verify)
         if env.backend == "cpu":
-            self._time_alternating(op, row, errors)
+            self._time_alternating(op, row, errors, anchors)
         else:
-            self._time_one_by_one(op, row, errors)
+            self._time_one_by_one(op, row, errors, anchors)
         if errors:
             row["error"] = "; ".join(e.replace("\n", " ")[:300] for e in errors)
         return row
 
-    def _time_one_by_one(self, op, row, errors):
+    def _time_one_by_one(self, op, row, errors, anchors):
         """GPU: device time of each implementation in turn, plus our host
         overhead."""
         env = self.env
@@ -386,10 +544,10 @@ class CaseRunner:
         except Exception as error:
             errors.append(f"ours: {type(error).__name__}: {error}")
             env.raise_if_device_broken()
-        for key, flag in env.anchor_variants_for(op):
+        for key, flag in anchors:
             try:
                 with env.anchor_context(flag):
-                    calls, note = self.anchor_calls(op, flag)
+                    calls, note = self.anchor_calls(op, key, flag)
                     row["us"][key] = env.timer.device_us(calls)
                 if note:
                     row.setdefault("anchor_path", {})[key] = note
@@ -397,7 +555,7 @@ class CaseRunner:
                 errors.append(f"{key}: {type(error).__name__}: {error}")
                 env.raise_if_device_broken()
 
-    def _time_alternating(self, op, row, errors):
+    def _time_alternating(self, op, row, errors, anchors):
         """CPU: ours and PyTorch in alternating blocks (a shared machine's load
         hits both alike); the median goes in "us", the minimum in "us_min"."""
         named = {}
@@ -407,9 +565,9 @@ class CaseRunner:
         except Exception as error:
             named.pop("ours", None)
             errors.append(f"ours: {type(error).__name__}: {error}")
-        for key, flag in self.env.anchor_variants_for(op):
+        for key, flag in anchors:
             try:
-                named[key] = self.anchor_calls(op, flag)[0]
+                named[key] = self.anchor_calls(op, key, flag)[0]
                 named[key][0]()
             except Exception as error:
                 named.pop(key, None)
@@ -422,11 +580,14 @@ class CaseRunner:
                 row["us_min"][key] = min_us
 
 
-def plan_cases(backend, quick, ops, dtypes, layouts, shapes=None):
+def plan_cases(backend, quick, ops, dtypes, layouts, shapes=None, gn_shapes=None):
     """(shape, dtype, layout, ops) to run, group norm's shapes with its ops
     first (few rows, fast), then batch norm's; NHWC only where it differs
-    from NCHW.  `shapes`, when given, replaces batch norm's shape list."""
+    from NCHW.  `shapes` and `gn_shapes`, when given, replace batch norm's
+    and group norm's shape lists."""
     import bench_shapes
+    if gn_shapes is None:
+        gn_shapes = bench_shapes.default_group_norm_shapes(backend, quick)
     if shapes is not None:
         bn_shapes = shapes
     elif quick:
@@ -435,7 +596,7 @@ def plan_cases(backend, quick, ops, dtypes, layouts, shapes=None):
         bn_shapes = bench_shapes.full_shapes()
     else:
         bn_shapes = bench_shapes.cpu_default_shapes()
-    families = ((bench_shapes.group_norm_shapes(quick), [op for op in ops if op in GN_OPS]),
+    families = ((gn_shapes, [op for op in ops if op in GN_OPS]),
                 (bn_shapes, [op for op in ops if op in BN_OPS]))
     return [(shape, dtype, layout, family_ops) for shapes, family_ops in families if family_ops
             for shape in shapes for dtype in dtypes for layout in layouts
@@ -456,6 +617,26 @@ def _parse_shapes(text):
         if not 2 <= len(shape) <= 5 or min(shape) < 1:
             raise SystemExit(f"bad shape {item!r}: 2 to 5 positive lengths")
         shapes.append(shape)
+    return shapes
+
+
+def _parse_gn_shapes(text):
+    """--gn-shapes: groups of bench_shapes.GN_SHAPE_GROUPS or "all", or
+    shapes whose C the bench's group count divides; None: the backend's
+    default."""
+    import bench_shapes
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if names == ["all"]:
+        return bench_shapes.group_norm_shapes()
+    if names and all(name in bench_shapes.GN_SHAPE_GROUPS for name in names):
+        return bench_shapes.group_norm_shapes(groups=names)
+    shapes = _parse_shapes(text)
+    for shape in shapes:
+        if shape[1] % bench_shapes.GN_GROUPS:
+            raise SystemExit(f"bad group-norm shape {_shape_text(shape)}: C must be a multiple of "
+                             f"{bench_shapes.GN_GROUPS}")
     return shapes
 
 
@@ -493,6 +674,8 @@ def main(argv=None):
     print(f"bench: {env.device_name} ({args.backend}); {env.machine_note}", flush=True)
     copy_gbs = env.timer.copy_gbs()
     print(f"bench: copy bandwidth {copy_gbs:.1f} GB/s (read + write)", flush=True)
+    floor = env.launch_floor()
+    print(f"bench: launch floor {floor['us']:.2f} us ({floor['how']})", flush=True)
     document = {
         "device": env.device_name, "backend": args.backend,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -501,10 +684,20 @@ def main(argv=None):
         "copy_gbs": round(copy_gbs, 2), "torch": torch.__version__,
         "miopen_bn": getattr(miopen_bn, "__version__", None),
         "machine_note": env.machine_note,
-        "timing": getattr(env.timer, "mode", "median wall time"), "rows": [], "skipped": [],
+        "timing": getattr(env.timer, "mode", "median wall time"),
+        "launch_floor_us": round(floor["us"], 3), "launch_floor": floor,
+        "anchors": [key for key, _ in env.anchor_variants], "rows": [], "skipped": [],
     }
     shapes = None if args.shapes is None else _parse_shapes(args.shapes)
-    cases = plan_cases(args.backend, args.quick, ops, dtypes, layouts, shapes)
+    gn_shapes = _parse_gn_shapes(args.gn_shapes)
+    cases = plan_cases(args.backend, args.quick, ops, dtypes, layouts, shapes, gn_shapes)
+    if env.compiled is not None:
+        from bench_precompile import default_workers, precompile
+        workers = default_workers(args.backend) if args.compile_workers is None else args.compile_workers
+        jobs = [(op, tuple(shape), dtype, layout) for shape, dtype, layout, case_ops in cases for op in case_ops]
+        document["precompile"] = precompile(
+            jobs, workers, env.device, None if args.budget_s is None else args.budget_s / 2,
+            threads=torch.get_num_threads(), log=lambda text: print(text, flush=True))
     print(f"bench: {len(cases)} (shape, dtype, layout) cases, {len(ops)} ops; "
           f"verify={'no' if verifier is None else 'yes'}; budget "
           f"{'none' if args.budget_s is None else f'{args.budget_s:.0f} s'}", flush=True)
@@ -534,6 +727,8 @@ def main(argv=None):
                 if verifier is not None and not row["verified"]:
                     status = 1
             del runner
+            if env.compiled is not None:
+                document["compiled"] = env.compiled.summary()
             bench_report.write_json(json_path, document)
     except DeviceBroken as error:
         print(f"bench: stopping: {error}", flush=True)
@@ -542,6 +737,8 @@ def main(argv=None):
         print("bench: interrupted; writing what was measured", flush=True)
         status = 130
     document["seconds"] = round(time.monotonic() - started, 1)
+    if env.compiled is not None:
+        document["compiled"] = env.compiled.summary()
     bench_report.write_json(json_path, document)
     bench_report.write_markdown(md_path, document)
     plotted = bench_report.write_plot(plot_path, document)

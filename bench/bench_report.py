@@ -6,9 +6,12 @@ import os
 
 from bench_shapes import shape_text
 
-COLUMNS = ("op", "shape", "dtype", "layout", "ours_us", "cudnn_us", "native_us", "host_us",
-           "roof%", "speedup", "ok")
-WIDTHS = (8, 18, 5, 6, 10, 10, 10, 8, 6, 8, 4)
+COLUMNS = ("op", "shape", "dtype", "layout", "ours_us", "cudnn_us", "native_us", "compiled_us",
+           "host_us", "roof%", "speedup", "ok")
+WIDTHS = (8, 18, 5, 6, 10, 10, 10, 11, 8, 6, 8, 4)
+# Every anchor a row may hold (the JSON's "us" keys beside "ours"); speedups
+# are over the fastest one present.
+ANCHORS = ("cudnn", "torch_native", "compiled")
 
 
 def _fmt_us(value):
@@ -20,17 +23,18 @@ def row_key(row):
     return (row["op"], tuple(row["shape"]), row["dtype"], row["layout"])
 
 
-def best_anchor_us(row, key="us"):
-    """The faster anchor's time (cuDNN or PyTorch native), or None."""
+def best_anchor_us(row, key="us", anchors=ANCHORS):
+    """The fastest anchor's time (cuDNN, PyTorch native, torch.compile; or
+    those of `anchors`), or None."""
     times = row.get(key) or {}
-    anchors = [times[k] for k in ("cudnn", "torch_native") if times.get(k) is not None]
-    return min(anchors) if anchors else None
+    present = [times[k] for k in anchors if times.get(k) is not None]
+    return min(present) if present else None
 
 
-def speedup(row, key="us"):
+def speedup(row, key="us", anchors=ANCHORS):
     """Best anchor time over ours, from the medians ("us") or, on the CPU,
     the minimum times ("us_min")."""
-    ours, best = (row.get(key) or {}).get("ours"), best_anchor_us(row, key)
+    ours, best = (row.get(key) or {}).get("ours"), best_anchor_us(row, key, anchors)
     if ours is None or best is None or ours <= 0:
         return None
     return best / ours
@@ -48,7 +52,7 @@ def _cells(row, copy_gbs):
     gain = speedup(row)
     return (row["op"], shape_text(row["shape"]), row["dtype"], row["layout"], _fmt_us(row["us"].get("ours")),
             _fmt_us(row["us"].get("cudnn")), _fmt_us(row["us"].get("torch_native")),
-            _fmt_us(row.get("host_us")), "-" if roof is None else f"{roof:.0f}",
+            _fmt_us(row["us"].get("compiled")), _fmt_us(row.get("host_us")), "-" if roof is None else f"{roof:.0f}",
             "-" if gain is None else f"{gain:.2f}x", "yes" if row["verified"] else "NO")
 
 
@@ -116,6 +120,41 @@ def summary_lines(document):
         geo = geomean([speedup(r) for r in rows if r["layout"] == layout])
         if geo is not None:
             lines.append(f"{layout}: geomean speedup {geo:.2f}x")
+    lines += anchor_lines(document)
+    return lines
+
+
+def anchor_lines(document):
+    """The launch floor, and how the torch.compile anchor fared: rows timed,
+    compile failures and left-out rows, outputs off the reference, compile
+    seconds, and our speedup over it alone."""
+    rows, lines = document["rows"], []
+    if document.get("launch_floor_us") is not None:
+        floor = document.get("launch_floor") or {}
+        lines.append(f"launch floor {document['launch_floor_us']:.2f} us ({floor.get('how', '?')})")
+    if "compiled" not in document.get("anchors", ()):
+        return lines
+    timed = sum(1 for r in rows if r["us"].get("compiled") is not None)
+    failed = [r for r in rows if r.get("compiled_error")]
+    wrong = sum(1 for r in rows if r.get("compiled_verified") is False)
+    text = f"torch.compile anchor: timed on {timed} of {len(rows)} rows"
+    if failed:
+        text += f"; {len(failed)} without it (first: {failed[0]['compiled_error'][:120]})"
+    if wrong:
+        text += f"; {wrong} with outputs off the reference (their times still count)"
+    lines.append(text)
+    ahead = document.get("precompile") or {}
+    if ahead.get("workers") and ahead.get("jobs"):
+        lines.append(f"pre-compiled by {ahead['workers']} workers before timing: {ahead['compiled']} of "
+                     f"{ahead['jobs']} rows in {ahead['seconds']:.0f} s ({ahead['failed']} failed)")
+    cost = document.get("compiled") or {}
+    if cost.get("compiles"):
+        lines.append(f"compiles in the bench: {cost['compiles']} ({cost.get('cache_hits', 0)} from Inductor's "
+                     f"cache), {cost['total_s']:.0f} s in all, median {cost['median_s']:.2f} s, "
+                     f"max {cost['max_s']:.2f} s")
+    geo = geomean([speedup(r, anchors=("compiled",)) for r in rows])
+    if geo is not None:
+        lines.append(f"over torch.compile alone: geomean speedup {geo:.2f}x")
     return lines
 
 
@@ -133,13 +172,14 @@ def write_markdown(path, document):
            "", "Reading:", ""]
     out += [f"- {line}" for line in summary_lines(document)]
     with_min = any(r.get("us_min") for r in document["rows"])
-    columns = COLUMNS + (("ours_min", "native_min") if with_min else ())
+    columns = COLUMNS + (("ours_min", "native_min", "compiled_min") if with_min else ())
     out += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in document["rows"]:
         cells = _cells(row, copy_gbs)
         if with_min:
             least = row.get("us_min") or {}
-            cells += (_fmt_us(least.get("ours")), _fmt_us(least.get("torch_native")))
+            cells += (_fmt_us(least.get("ours")), _fmt_us(least.get("torch_native")),
+                      _fmt_us(least.get("compiled")))
         out.append("| " + " | ".join(cells) + " |")
     if document.get("skipped"):
         out += ["", f"Left out by the time budget: {', '.join(document['skipped'])}"]
@@ -161,7 +201,8 @@ def write_plot(path, document):
     if not ops:
         return False
     figure, axes = plt.subplots(1, len(ops), figsize=(6 * len(ops), 4.5), squeeze=False)
-    series = (("ours", "o", "ours"), ("cudnn", "s", "cuDNN"), ("torch_native", "^", "torch native"))
+    series = (("ours", "o", "ours"), ("cudnn", "s", "cuDNN"), ("torch_native", "^", "torch native"),
+              ("compiled", "v", "torch.compile"))
     for axis, op in zip(axes[0], ops):
         op_rows = [r for r in rows if r["op"] == op]
         for key, marker, label in series:

@@ -34,13 +34,28 @@ RANK5_SHAPES = [(16, 8, 16, 128, 128)]
 GN_GROUPS = 32
 SD_GN_SHAPES = [(2, 320, 64, 64), (2, 640, 32, 32), (2, 1280, 16, 16), (8, 320, 64, 64)]
 VAE_GN_SHAPES = [(1, 512, 64, 64), (1, 256, 256, 256), (1, 128, 512, 512)]
+# Issue 19's UNet group: every UNet width at every UNet resolution, batch 1
+# and 2 (latency-bound: 0.5-42 MB); its targets are read on these rows.
+UNET_GN_SHAPES = [(n, c, hw, hw) for n in (1, 2) for c in (320, 640, 1280) for hw in (64, 32, 16, 8)]
+GN_SHAPE_GROUPS = {"sd": SD_GN_SHAPES, "unet": UNET_GN_SHAPES, "vae": VAE_GN_SHAPES}
 
 
-def group_norm_shapes(quick=False):
-    """The group-norm shapes (every backend), or two of them for smoke runs."""
+def group_norm_shapes(quick=False, groups=tuple(GN_SHAPE_GROUPS)):
+    """The group-norm shapes of the named groups of GN_SHAPE_GROUPS, in
+    that order without repeats (by default all: Stable Diffusion's, the rest
+    of the UNet group, the VAE's); two of them for smoke runs."""
     if quick:
         return [SD_GN_SHAPES[0], VAE_GN_SHAPES[0]]
-    return SD_GN_SHAPES + VAE_GN_SHAPES
+    shapes = []
+    for group in groups:
+        shapes += [shape for shape in GN_SHAPE_GROUPS[group] if shape not in shapes]
+    return shapes
+
+
+def default_group_norm_shapes(backend, quick=False):
+    """Every group on the GPU; the CPU run (2 cores, minutes) keeps to Stable
+    Diffusion's and the VAE's shapes, as before the UNet group."""
+    return group_norm_shapes(quick, tuple(GN_SHAPE_GROUPS) if backend == "gpu" else ("sd", "vae"))
 
 
 def resnet50(n):

@@ -59,25 +59,31 @@ def _failures(tolerances, checks):
     return failures
 
 
-def groupnorm_forward_failures(reference, tolerances, x, weight, bias, activation, y, mean, rstd, io_dtype):
+def groupnorm_forward_failures(reference, tolerances, x, weight, bias, activation, y, mean, rstd, io_dtype,
+                               num_groups=None):
     """Group-norm forward outputs on sampled groups (NumPy arrays: x, y of
     the picked channels, weight/bias of those channels, mean/rstd of the
-    picked groups' columns) against the reference; float32 statistics."""
-    ref = reference.groupnorm_forward(x, mean.shape[1], weight, bias, epsilon=EPSILON, activation=activation)
-    return _failures(tolerances, [
-        ("y", y, ref["y"], io_dtype, tolerances.ELEMENTWISE),
-        ("mean", mean, ref["mean"], "float32", tolerances.REDUCTION),
-        ("rstd", rstd, ref["rstd"], "float32", tolerances.REDUCTION),
-    ])
+    picked groups' columns) against the reference; float32 statistics.
+    mean and rstd may be None (an op that does not return them: y alone is
+    checked, `num_groups` then naming the picked groups' count)."""
+    groups = mean.shape[1] if mean is not None else num_groups
+    ref = reference.groupnorm_forward(x, groups, weight, bias, epsilon=EPSILON, activation=activation)
+    checks = [("y", y, ref["y"], io_dtype, tolerances.ELEMENTWISE)]
+    if mean is not None:
+        checks += [("mean", mean, ref["mean"], "float32", tolerances.REDUCTION),
+                   ("rstd", rstd, ref["rstd"], "float32", tolerances.REDUCTION)]
+    return _failures(tolerances, checks)
 
 
-def groupnorm_backward_failures(reference, tolerances, x, dy, weight, mean, rstd, dx, dweight, dbias, io_dtype):
-    """Group-norm backward outputs on sampled groups, as the forward's check."""
+def groupnorm_backward_failures(reference, tolerances, x, dy, weight, mean, rstd, dx, dweight, dbias, io_dtype,
+                                param_dtype="float32"):
+    """Group-norm backward outputs on sampled groups, as the forward's check;
+    dweight and dbias of `param_dtype`."""
     ref = reference.groupnorm_backward(x, dy, mean.shape[1], weight, mean, rstd)
     return _failures(tolerances, [
         ("dx", dx, ref["dx"], io_dtype, tolerances.ELEMENTWISE),
-        ("dweight", dweight, ref["dweight"], "float32", tolerances.REDUCTION),
-        ("dbias", dbias, ref["dbias"], "float32", tolerances.REDUCTION),
+        ("dweight", dweight, ref["dweight"], param_dtype, tolerances.REDUCTION),
+        ("dbias", dbias, ref["dbias"], param_dtype, tolerances.REDUCTION),
     ])
 
 
@@ -119,6 +125,8 @@ class Verifier:
 
     def training(self, case, y, saved_mean, saved_inv_var, running_mean, running_var,
                  running_mean_before, running_var_before):
+        """saved_mean and saved_inv_var may be None (F.batch_norm does not
+        return them): the other outputs are checked."""
         torch, ch = self.torch, sample_channels(self.torch, case.shape, case.x.device)
         ref = self.reference.batchnorm_forward_training(
             _data64(torch, case.x, ch), _param64(torch, case.scale, ch),
@@ -130,6 +138,8 @@ class Verifier:
         self._check(failures, "y", y, ref["y"], self.tolerances.ELEMENTWISE, ch, 1)
         for name, out in (("saved_mean", saved_mean), ("saved_inv_var", saved_inv_var),
                           ("running_mean", running_mean), ("running_var", running_var)):
+            if out is None:
+                continue
             self._check(failures, name, out, ref[name], self.tolerances.REDUCTION, ch, 0)
         return failures
 
@@ -157,20 +167,29 @@ class Verifier:
         return stats.index_select(1, self.torch.tensor(groups, device=stats.device)).to(
             self.torch.float64).cpu().numpy()
 
-    def groupnorm_forward(self, case, num_groups, activation, y, mean, rstd):
+    def groupnorm_forward(self, case, num_groups, activation, y, mean=None, rstd=None, weight=None, bias=None):
+        """mean and rstd None: y alone is checked.  weight and bias: the ones
+        the op was given, when not the case's (float32) ones."""
         torch = self.torch
         groups, ch = self._group_sample(case, num_groups)
+        weight = case.scale if weight is None else weight
+        bias = case.bias if bias is None else bias
         return groupnorm_forward_failures(
-            self.reference, self.tolerances, _data64(torch, case.x, ch), _param64(torch, case.scale, ch),
-            _param64(torch, case.bias, ch), activation, _data64(torch, y, ch), self._columns(mean, groups),
-            self._columns(rstd, groups), case.x.dtype)
+            self.reference, self.tolerances, _data64(torch, case.x, ch), _param64(torch, weight, ch),
+            _param64(torch, bias, ch), activation, _data64(torch, y, ch),
+            None if mean is None else self._columns(mean, groups),
+            None if rstd is None else self._columns(rstd, groups), case.x.dtype, num_groups=len(groups))
 
-    def groupnorm_backward(self, case, num_groups, dx, dweight, dbias):
+    def groupnorm_backward(self, case, num_groups, dx, dweight, dbias, statistics=None, weight=None):
+        """From the case's float64-derived saved statistics and float32
+        weight, or from `statistics` (mean, rstd) and `weight`: the ones the
+        checked op was given."""
         torch = self.torch
         groups, ch = self._group_sample(case, num_groups)
-        mean, rstd = case.group_statistics(num_groups)
+        mean, rstd = statistics if statistics is not None else case.group_statistics(num_groups)
+        weight = case.scale if weight is None else weight
         return groupnorm_backward_failures(
             self.reference, self.tolerances, _data64(torch, case.x, ch), _data64(torch, case.dy, ch),
-            _param64(torch, case.scale, ch), self._columns(mean, groups), self._columns(rstd, groups),
+            _param64(torch, weight, ch), self._columns(mean, groups), self._columns(rstd, groups),
             _data64(torch, dx, ch), _param64(torch, dweight, ch), _param64(torch, dbias, ch),
-            case.x.dtype)
+            case.x.dtype, param_dtype=dweight.dtype)

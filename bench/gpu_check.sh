@@ -21,7 +21,13 @@
 # seconds (default 520).
 # GPU_CHECK_BENCH_RESERVE_S (default 200) is the time the tests leave the bench.
 # GPU_CHECK_PROFILE_CASES="gn_fwd:2x320x64x64:fp32:nchw ..." adds an ncu step.
-# GPU_CHECK_BENCH_ARGS adds bench arguments (say "--ops gn_fwd,gn_bwd").
+# GPU_CHECK_BENCH_ARGS adds bench arguments (say "--ops gn_fwd,gn_bwd").  The
+# bench compiles every row for its torch.compile anchor (worker processes
+# first, before timing: bench/bench_precompile.py), so the whole bench no
+# longer fits one call: run it in parts, one per call (say "--ops
+# bn_infer,bn_train", "--ops bn_bwd", "--ops gn_fwd,gn_fwd_swish,gn_bwd"),
+# and read them together with bench/targets.py PART1.json PART2.json ...;
+# "--no-compiled" gives the old, compile-free bench.
 # GPU_CHECK_AB="base:MIOPEN_BN_LIBRARY=.ab/base/libmiopen_bn.so new: ..." adds an
 # A/B step: the bench on GPU_CHECK_AB_ARGS (say "--shapes 32x256x56x56 --ops
 # bn_train"), once per variant NAME:VAR=VALUE,VAR=VALUE (the settings apply to

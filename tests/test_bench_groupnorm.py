@@ -42,17 +42,35 @@ def test_bytes_min_is_two_tensors_forward_three_backward():
 
 
 def test_group_norm_cases_use_their_own_shapes():
-    cases = bench.plan_cases("cpu", False, ["bn_bwd", "gn_fwd", "gn_bwd"], ["fp32"], ["nchw", "nhwc"])
+    cases = bench.plan_cases("gpu", False, ["bn_bwd", "gn_fwd", "gn_bwd"], ["fp32"], ["nchw", "nhwc"])
     gn = [(shape, ops) for shape, _, _, ops in cases if ops == ["gn_fwd", "gn_bwd"]]
     bn = [(shape, ops) for shape, _, _, ops in cases if ops == ["bn_bwd"]]
     assert len(gn) + len(bn) == len(cases) and bn and cases[0][3] == ["gn_fwd", "gn_bwd"]  # group norm first
-    expected = {(2, 320, 64, 64), (2, 640, 32, 32), (2, 1280, 16, 16), (8, 320, 64, 64),
-                (1, 512, 64, 64), (1, 256, 256, 256), (1, 128, 512, 512)}
-    assert {shape for shape, _ in gn} == expected
-    assert len(gn) == 2 * len(expected)  # NCHW and NHWC each
+    sd_vae = {(2, 320, 64, 64), (2, 640, 32, 32), (2, 1280, 16, 16), (8, 320, 64, 64),
+              (1, 512, 64, 64), (1, 256, 256, 256), (1, 128, 512, 512)}
+    unet = {(n, c, hw, hw) for n in (1, 2) for c in (320, 640, 1280) for hw in (64, 32, 16, 8)}
+    expected = sd_vae | unet
+    assert {shape for shape, _ in gn} == expected and len(expected) == 7 + 24 - 3  # three shapes in both
+    assert len(gn) == 2 * len(expected)  # NCHW and NHWC each, no shape twice
     assert all(shape[1] % bench_shapes.GN_GROUPS == 0 for shape in expected)
     only_gn = bench.plan_cases("gpu", True, ["gn_fwd_swish"], ["fp16"], ["nchw"])
     assert [c[0] for c in only_gn] == bench_shapes.group_norm_shapes(quick=True)
+
+
+def test_group_norm_shape_groups_are_selectable():
+    assert bench._parse_gn_shapes("unet") == bench_shapes.UNET_GN_SHAPES
+    assert len(bench_shapes.UNET_GN_SHAPES) == 24
+    assert bench._parse_gn_shapes("vae,sd") == bench_shapes.VAE_GN_SHAPES + bench_shapes.SD_GN_SHAPES
+    assert bench._parse_gn_shapes("2x64x8x8,1x32x4x4") == [(2, 64, 8, 8), (1, 32, 4, 4)]
+    assert bench._parse_gn_shapes(None) is None  # the backend's default
+    with pytest.raises(SystemExit, match="C must be a multiple of 32"):
+        bench._parse_gn_shapes("2x48x8x8")
+    cpu = {c[0] for c in bench.plan_cases("cpu", False, ["gn_fwd"], ["fp32"], ["nchw"])}
+    assert cpu == set(bench_shapes.SD_GN_SHAPES + bench_shapes.VAE_GN_SHAPES)  # the 2-core run stays short
+    cases = bench.plan_cases("gpu", False, ["gn_bwd", "bn_infer"], ["fp16"], ["nhwc"],
+                             shapes=[(8, 64, 4, 4)], gn_shapes=bench._parse_gn_shapes("vae"))
+    assert [(c[0], c[3]) for c in cases] == [(s, ["gn_bwd"]) for s in bench_shapes.VAE_GN_SHAPES] + [
+        ((8, 64, 4, 4), ["bn_infer"])]
 
 
 def test_sampled_groups_are_whole_and_include_the_last():
