@@ -21,7 +21,7 @@ import threading
 
 import torch
 
-from ..descriptor import TensorDescriptor
+from ..descriptor import described
 from ..handle import Handle
 from ..library import load
 
@@ -63,13 +63,11 @@ def _described(key: tuple, dtype, shape: tuple, strides: tuple):
     code = _DTYPE_CODE.get(dtype)
     if code is None:
         raise TypeError(f"miopen_bn computes on float16, bfloat16, float32 and float64 tensors, not {dtype}")
+    descriptor = described(code, shape, strides)
     global _descriptor_owners, _retired
     if len(_descriptors) >= _DESCRIPTOR_LIMIT:  # a process cycling through this many layouts re-makes them
         _descriptors.clear()
         _retired, _descriptor_owners = _descriptor_owners, {}
-    descriptor = TensorDescriptor()
-    check(lib.miopenSetTensorDescriptor(descriptor.ptr, code, len(shape), ffi.new("int[]", shape),
-                                        ffi.new("int[]", strides)))
     _descriptor_owners[key] = descriptor
     _descriptors[key] = descriptor.ptr
     return descriptor.ptr
@@ -158,26 +156,31 @@ def address(t: torch.Tensor):
 # --------------------------------------------------------------------------- #
 # Batch norm (spatial: one statistic per channel, as torch's modules)
 # --------------------------------------------------------------------------- #
-def batch_norm_train(x, weight, bias, running_mean, running_var, factor: float, eps: float):
-    """y, saved mean, saved 1/sqrt(var + eps); updates the running statistics
-    in place when given (with the unbiased variance)."""
+def batch_norm_train(x, weight, bias, running_mean, running_var, factor: float, eps: float, save: bool = True):
+    """y, saved mean, saved 1/sqrt(var + eps) (None, None unless ``save``);
+    updates the running statistics in place when given (with the unbiased
+    variance)."""
     y = torch.empty_like(x)
-    channels = weight.shape
-    saved_mean = torch.empty(channels, dtype=weight.dtype, device=x.device)
-    saved_invstd = torch.empty(channels, dtype=weight.dtype, device=x.device)
     rank = x.dim()
     p = param_desc(weight, rank)
     if running_mean is None:
-        stats_desc, rm, rv = p, NULL, NULL
-        var_desc = p
+        stats_desc = var_desc = p
+        rm = rv = NULL
+        like = weight
     else:
         stats_desc, var_desc = param_desc(running_mean, rank), param_desc(running_var, rank)
         rm, rv = address(running_mean), address(running_var)
-    x_desc = data_desc(x)
+        like = running_mean
+    if save:  # described by the running statistics' descriptors: allocated like them
+        saved_mean, saved_invstd = torch.empty_like(like), torch.empty_like(like)
+        sm, si = address(saved_mean), address(saved_invstd)
+    else:
+        saved_mean = saved_invstd = None
+        sm = si = NULL
     check(lib.miopenBatchNormalizationForwardTraining_V2(
-        handle_for(x), SPATIAL, _ONE, _ZERO, x_desc, address(x), data_desc(y), address(y),
+        handle_for(x), SPATIAL, _ONE, _ZERO, data_desc(x), address(x), data_desc(y), address(y),
         p, param_desc(bias, rank), stats_desc, var_desc, address(weight), address(bias),
-        factor, rm, rv, eps, address(saved_mean), address(saved_invstd)))
+        factor, rm, rv, eps, sm, si))
     return y, saved_mean, saved_invstd
 
 
@@ -220,12 +223,10 @@ def _stats_dtype(x):
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
-def group_norm_forward(x, num_groups: int, weight, bias, eps: float, swish: bool):
-    """y (through SiLU when ``swish``), mean and rstd of shape (N, G)."""
+def group_norm_forward(x, num_groups: int, weight, bias, eps: float, swish: bool, stats: bool = True):
+    """y (through SiLU when ``swish``), mean and rstd of shape (N, G) (None,
+    None unless ``stats``)."""
     y = torch.empty_like(x)
-    stats_shape = (x.shape[0], num_groups)
-    mean = torch.empty(stats_shape, dtype=_stats_dtype(x), device=x.device)
-    rstd = torch.empty(stats_shape, dtype=mean.dtype, device=x.device)
     rank = x.dim()
     if weight is None:
         mode, w_desc, w_ptr, b_desc, b_ptr = _NOT_AFFINE, NULL, NULL, NULL, NULL
@@ -233,9 +234,16 @@ def group_norm_forward(x, num_groups: int, weight, bias, eps: float, swish: bool
         mode = _AFFINE
         w_desc, w_ptr = param_desc(weight, rank), address(weight)
         b_desc, b_ptr = param_desc(bias, rank), address(bias)
-    s = data_desc(mean)
+    if stats:
+        stats_shape = (x.shape[0], num_groups)
+        mean = torch.empty(stats_shape, dtype=_stats_dtype(x), device=x.device)
+        rstd = torch.empty_like(mean)
+        s, mean_ptr, rstd_ptr = data_desc(mean), address(mean), address(rstd)
+    else:  # the library writes them only when given
+        mean = rstd = None
+        s = mean_ptr = rstd_ptr = NULL
     head = (handle_for(x), mode, data_desc(x), address(x), w_desc, w_ptr, b_desc, b_ptr, num_groups, eps)
-    tail = (data_desc(y), address(y), s, address(mean), s, address(rstd))
+    tail = (data_desc(y), address(y), s, mean_ptr, s, rstd_ptr)
     if swish:
         check(lib.miopenBNGroupNormForwardActivation(*head, SWISH, 1.0, *tail))
     else:

@@ -109,7 +109,7 @@ def batch_norm_train(
 
 @batch_norm_train.register_fake
 def _(x, weight, bias, running_mean, running_var, momentum, eps):
-    dtype = _param_dtype(x, weight, bias, running_mean)
+    dtype = _param_dtype(x, running_mean, weight, bias)  # the saved statistics share the running ones' descriptor
     saved = x.new_empty(x.shape[1], dtype=dtype)
     running = x.new_empty(0, dtype=dtype) if running_mean is None else torch.empty_like(running_mean)
     return torch.empty_like(x), saved, torch.empty_like(saved), running, torch.empty_like(running)
@@ -317,7 +317,7 @@ def batch_norm(
         if _needs_grad(x, weight, bias):
             return _BatchNormTrain.apply(x, w, b, running_mean, running_var, momentum, eps,
                                          weight is not None, bias is not None)
-        return native.batch_norm_train(x, w, b, running_mean, running_var, momentum, eps)[0]
+        return native.batch_norm_train(x, w, b, running_mean, running_var, momentum, eps, save=False)[0]
     if _needs_grad(x, weight, bias):
         return torch.ops.miopen_bn.batch_norm_infer(x, weight, bias, running_mean, running_var, eps)
     w, b = (weight, bias) if weight is not None and bias is not None else _affine(x, weight, bias, running_mean)
@@ -346,4 +346,4 @@ def group_norm(
         return torch.ops.miopen_bn.group_norm(x, num_groups, weight, bias, eps, silu)[0]
     if _needs_grad(x, weight, bias):
         return _GroupNorm.apply(x, num_groups, weight, bias, eps, silu)
-    return native.group_norm_forward(x, num_groups, weight, bias, eps, silu)[0]
+    return native.group_norm_forward(x, num_groups, weight, bias, eps, silu, stats=False)[0]
