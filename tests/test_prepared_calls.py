@@ -276,3 +276,52 @@ def test_plans_are_per_thread(p, rng):
         thread.join()
     for i in range(4):
         check(outputs[i], infer_ref(p, inputs[i], alpha=float(i + 1)), "float32", "elementwise", "y")
+
+
+def test_torch_tensors_are_planned_too(p, monkeypatch):
+    """torch tensors through the array API: the second call of a signature
+    takes the plan, allocates its outputs with torch in x's layout, and
+    gives the reference's results; another layout, dtype or a tensor that
+    requires grad is a new signature."""
+    torch = pytest.importorskip("torch")
+    from miopen_bn import batchnorm
+
+    x, scale, bias, mean, var = (torch.from_numpy(a) for a in (p.x, p.scale, p.bias, p.mean, p.var))
+    first = miopen_bn.batchnorm_forward_inference(x, scale, bias, mean, var)
+    assert len(prepared._plans()) == 1
+    monkeypatch.setattr(batchnorm, "_checked_inference", lambda *a: pytest.fail("checked again"))
+    other = torch.from_numpy(p.x * 2)
+    second = miopen_bn.batchnorm_forward_inference(other, scale, bias, mean, var)
+    assert type(second) is torch.Tensor and second.data_ptr() != first.data_ptr()
+    check(first.numpy(), infer_ref(p), "float32", "elementwise", "y")
+    check(second.numpy(), infer_ref(p, p.x * 2), "float32", "elementwise", "y")
+    monkeypatch.undo()
+    channels_last = x.contiguous(memory_format=torch.channels_last)
+    y = miopen_bn.batchnorm_forward_inference(channels_last, scale, bias, mean, var)
+    assert y.stride() == channels_last.stride()
+    check(y.numpy(), infer_ref(p), "float32", "elementwise", "y")
+    assert len(prepared._plans()) == 2
+    with pytest.raises(BufferError, match="require gradient"):  # as DLPack refuses it, planned or not
+        miopen_bn.batchnorm_forward_inference(x, scale.clone().requires_grad_(), bias, mean, var)
+
+
+def test_torch_plans_of_every_entry_point(p):
+    torch = pytest.importorskip("torch")
+    x, dy, scale, bias = (torch.from_numpy(a) for a in (p.x, p.dy, p.scale, p.bias))
+
+    def calls():
+        ty, tm, tv = miopen_bn.batchnorm_forward_training(x, scale, bias)
+        dx, ds, db = miopen_bn.batchnorm_backward(x, dy, scale, saved_mean=tm, saved_inv_var=tv)
+        gy, gm, gr = miopen_bn.groupnorm_forward(x, 3, scale, bias)
+        gdx, gdw, gdb = miopen_bn.groupnorm_backward(x, dy, 3, scale, gm, gr)
+        return ty, tm, tv, dx, ds, db, gy, gm, gr, gdx, gdw, gdb
+
+    first = calls()
+    assert len(prepared._plans()) == 4
+    second = calls()
+    assert len(prepared._plans()) == 4
+    for a, b in zip(first, second):
+        assert type(b) is torch.Tensor and a.data_ptr() != b.data_ptr()
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    expected = reference.batchnorm_backward(p.x, p.dy, p.scale)
+    check(second[3].numpy(), expected["dx"], "float32", "elementwise", "dx")

@@ -407,3 +407,11 @@ def numpy_allocator(array: np.ndarray) -> Optional[Callable[[], np.ndarray]]:
     if list(order) == sorted(order):
         return functools.partial(np.empty, array.shape, array.dtype)
     return functools.partial(in_memory_order, empty, array.shape, order)
+
+
+def torch_allocator(tensor) -> Callable:
+    """A function making new torch tensors laid out like ``tensor``."""
+    import torch
+
+    return functools.partial(torch.empty_strided, tuple(tensor.shape), tensor.stride(), dtype=tensor.dtype,
+                             device=tensor.device)

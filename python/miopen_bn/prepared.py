@@ -10,15 +10,19 @@ with the same signature reads the addresses and the scalar values and makes
 the C call: a few microseconds of Python instead of tens, which on a small
 tensor is most of the call.
 
-Only plain NumPy arrays that the library addresses as they are (no private
-copy) are planned; any other argument takes the checked path every time.
-Plans are kept per thread (each owns the buffer its ``float*`` scalars are
-passed in), the oldest dropped first when there are too many.
+Plain NumPy arrays that the library addresses as they are (no private copy)
+and plain torch tensors are planned; any other argument takes the checked
+path every time.  A plan on CUDA tensors runs only where the checked path's
+DLPack export would order nothing: with the handle on the default stream or
+on torch's current one (else the export makes the handle's stream wait for
+torch's).  Plans are kept per thread (each owns the buffer its ``float*``
+scalars are passed in), the oldest dropped first when there are too many.
 """
 
 from __future__ import annotations
 
 import operator
+import sys
 import threading
 import weakref
 from typing import Optional
@@ -29,6 +33,10 @@ from . import arrays as adapters
 
 _PLANS_PER_THREAD = 256
 _per_thread = threading.local()
+# torch.Tensor once torch is imported (this module never imports it) and a
+# call has been planned; torch's current raw CUDA stream of a device.
+_torch_tensor: Optional[type] = None
+_current_stream = None
 
 
 class Entry:
@@ -76,6 +84,7 @@ class Plan:
         # Set by repeatable():
         self._reads: tuple = ()  # (position, array index, address reader) per pointer argument
         self._allocations: tuple = ()  # (array index, allocate) per output the call creates
+        self._cuda_device: Optional[int] = None  # of the CUDA tensors, whose stream must be the handle's
 
     def repeatable(self, arrays: tuple, views: list) -> bool:
         """Learns to read each pointer argument's address from a later call's
@@ -87,24 +96,41 @@ class Plan:
                 return False
             index = names.index(view.name)
             array = view.source
-            if arrays[index] is None:  # an output the checks allocated
-                allocate = adapters.numpy_allocator(array) if type(array) is np.ndarray else None
+            if type(array) is np.ndarray:
+                if not (array.flags.aligned and array.dtype.alignment == array.dtype.itemsize):
+                    return False  # the signature's alignment flag would not stand for ours
+                allocate, read = adapters.numpy_allocator, adapters.address_reader(array, self._ffi)
+            elif type(array) is _torch_tensor:
+                allocate, read = adapters.torch_allocator, self._tensor_address
+                if array.is_cuda:
+                    self._cuda_device = array.get_device()
+            else:
+                return False
+            if arrays[index] is None:  # an output the first call allocated
+                allocate = allocate(array)
                 if allocate is None:
                     return False
                 allocations[index] = allocate
             elif array is not arrays[index]:  # a private copy, for strides the library cannot use
                 return False
-            if not (array.flags.aligned and array.dtype.alignment == array.dtype.itemsize):
-                return False  # the signature's alignment flag would not stand for ours
-            reads.append((position, index, adapters.address_reader(array, self._ffi)))
+            reads.append((position, index, read))
         self._reads = tuple(reads)
         self._allocations = tuple(allocations.items())
         return True
 
+    def _tensor_address(self, tensor):
+        return self._ffi.cast("void*", tensor.data_ptr())
+
     def usable(self, handle) -> bool:
-        """Made with this handle (None: the thread's default one), still open."""
+        """Made with this handle (None: the thread's default one), still
+        open, and for CUDA tensors on the default stream or torch's current one."""
         own = self._handle()
-        return own is not None and (handle is None or own is handle) and not own.closed
+        if own is None or (handle is not None and own is not handle) or own.closed:
+            return False
+        if self._cuda_device is None:
+            return True
+        stream = own.stream
+        return stream == 0 or stream == _current_stream(self._cuda_device)
 
     def run(self, arrays: tuple, values: tuple):
         """Repeats the call on ``arrays`` (of this plan's signature)."""
@@ -159,9 +185,11 @@ def _plans() -> dict:
 
 
 def _signature(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[tuple]:
-    """The cache key, or None when an argument is not a plain NumPy array.
-    Flat: an absent array is one None, a present one five entries starting
-    with its dtype (never None), so no two signatures flatten alike."""
+    """The cache key, or None when an argument is neither a plain NumPy
+    array nor a plain torch tensor.  Flat: an absent array is one None, a
+    present one five entries starting with its dtype (never None; NumPy's
+    and torch's dtypes never compare equal), so no two signatures flatten
+    alike."""
     key = [entry, None if handle is None else id(handle), steering]
     for array in arrays:
         if array is None:
@@ -169,6 +197,8 @@ def _signature(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional
         elif type(array) is np.ndarray:
             flags = array.flags
             key += (array.dtype, array.shape, array.strides, flags.writeable, flags.aligned)
+        elif type(array) is _torch_tensor:  # DLPack refuses tensors that require grad: the key keeps them apart
+            key += (array.dtype, array.shape, array.stride(), array.device, array.requires_grad)
         else:
             return None
     return tuple(key)
@@ -189,6 +219,7 @@ def find(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[Plan]
 def remember(plan: Plan, entry: Entry, handle, arrays: tuple, steering: tuple, views: list) -> None:
     """Keeps ``plan`` for this signature when a later call's arrays can stand
     in for ``views`` (the pointer arguments, in order)."""
+    _know_torch()
     key = _signature(entry, handle, arrays, steering)
     if key is None or not plan.repeatable(arrays, views):
         return
@@ -199,3 +230,12 @@ def remember(plan: Plan, entry: Entry, handle, arrays: tuple, steering: tuple, v
         plans[key] = plan
     except TypeError:  # an unhashable steering argument the checks did not need
         pass
+
+
+def _know_torch() -> None:
+    """Learns torch's tensor type (and stream query) once torch is imported."""
+    global _torch_tensor, _current_stream
+    if _torch_tensor is None and "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _torch_tensor = torch.Tensor
