@@ -126,8 +126,10 @@ def _checked_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
         # One descriptor describes the running and the saved mean (and one the
         # two variances): new saved statistics take the running ones' layout.
         hint = "use save_stats=False"
-        saved_mean_v = call.output(None, "saved_mean", scale_v if running_mean_v is None else running_mean_v, hint=hint)
-        saved_inv_var_v = call.output(None, "saved_inv_var", scale_v if running_var_v is None else running_var_v, hint=hint)
+        mean_like = scale_v if running_mean_v is None else running_mean_v
+        var_like = scale_v if running_var_v is None else running_var_v
+        saved_mean_v = call.output(None, "saved_mean", mean_like, hint=hint)
+        saved_inv_var_v = call.output(None, "saved_inv_var", var_like, hint=hint)
     else:
         saved_mean_v = call.view(saved_mean, "saved_mean", output=True)
         saved_inv_var_v = call.view(saved_inv_var, "saved_inv_var", output=True)
