@@ -135,12 +135,11 @@ def _checked_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
         saved_inv_var_v = call.view(saved_inv_var, "saved_inv_var", output=True)
     mean_desc = call.shared_desc(running_mean_v, saved_mean_v, *(previous[:1] if v3 else ()))
     var_desc = call.shared_desc(running_var_v, saved_inv_var_v, *(previous[1:] if v3 else ()))
-    lib = call.library.lib
     functions = {
-        (False, False): lib.miopenBatchNormalizationForwardTraining_V2,
-        (False, True): lib.miopenBatchNormalizationForwardTraining_V3,
-        (True, False): lib.miopenBatchNormForwardTrainingActivation,
-        (True, True): lib.miopenBatchNormForwardTrainingActivation_V2,
+        (False, False): "miopenBatchNormalizationForwardTraining_V2",
+        (False, True): "miopenBatchNormalizationForwardTraining_V3",
+        (True, False): "miopenBatchNormForwardTrainingActivation",
+        (True, True): "miopenBatchNormForwardTrainingActivation_V2",
     }
     function = functions[activation is not None, v3]
     running = [call.ptr(running_mean_v), call.ptr(running_var_v)]
@@ -207,12 +206,11 @@ def _checked_inference(arrays: tuple, steering: tuple, handle: Optional[Handle])
     scale_v, bias_v = call.view(scale, "scale"), call.view(bias, "bias")
     mean_v, var_v = call.view(mean, "mean"), call.view(var, "var")
     y_v = call.output(y, "y", call.x, same_layout=True, blended=blended)
-    lib = call.library.lib
     functions = {
-        (False, False): lib.miopenBatchNormalizationForwardInference_V2,
-        (False, True): lib.miopenBatchNormalizationForwardInferenceInvVariance,
-        (True, False): lib.miopenBatchNormForwardInferenceActivation,
-        (True, True): lib.miopenBatchNormForwardInferenceActivationInvVariance,
+        (False, False): "miopenBatchNormalizationForwardInference_V2",
+        (False, True): "miopenBatchNormalizationForwardInferenceInvVariance",
+        (True, False): "miopenBatchNormForwardInferenceActivation",
+        (True, True): "miopenBatchNormForwardInferenceActivationInvVariance",
     }
     function = functions[activation is not None, inverse]
     return call.prepare(
@@ -286,9 +284,9 @@ def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     dx_v = call.output(dx, "dx", call.x, dtype=dy_v.dtype, same_layout=True, blended=data_blended)
     dscale_v = call.output(dscale, "dscale", scale_v, blended=param_blended)
     dbias_v = call.output(dbias, "dbias", scale_v if bias_v is None else bias_v, blended=param_blended)
-    function = call.library.lib.miopenBatchNormalizationBackward_V2
+    function = "miopenBatchNormalizationBackward_V2"
     if activation is not None:
-        function = call.library.lib.miopenBatchNormBackwardActivation
+        function = "miopenBatchNormBackwardActivation"
     return call.prepare(
         function,
         call.handle.ptr,

@@ -186,11 +186,12 @@ class ArrayCall:
         """run()'s value ``name`` passed as a number (epsilon, ...)."""
         return _Value(name, by_pointer=False)
 
-    def prepare(self, function, *args):
-        """The C call: ``args`` with views standing for addresses and
-        scalar()/number() for the values run() takes; run() returns the
-        arrays the entry names.  Leaves a plan for later calls of the same
-        signature where their arrays can take the views' place."""
+    def prepare(self, function: str, *args):
+        """The call of the entry point named ``function``: ``args`` with
+        views standing for addresses and scalar()/number() for the values
+        run() takes; run() returns the arrays the entry names.  Leaves a plan
+        for later calls of the same signature where their arrays can take
+        the views' place."""
         self.refuse_outputs_over_copies()
         entry, handle, arrays, steering = self._signature
         template, pointer_positions, views, slots = list(args), [], [], []
@@ -208,7 +209,7 @@ class ArrayCall:
         plan = prepared.Plan(entry, self.handle, self.library, function, template, tuple(pointer_positions),
                              tuple(slots), scalars, self._descriptors)
         prepared.remember(plan, entry, handle, arrays, steering, views)
-        addresses = [self.ffi.cast("void*", view.ptr) for view in views]
+        addresses = [view.ptr for view in views]
         # What run() returns: the caller's arrays, with the outputs allocated here.
         outputs = list(arrays)
         for view in views:

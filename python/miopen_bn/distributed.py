@@ -105,7 +105,7 @@ def _checked_local(arrays: tuple, steering: tuple, handle: Optional[Handle]):
             obj = allocate_like(call.x, name, shape, stats_dtype)
         stats.append(call.view(obj, name, output=True))
     return call.prepare(
-        call.library.lib.miopenBNBatchNormLocalStatistics,
+        "miopenBNBatchNormLocalStatistics",
         call.handle.ptr,
         call.mode_code,
         *call.tensor(call.x),
@@ -155,7 +155,7 @@ def _checked_merge(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     running = [call.view(running_mean, "running_mean", output=True),
                call.view(running_var, "running_var", output=True)]
     return call.prepare(
-        call.library.lib.miopenBNBatchNormMergeStatistics,
+        "miopenBNBatchNormMergeStatistics",
         call.handle.ptr,
         call.shared_desc(call.x, count_v, m2_v, as_parameter=False),
         call.ptr(count_v),
@@ -200,7 +200,7 @@ def _checked_normalize(arrays: tuple, steering: tuple, handle: Optional[Handle])
     params = [call.view(a, n) for a, n in ((scale, "scale"), (bias, "bias"), (mean, "mean"), (inv_std, "inv_std"))]
     y_v = call.output(y, "y", call.x, same_layout=True, blended=blended)
     return call.prepare(
-        call.library.lib.miopenBNBatchNormForwardNormalize,
+        "miopenBNBatchNormForwardNormalize",
         call.handle.ptr,
         call.mode_code,
         call.scalar("alpha"),
@@ -261,7 +261,7 @@ def _checked_reduce(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     sums = [call.output(obj, name, mean_v, dtype=stats_dtype)
             for obj, name in ((sum_dy, "sum_dy"), (sum_dy_xmu, "sum_dy_xmu"))]
     return call.prepare(
-        call.library.lib.miopenBNBatchNormBackwardReduce,
+        "miopenBNBatchNormBackwardReduce",
         call.handle.ptr,
         call.mode_code,
         call.scalar("alpha_param"),
@@ -314,7 +314,7 @@ def _checked_elementwise(arrays: tuple, steering: tuple, handle: Optional[Handle
     stats = [call.view(a, n) for a, n in ((sum_dy, "sum_dy"), (sum_dy_xmu, "sum_dy_xmu"), (count, "count"))]
     dx_v = call.output(dx, "dx", call.x, dtype=dy_v.dtype, same_layout=True, blended=blended)
     return call.prepare(
-        call.library.lib.miopenBNBatchNormBackwardElementwise,
+        "miopenBNBatchNormBackwardElementwise",
         call.handle.ptr,
         call.mode_code,
         call.scalar("alpha_data"),

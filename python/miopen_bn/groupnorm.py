@@ -115,13 +115,12 @@ def _checked_forward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     y_v = call.output(y, "y", call.x, same_layout=True)
     mean_v = call.statistic_output("mean")
     rstd_v = call.statistic_output("rstd")
-    lib = call.library.lib
     common = (call.handle.ptr, call.affine_mode(weight), *call.tensor(call.x), *call.tensor(weight_v),
               *call.tensor(bias_v), call.num_groups, call.number("epsilon"))
     outputs = (*call.tensor(y_v), *call.stats_tensor(mean_v), *call.stats_tensor(rstd_v))
     if activation is None:
-        return call.prepare(lib.miopenGroupNormForward, *common, *outputs)
-    return call.prepare(lib.miopenBNGroupNormForwardActivation, *common, call.activation_code,
+        return call.prepare("miopenGroupNormForward", *common, *outputs)
+    return call.prepare("miopenBNGroupNormForwardActivation", *common, call.activation_code,
                         call.number("swish_beta"), *outputs)
 
 
@@ -171,7 +170,7 @@ def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
         dweight_v = call.output(dweight, "dweight", weight_v)
         dbias_v = call.output(dbias, "dbias", weight_v)
     return call.prepare(
-        call.library.lib.miopenBNGroupNormBackward,
+        "miopenBNGroupNormBackward",
         call.handle.ptr,
         call.affine_mode(weight),
         *call.tensor(call.x),

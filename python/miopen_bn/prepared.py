@@ -69,13 +69,15 @@ class Plan:
     and the values (scalars and numbers) that run() is given, in the order
     its entry names them."""
 
-    def __init__(self, entry: Entry, handle, library, function, template: list, pointer_positions: tuple,
+    def __init__(self, entry: Entry, handle, library, function: str, template: list, pointer_positions: tuple,
                  value_slots: tuple, scalars, keepalive: list):
         self._entry = entry
         self._handle = weakref.ref(handle)
+        self._library = library
         self._ffi = library.ffi
         self._check = library.check
-        self._function = function
+        self._name = function
+        self._function = getattr(library.lib, function)
         self._template = template
         self._pointer_positions = pointer_positions
         self._value_slots = value_slots  # (position, value index, index in scalars or None for a number)
@@ -85,6 +87,7 @@ class Plan:
         self._reads: tuple = ()  # (position, array index, address reader) per pointer argument
         self._allocations: tuple = ()  # (array index, allocate) per output the call creates
         self._cuda_device: Optional[int] = None  # of the CUDA tensors, whose stream must be the handle's
+        self._integer_addresses = False  # the function takes pointers as ints (_take_addresses)
 
     def repeatable(self, arrays: tuple, views: list) -> bool:
         """Learns to read each pointer argument's address from a later call's
@@ -116,10 +119,24 @@ class Plan:
             reads.append((position, index, read))
         self._reads = tuple(reads)
         self._allocations = tuple(allocations.items())
+        if reads and all(type(view.source) is _torch_tensor for view in views):
+            self._take_addresses()
         return True
 
     def _tensor_address(self, tensor):
         return self._ffi.cast("void*", tensor.data_ptr())
+
+    def _take_addresses(self) -> None:
+        """Every array is a torch tensor, whose data_ptr() is an int: the
+        call goes through the entry point's integer-address declaration
+        (Library.by_address), with the template's pointers as ints too, and
+        makes no cffi object per array."""
+        ffi = self._ffi
+        self._integer_addresses = True
+        self._function = _address_function(self._library, self._name)
+        self._template = [int(ffi.cast("uintptr_t", arg)) if isinstance(arg, ffi.CData) else arg
+                          for arg in self._template]
+        self._reads = tuple((position, index, _torch_tensor.data_ptr) for position, index, _ in self._reads)
 
     def usable(self, handle) -> bool:
         """Made with this handle (None: the thread's default one), still
@@ -145,10 +162,10 @@ class Plan:
         return self._entry.pick(arrays)
 
     def with_addresses(self, addresses: list) -> list:
-        """The C arguments with these addresses in place (values still to set)."""
+        """The C arguments with these addresses (ints) in place (values still to set)."""
         args = self._template.copy()
         for position, address in zip(self._pointer_positions, addresses):
-            args[position] = address
+            args[position] = address if self._integer_addresses else self._ffi.cast("void*", address)
         return args
 
     def call(self, args: list, values: tuple) -> None:
@@ -162,8 +179,8 @@ class Plan:
 
 
 class CheckedCall:
-    """A signature's first call, on the addresses the checks found (private
-    copies and new outputs included); run() returns what the checks saw."""
+    """A signature's first call, on the addresses its arrays were found at
+    (private copies and new outputs included); run() returns those arrays."""
 
     def __init__(self, plan: Plan, addresses: list, results, keepalive: list):
         self._plan = plan
@@ -230,6 +247,16 @@ def remember(plan: Plan, entry: Entry, handle, arrays: tuple, steering: tuple, v
         plans[key] = plan
     except TypeError:  # an unhashable steering argument the checks did not need
         pass
+
+
+_address_functions: dict = {}  # entry point name -> its integer-address declaration
+
+
+def _address_function(library, name: str):
+    found = _address_functions.get(name)
+    if found is None:
+        found = _address_functions.setdefault(name, getattr(library.by_address(name), name))
+    return found
 
 
 def _know_torch() -> None:
