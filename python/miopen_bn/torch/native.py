@@ -210,7 +210,7 @@ def batch_norm_infer(x, weight, bias, mean, var, eps: float):
 
 def batch_norm_backward(x, dy, weight, saved_mean, saved_invstd, eps: float):
     """dx, dweight, dbias from the training forward's saved statistics."""
-    dx = torch.empty_like(x, dtype=dy.dtype)
+    dx = torch.empty_like(x) if dy.dtype == x.dtype else torch.empty_like(x, dtype=dy.dtype)
     dweight = torch.empty_like(weight)
     dbias = torch.empty_like(weight)
     rank = x.dim()
@@ -245,8 +245,7 @@ def group_norm_forward(x, num_groups: int, weight, bias, eps: float, swish: bool
     w_desc, w_ptr = _optional_param(weight, rank)
     b_desc, b_ptr = _optional_param(bias, rank)
     if stats:
-        stats_shape = (x.shape[0], num_groups)
-        mean = torch.empty(stats_shape, dtype=_stats_dtype(x), device=x.device)
+        mean = x.new_empty((x.shape[0], num_groups), dtype=_stats_dtype(x))
         rstd = torch.empty_like(mean)
         s, mean_ptr, rstd_ptr = data_desc(mean), mean.data_ptr(), rstd.data_ptr()
     else:  # the library writes them only when given
