@@ -1,4 +1,4 @@
-"""Repeated calls (prepared.py): a signature's second call skips the checks
+"""Repeated calls (prepared.py): a signature's second call skips the adaptation
 but must compute, write, return and refuse exactly what a first call would.
 
 Each test makes a call that leaves a plan, then changes one thing (strides,
@@ -55,8 +55,8 @@ def infer_ref(p, x=None, **kw):
     return reference.batchnorm_forward_inference(x, p.scale, p.bias, p.mean, p.var, **kw)
 
 
-def test_every_entry_point_repeats_without_its_checks(p, monkeypatch):
-    """The second call of a signature takes the plan (the checked path would
+def test_every_entry_point_repeats_without_its_adaptation(p, monkeypatch):
+    """The second call of a signature takes the plan (the first-call path would
     raise here) and still gives the reference's results."""
     from miopen_bn import batchnorm, groupnorm
 
@@ -70,10 +70,10 @@ def test_every_entry_point_repeats_without_its_checks(p, monkeypatch):
 
     first = calls()
     assert len(prepared._plans()) == 5
-    for name in ("_checked_inference", "_checked_training", "_checked_backward"):
-        monkeypatch.setattr(batchnorm, name, lambda *a: pytest.fail("checked again"))
-    for name in ("_checked_forward", "_checked_backward"):
-        monkeypatch.setattr(groupnorm, name, lambda *a: pytest.fail("checked again"))
+    for name in ("_adapted_inference", "_adapted_training", "_adapted_backward"):
+        monkeypatch.setattr(batchnorm, name, lambda *a: pytest.fail("adapted again"))
+    for name in ("_adapted_forward", "_adapted_backward"):
+        monkeypatch.setattr(groupnorm, name, lambda *a: pytest.fail("adapted again"))
     second = calls()
     for a, b in zip(first, second):
         assert a is not b  # allocated anew
@@ -191,7 +191,7 @@ def test_running_statistics_update_each_call(p):
         check(running_var, expected_var, "float32", "reduction", "running_var")
 
 
-def test_output_flags_and_memory_are_checked_again(p):
+def test_output_flags_and_memory_are_adapted_again(p):
     y = np.full(SHAPE, np.nan, np.float32)
     infer(p, y=y)
     y.flags.writeable = False
@@ -289,7 +289,7 @@ def test_torch_tensors_are_planned_too(p, monkeypatch):
     x, scale, bias, mean, var = (torch.from_numpy(a) for a in (p.x, p.scale, p.bias, p.mean, p.var))
     first = miopen_bn.batchnorm_forward_inference(x, scale, bias, mean, var)
     assert len(prepared._plans()) == 1
-    monkeypatch.setattr(batchnorm, "_checked_inference", lambda *a: pytest.fail("checked again"))
+    monkeypatch.setattr(batchnorm, "_adapted_inference", lambda *a: pytest.fail("adapted again"))
     other = torch.from_numpy(p.x * 2)
     second = miopen_bn.batchnorm_forward_inference(other, scale, bias, mean, var)
     assert type(second) is torch.Tensor and second.data_ptr() != first.data_ptr()

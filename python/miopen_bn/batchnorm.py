@@ -103,11 +103,11 @@ def batchnorm_forward_training(
     arrays = (x, scale, bias, running_mean, running_var, saved_mean, saved_inv_var, y, next_running_mean,
               next_running_var)  # fmt: skip
     steering = (mode, bool(save_stats), beta != 0, _activation_steering(activation, activation_params))
-    call = prepared.find(_TRAINING, handle, arrays, steering) or _checked_training(arrays, steering, handle)
+    call = prepared.find(_TRAINING, handle, arrays, steering) or _adapted_training(arrays, steering, handle)
     return call.run(arrays, (alpha, beta, exp_avg_factor, epsilon))
 
 
-def _checked_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, scale, bias, running_mean, running_var, saved_mean, saved_inv_var, y, next_mean, next_var = arrays
     mode, save_stats, blended, activation = steering
     if not save_stats and (saved_mean is not None or saved_inv_var is not None):
@@ -195,11 +195,11 @@ def batchnorm_forward_inference(
     statistics).  ``activation``: as for training."""
     arrays = (x, scale, bias, mean, var, y)
     steering = (mode, beta != 0, _activation_steering(activation, activation_params), bool(inverse_variance))
-    call = prepared.find(_INFERENCE, handle, arrays, steering) or _checked_inference(arrays, steering, handle)
+    call = prepared.find(_INFERENCE, handle, arrays, steering) or _adapted_inference(arrays, steering, handle)
     return call.run(arrays, (alpha, beta, epsilon))
 
 
-def _checked_inference(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_inference(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, scale, bias, mean, var, y = arrays
     mode, blended, activation, inverse = steering
     call = _BnCall(x, mode, handle, (_INFERENCE, arrays, steering))
@@ -269,11 +269,11 @@ def batchnorm_backward(
     """
     arrays = (x, dy, scale, saved_mean, saved_inv_var, dx, dscale, dbias, bias)
     steering = (mode, beta_data != 0, beta_param != 0, _activation_steering(activation, activation_params))
-    call = prepared.find(_BACKWARD, handle, arrays, steering) or _checked_backward(arrays, steering, handle)
+    call = prepared.find(_BACKWARD, handle, arrays, steering) or _adapted_backward(arrays, steering, handle)
     return call.run(arrays, (alpha_data, beta_data, alpha_param, beta_param, epsilon))
 
 
-def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, dy, scale, saved_mean, saved_inv_var, dx, dscale, dbias, bias = arrays
     mode, data_blended, param_blended, activation = steering
     call = _BnCall(x, mode, handle, (_BACKWARD, arrays, steering))

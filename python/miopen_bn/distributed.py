@@ -39,7 +39,7 @@ from .handle import Handle
 _LOCAL = prepared.Entry("batchnorm_local_statistics", ("x", "count", "mean", "m2"), (), ("count", "mean", "m2"))
 _MERGE = prepared.Entry(
     "batchnorm_merge_statistics",
-    # "x" is the partial mean: the array the call's checks start from.
+    # "x" is the partial mean: the array the call is adapted from first.
     ("x", "count", "m2", "saved_mean", "saved_inv_std", "running_mean", "running_var"),
     ("epsilon", "exp_avg_factor"),
     ("saved_mean", "saved_inv_std"),
@@ -85,11 +85,11 @@ def batchnorm_local_statistics(
     ``stats_dtype`` (float32, or float64 for float64 x)."""
     arrays = (x, count, mean, m2)
     steering = (mode, stats_dtype)
-    call = prepared.find(_LOCAL, handle, arrays, steering) or _checked_local(arrays, steering, handle)
+    call = prepared.find(_LOCAL, handle, arrays, steering) or _adapted_local(arrays, steering, handle)
     return call.run(arrays, ())
 
 
-def _checked_local(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_local(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, count, mean, m2 = arrays
     mode, stats_dtype = steering
     call = _BnCall(x, mode, handle, (_LOCAL, arrays, steering))
@@ -137,11 +137,11 @@ def batchnorm_merge_statistics(
     count.  New outputs are ``saved_dtype`` (default: the partials' dtype)."""
     arrays = (mean, count, m2, saved_mean, saved_inv_std, running_mean, running_var)
     steering = (saved_dtype,)
-    call = prepared.find(_MERGE, handle, arrays, steering) or _checked_merge(arrays, steering, handle)
+    call = prepared.find(_MERGE, handle, arrays, steering) or _adapted_merge(arrays, steering, handle)
     return call.run(arrays, (epsilon, exp_avg_factor))
 
 
-def _checked_merge(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_merge(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     mean, count, m2, saved_mean, saved_inv_std, running_mean, running_var = arrays
     (saved_dtype,) = steering
     call = ArrayCall(mean, handle, (_MERGE, arrays, steering))  # "x": the partial mean, (K,) + one rank's shape
@@ -189,11 +189,11 @@ def batchnorm_forward_normalize(
     inv_std share one dtype (float32 or x's) and layout."""
     arrays = (x, scale, bias, mean, inv_std, y)
     steering = (mode, beta != 0)
-    call = prepared.find(_NORMALIZE, handle, arrays, steering) or _checked_normalize(arrays, steering, handle)
+    call = prepared.find(_NORMALIZE, handle, arrays, steering) or _adapted_normalize(arrays, steering, handle)
     return call.run(arrays, (alpha, beta))
 
 
-def _checked_normalize(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_normalize(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, scale, bias, mean, inv_std, y = arrays
     mode, blended = steering
     call = _BnCall(x, mode, handle, (_NORMALIZE, arrays, steering))
@@ -237,11 +237,11 @@ def batchnorm_backward_reduce(
     ``alpha_param * result + beta_param * prior``."""
     arrays = (x, dy, mean, inv_std, sum_dy, sum_dy_xmu, dscale, dbias)
     steering = (mode, bool(param_grads), stats_dtype, beta_param != 0)
-    call = prepared.find(_REDUCE, handle, arrays, steering) or _checked_reduce(arrays, steering, handle)
+    call = prepared.find(_REDUCE, handle, arrays, steering) or _adapted_reduce(arrays, steering, handle)
     return call.run(arrays, (alpha_param, beta_param))
 
 
-def _checked_reduce(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_reduce(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, dy, mean, inv_std, sum_dy, sum_dy_xmu, dscale, dbias = arrays
     mode, param_grads, stats_dtype, blended = steering
     if not param_grads and (dscale is not None or dbias is not None):
@@ -301,11 +301,11 @@ def batchnorm_backward_elementwise(
     dtype, x's or float32."""
     arrays = (x, dy, scale, mean, inv_std, sum_dy, sum_dy_xmu, count, dx)
     steering = (mode, beta_data != 0)
-    call = prepared.find(_ELEMENTWISE, handle, arrays, steering) or _checked_elementwise(arrays, steering, handle)
+    call = prepared.find(_ELEMENTWISE, handle, arrays, steering) or _adapted_elementwise(arrays, steering, handle)
     return call.run(arrays, (alpha_data, beta_data))
 
 
-def _checked_elementwise(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_elementwise(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, dy, scale, mean, inv_std, sum_dy, sum_dy_xmu, count, dx = arrays
     mode, blended = steering
     call = _BnCall(x, mode, handle, (_ELEMENTWISE, arrays, steering))

@@ -99,13 +99,13 @@ def groupnorm_forward(
     epsilon and swish_beta are passed as C floats.
     """
     arrays = (x, weight, bias, y, None, None)
-    # The type too: 2.0 == 2, but only an integer passes the checks.
+    # The type too: 2.0 == 2, but only an integer converts to the C count.
     steering = (type(num_groups), num_groups, activation)
-    call = prepared.find(_FORWARD, handle, arrays, steering) or _checked_forward(arrays, steering, handle)
+    call = prepared.find(_FORWARD, handle, arrays, steering) or _adapted_forward(arrays, steering, handle)
     return call.run(arrays, (epsilon, swish_beta))
 
 
-def _checked_forward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_forward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, weight, bias, y, _, _ = arrays
     _, num_groups, activation = steering
     if weight is None and bias is not None:  # the mode would ignore it
@@ -150,11 +150,11 @@ def groupnorm_backward(
     """
     arrays = (x, dy, weight, mean, rstd, bias, dx, dweight, dbias)
     steering = (type(num_groups), num_groups, activation)
-    call = prepared.find(_BACKWARD, handle, arrays, steering) or _checked_backward(arrays, steering, handle)
+    call = prepared.find(_BACKWARD, handle, arrays, steering) or _adapted_backward(arrays, steering, handle)
     return call.run(arrays, (swish_beta,))
 
 
-def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, dy, weight, mean, rstd, bias, dx, dweight, dbias = arrays
     _, num_groups, activation = steering
     if weight is None and (dweight is not None or dbias is not None):  # the mode would leave them unwritten

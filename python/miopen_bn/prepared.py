@@ -1,21 +1,23 @@
-"""Repeated calls skip the argument checks.
+"""Repeated calls skip the adaptation of their arrays.
 
-What call.py's checks conclude depends only on a call's *signature*: for each
-array argument its type, dtype, shape, strides, writability and alignment;
-the arguments that steer the checks (the mode, whether a beta is nonzero,
-...); and the handle.  The first call with a signature runs the checks and
-leaves a ``Plan`` here: the C function with its descriptors and constants in
-place and, for each array, a cheap way to read its address.  A later call
-with the same signature reads the addresses and the scalar values and makes
-the C call: a few microseconds of Python instead of tens, which on a small
-tensor is most of the call.
+What call.py concludes (which entry point, which descriptors, which arrays
+to allocate and how, what it refuses) depends only on a call's *signature*:
+for each array argument its type, dtype, shape, strides, writability and
+alignment (device and requires_grad for torch tensors); the arguments that
+steer it (the mode, whether a beta is nonzero, ...); and the handle.  The
+first call with a signature adapts every array and leaves a ``Plan`` here:
+the C function with its descriptors and constants in place and, for each
+array, a cheap way to read its address.  A later call with the same
+signature reads the addresses and the scalar values and makes the C call
+(which checks everything again, as always): a few microseconds of Python
+instead of tens, which on a small tensor is most of the call.
 
 Plain NumPy arrays that the library addresses as they are (no private copy)
-and plain torch tensors are planned; any other argument takes the checked
-path every time.  A plan on CUDA tensors runs only where the checked path's
-DLPack export would order nothing: with the handle on the default stream or
-on torch's current one (else the export makes the handle's stream wait for
-torch's).  Plans are kept per thread (each owns the buffer its ``float*``
+and plain torch tensors are planned; any other argument takes the first-call
+path every time.  A plan on CUDA tensors runs only where the first-call
+path's DLPack export would order nothing: with the handle on the default
+stream or on torch's current one (else the export makes the handle's stream
+wait for torch's).  Plans are kept per thread (each owns the buffer its ``float*``
 scalars are passed in), the oldest dropped first when there are too many.
 """
 
@@ -65,7 +67,7 @@ def real_number(value, name: str) -> float:
 
 
 class Plan:
-    """A checked call: the C arguments in place except the arrays' addresses
+    """A prepared call: the C arguments in place except the arrays' addresses
     and the values (scalars and numbers) that run() is given, in the order
     its entry names them."""
 
@@ -228,7 +230,7 @@ def find(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[Plan]
         return None
     try:
         plan = _plans().get(key)
-    except TypeError:  # an unhashable steering argument: the checks say what is wrong with it
+    except TypeError:  # an unhashable steering argument: the first-call path says what is wrong with it
         return None
     return plan if plan is not None and plan.usable(handle) else None
 
@@ -245,7 +247,7 @@ def remember(plan: Plan, entry: Entry, handle, arrays: tuple, steering: tuple, v
         if len(plans) >= _PLANS_PER_THREAD:
             del plans[next(iter(plans))]
         plans[key] = plan
-    except TypeError:  # an unhashable steering argument the checks did not need
+    except TypeError:  # an unhashable steering argument the first call did not need
         pass
 
 
