@@ -214,4 +214,4 @@ class ArrayCall:
         outputs = list(arrays)
         for view in views:
             outputs[entry.arrays.index(view.name)] = view.source
-        return prepared.CheckedCall(plan, addresses, entry.pick(outputs), self._keepalive)
+        return prepared.FirstCall(plan, addresses, entry.pick(outputs), self._keepalive)

@@ -93,14 +93,15 @@ def _adapted_local(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, count, mean, m2 = arrays
     mode, stats_dtype = steering
     call = _BnCall(x, mode, handle, (_LOCAL, arrays, steering))
-    given = next((a for a in (count, mean, m2) if a is not None), None)
+    named = ((count, "count"), (mean, "mean"), (m2, "m2"))
+    given = next(((obj, name) for obj, name in named if obj is not None), None)
     if stats_dtype is None and given is not None:  # new statistics take the given ones' dtype
-        stats_dtype = call.view(given, "count").dtype
+        stats_dtype = call.view(*given).dtype
     else:
         stats_dtype = _stats_dtype(stats_dtype, call.x.dtype)
     shape = tuple(call.x.shape[1:2] if mode == "spatial" else call.x.shape[1:])
     stats = []
-    for obj, name in ((count, "count"), (mean, "mean"), (m2, "m2")):
+    for obj, name in named:
         if obj is None:
             obj = allocate_like(call.x, name, shape, stats_dtype)
         stats.append(call.view(obj, name, output=True))

@@ -180,7 +180,7 @@ class Plan:
         self._check(self._function(*args))
 
 
-class CheckedCall:
+class FirstCall:
     """A signature's first call, on the addresses its arrays were found at
     (private copies and new outputs included); run() returns those arrays."""
 
