@@ -160,6 +160,14 @@ def _bind_gpu_handle(key: tuple):
         return _gpu_handle_ptrs[key]
 
 
+def _alike(t: torch.Tensor) -> torch.Tensor:
+    """A new tensor with ``t``'s strides, whatever they are (empty_like makes
+    a strided (C,) view contiguous, which t's descriptor would not describe)."""
+    if t.is_contiguous():
+        return torch.empty_like(t)
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+
+
 # --------------------------------------------------------------------------- #
 # Batch norm (spatial: one statistic per channel, as torch's modules)
 # --------------------------------------------------------------------------- #
@@ -178,8 +186,8 @@ def batch_norm_train(x, weight, bias, running_mean, running_var, factor: float, 
         stats_desc, var_desc = param_desc(running_mean, rank), param_desc(running_var, rank)
         rm, rv = running_mean.data_ptr(), running_var.data_ptr()
         like = running_mean
-    if save:  # described by the running statistics' descriptors: allocated like them
-        saved_mean, saved_invstd = torch.empty_like(like), torch.empty_like(like)
+    if save:  # described by the running statistics' descriptors: laid out like them
+        saved_mean, saved_invstd = _alike(like), _alike(like)
         sm, si = saved_mean.data_ptr(), saved_invstd.data_ptr()
     else:
         saved_mean = saved_invstd = None
@@ -211,8 +219,8 @@ def batch_norm_infer(x, weight, bias, mean, var, eps: float):
 def batch_norm_backward(x, dy, weight, saved_mean, saved_invstd, eps: float):
     """dx, dweight, dbias from the training forward's saved statistics."""
     dx = torch.empty_like(x) if dy.dtype == x.dtype else torch.empty_like(x, dtype=dy.dtype)
-    dweight = torch.empty_like(weight)
-    dbias = torch.empty_like(weight)
+    dweight = _alike(weight)  # both described by weight's descriptor
+    dbias = _alike(weight)
     rank = x.dim()
     p = param_desc(weight, rank)
     s = param_desc(saved_mean, rank)
@@ -271,13 +279,15 @@ def group_norm_backward(x, dy, num_groups: int, weight, bias, mean, rstd, swish:
         mode = _NOT_AFFINE
         dw_ptr = db_ptr = NULL
         dweight = dbias = None
-    else:
+        db_desc = NULL
+    else:  # the gradients are described as their parameters are (dbias as weight without a bias)
         mode = _AFFINE
-        dweight = torch.empty_like(weight)
-        dbias = torch.empty_like(weight)
+        dweight = _alike(weight)
+        dbias = _alike(weight if bias is None else bias)
         dw_ptr, db_ptr = dweight.data_ptr(), dbias.data_ptr()
+        db_desc = w_desc if bias is None else b_desc
     check(_c.miopenBNGroupNormBackward(
         handle_for(x), mode, data_desc(x), x.data_ptr(), data_desc(dy), dy.data_ptr(), w_desc, w_ptr,
         b_desc, b_ptr, s, mean.data_ptr(), s, rstd.data_ptr(), num_groups, SWISH if swish else NO_ACTIVATION,
-        1.0, data_desc(dx), dx.data_ptr(), w_desc, dw_ptr, b_desc, db_ptr))
+        1.0, data_desc(dx), dx.data_ptr(), w_desc, dw_ptr, db_desc, db_ptr))
     return dx, dweight, dbias
