@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Host cost of one call: miopen_bn.torch against eager PyTorch, on the same tensors.
 
-    python bench/host_cost.py --device cpu|cuda [--shape 2x8x2x2] [--json PATH]
+    python bench/host_cost.py --device cpu|cuda [--shape 2x8x2x2] [--clock wall|cpu] [--json PATH]
 
 ``host_us`` is the host (Python + C) time of one repeated call with the same
 layout: calls are issued in bursts and the burst is timed without waiting for
@@ -9,11 +9,15 @@ the device (CUDA tensors; the device catches up between bursts, outside the
 timer), so on a GPU it is what the caller's thread spends, not kernel time.
 On the CPU the work itself runs on the calling thread and is included; the
 default shape is tiny so that the call's overhead dominates.  Rows: each
-functional op (inference, training, training with autograd forward and
-backward, group norm, group norm + SiLU, group norm forward and backward)
-and the modules (BatchNorm2d train step, GroupNorm+SiLU), ours beside torch's
+functional op of ``miopen_bn.torch`` (inference, training, training with
+autograd forward and backward, group norm, group norm + SiLU, group norm
+forward and backward), the modules (BatchNorm2d train step,
+GroupNorm+SiLU), and the array API (``miopen_bn.batchnorm_*`` /
+``groupnorm_*`` on the same torch tensors), ours beside torch's
 (``F.silu(F.group_norm(...))`` for the fused swish).  The best of several
-bursts is reported.
+bursts is reported.  ``--clock cpu`` times the process's CPU time instead of
+the wall clock: on a machine shared with other work it leaves out the time
+other processes took the cores (GPU runs want the wall clock).
 """
 import argparse
 import json
@@ -27,6 +31,7 @@ sys.path.insert(0, os.path.join(BENCH_DIR, "..", "python"))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import miopen_bn as mbn  # noqa: E402
 import miopen_bn.torch as mbt  # noqa: E402
 
 
@@ -39,22 +44,25 @@ def parse_args(argv):
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--burst", type=int, default=200, help="calls per timed burst")
     parser.add_argument("--bursts", type=int, default=15)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall: perf_counter; cpu: this process's CPU time (all its threads)")
     parser.add_argument("--json", help="write the rows here")
     return parser.parse_args(argv)
 
 
-def host_us(fn, device, burst, bursts):
+def host_us(fn, device, burst, bursts, clock="wall"):
     """Best per-call host time over ``bursts`` bursts of ``burst`` calls."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    now = time.perf_counter if clock == "wall" else time.process_time
     for _ in range(burst):
         fn()
     sync()
     best = float("inf")
     for _ in range(bursts):
-        start = time.perf_counter()
+        start = now()
         for _ in range(burst):
             fn()
-        best = min(best, (time.perf_counter() - start) / burst * 1e6)
+        best = min(best, (now() - start) / burst * 1e6)
         sync()
     return best
 
@@ -101,6 +109,23 @@ def cases(shape, dtype, device, channels_last):
                lambda: torch_bn2d(xg).backward(dy))
     yield ("GroupNorm+SiLU module, fwd+bwd", lambda: ours_gn(xg).backward(dy),
            lambda: F.silu(torch_gn(xg)).backward(dy))
+    _, saved_mean, saved_inv_std = mbn.batchnorm_forward_training(x, weight, bias)
+    _, gn_mean, gn_rstd = mbn.groupnorm_forward(x, groups, gn_w, gn_b)
+    with torch.no_grad():
+        yield ("array API: bn inference", lambda: mbn.batchnorm_forward_inference(x, weight, bias, mean, var),
+               lambda: F.batch_norm(x, mean, var, weight, bias, False, 0.1, 1e-5))
+        yield ("array API: bn training", lambda: mbn.batchnorm_forward_training(
+            x, weight, bias, running_mean=mean, running_var=var),
+            lambda: F.batch_norm(x, mean, var, weight, bias, True, 0.1, 1e-5))
+        yield ("array API: bn backward", lambda: mbn.batchnorm_backward(
+            x, dy, weight, saved_mean=saved_mean, saved_inv_var=saved_inv_std),
+            lambda: torch.ops.aten.native_batch_norm_backward(
+                dy, x, weight, None, None, saved_mean, saved_inv_std, True, 1e-5, [True, True, True]))
+        yield ("array API: gn forward", lambda: mbn.groupnorm_forward(x, groups, gn_w, gn_b),
+               lambda: F.group_norm(x, groups, gn_w, gn_b, 1e-5))
+        yield ("array API: gn backward", lambda: mbn.groupnorm_backward(x, dy, groups, gn_w, gn_mean, gn_rstd),
+               lambda: torch.ops.aten.native_group_norm_backward(
+                   dy, x, gn_mean, gn_rstd, gn_w, n, c, x[0, 0].numel(), groups, [True, True, True]))
 
 
 def main(argv=None):
@@ -111,19 +136,19 @@ def main(argv=None):
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device")
     rows = []
-    print(f"host_us per call, {args.device}, shape {shape}, {args.dtype}"
+    print(f"host_us per call ({args.clock} clock), {args.device}, shape {shape}, {args.dtype}"
           f"{', channels_last' if args.channels_last else ''}")
     print(f"{'op':36} {'ours':>9} {'torch':>9} {'ours/torch':>10}")
     for name, ours, theirs in cases(shape, dtype, args.device, args.channels_last):
         row = {"op": name,
-               "ours_host_us": host_us(ours, args.device, args.burst, args.bursts),
-               "torch_host_us": host_us(theirs, args.device, args.burst, args.bursts)}
+               "ours_host_us": host_us(ours, args.device, args.burst, args.bursts, args.clock),
+               "torch_host_us": host_us(theirs, args.device, args.burst, args.bursts, args.clock)}
         row["ratio"] = row["ours_host_us"] / row["torch_host_us"]
         rows.append(row)
         print(f"{name:36} {row['ours_host_us']:9.1f} {row['torch_host_us']:9.1f} {row['ratio']:10.2f}")
     result = {"device": args.device, "device_name": torch.cuda.get_device_name() if args.device == "cuda"
               else "cpu", "shape": list(shape), "dtype": args.dtype, "channels_last": args.channels_last,
-              "torch": torch.__version__, "threads": args.threads, "rows": rows}
+              "torch": torch.__version__, "threads": args.threads, "clock": args.clock, "rows": rows}
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(result, handle, indent=1)

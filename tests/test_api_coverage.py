@@ -518,3 +518,7 @@ def test_activation_descriptor_object():
         miopen_bn.ActivationDescriptor("gelu")
     with pytest.raises(miopen_bn.MIOpenError):
         miopen_bn.ActivationDescriptor("tanh", (float("inf"), 1.0, 0.0))
+    with pytest.raises(miopen_bn.MIOpenBadParmError, match="11 is not a miopenActivationMode_t"):  # the library's check
+        miopen_bn.ActivationDescriptor(11)
+    with miopen_bn.ActivationDescriptor(3) as d:
+        assert d.get()[0] == "relu"

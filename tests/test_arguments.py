@@ -1,9 +1,12 @@
 """Bad arguments raise the right exception, name the argument, and write nothing.
 
-Python checks shapes, dtypes, strides and where memory lives before the C
-call; what only the library can judge comes back as an MIOpenError subclass.
-Either way every output keeps its NaN poison (or, for running statistics,
-its previous values)."""
+The library checks every argument (shapes, dtypes, pairs that go together,
+epsilon...) and its refusal comes back as an MIOpenError subclass naming the
+argument as MIOpen's prototypes do (bnScale, estimatedMean...).  Python
+refuses only what the library cannot see: objects it cannot address, outputs
+it cannot write, memory on the other side of the handle, values that do not
+convert.  Either way every output keeps its NaN poison (or, for running
+statistics, its previous values)."""
 
 from __future__ import annotations
 
@@ -67,24 +70,29 @@ def backward(b, **changes):
 CASES = [
     # (entry point, changed arguments, exception, words the message must hold)
     (training, dict(x=np.ones((4,), np.float32)), ValueError, ["x", "2 to 5"]),
-    (training, dict(x=np.ones((2, 3, 1, 1, 1, 2), np.float32)), ValueError, ["x", "2 to 5"]),
-    (training, dict(x=np.ones((0, 3, 2, 2), np.float32)), ValueError, ["x", "empty"]),
-    (training, dict(y=np.full((4, 3, 5, 3), np.nan, np.float32)), ValueError, ["y", "shape"]),
-    (training, dict(y=np.full(SHAPE, np.nan, np.float64)), TypeError, ["y", "dtype"]),
-    (training, dict(scale=np.ones(4, np.float32)), ValueError, ["scale", "(3,)", "(1, 3, 1, 1)"]),
-    (training, dict(scale=np.ones((3, 5, 2), np.float32)), ValueError, ["scale", "spatial"]),
-    (training, dict(scale=np.ones(3, np.int32)), TypeError, ["scale"]),
+    (training, dict(x=np.ones((2, 3, 1, 1, 1, 2), np.float32)), miopen_bn.MIOpenBadParmError, ["x", "rank 6"]),
+    (training, dict(x=np.ones((0, 3, 2, 2), np.float32)), miopen_bn.MIOpenBadParmError, ["x", "length 0 is 0"]),
+    (training, dict(y=np.full((4, 3, 5, 3), np.nan, np.float32)), miopen_bn.MIOpenBadParmError,
+     ["y", "[4, 3, 5, 3]", "same lengths"]),
+    (training, dict(y=np.full(SHAPE, np.nan, np.float64)), miopen_bn.MIOpenBadParmError,
+     ["y (miopenDouble)", "different types"]),
+    (training, dict(scale=np.ones(4, np.float32)), miopen_bn.MIOpenBadParmError,
+     ["bnScale", "[1, 4, 1, 1]", "(1, C, 1, ...)"]),
+    (training, dict(scale=np.ones((3, 5, 2), np.float32)), miopen_bn.MIOpenBadParmError, ["bnScale", "spatial"]),
+    (training, dict(scale=np.ones(3, np.int32)), TypeError, ["scale", "int32"]),
     (
         training,
         dict(scale=np.ones(3, np.float16), bias=np.ones(3, np.float16)),
-        TypeError,
-        ["scale", "float32"],
+        miopen_bn.MIOpenNotImplementedError,
+        ["bnScale of type miopenHalf", "miopenFloat or x's type"],
     ),
-    (training, dict(bias=np.ones(3, np.float64)), TypeError, ["bias", "float32"]),
-    (training, dict(running_var=None), ValueError, ["running_mean", "running_var"]),
+    (training, dict(bias=np.ones(3, np.float64)), miopen_bn.MIOpenNotImplementedError,
+     ["bnBias of type miopenDouble"]),
+    (training, dict(running_var=None), miopen_bn.MIOpenBadParmError, ["resultRunningMean", "resultRunningVariance"]),
     (training, dict(running_mean=np.ones(3, np.float32)[::-1]), ValueError, ["running_mean", "strides"]),
     (training, dict(y=None, beta=1.0), ValueError, ["y", "beta"]),
-    (training, dict(saved_mean=np.full(3, np.nan, np.float32)), ValueError, ["saved_mean", "saved_inv_var"]),
+    (training, dict(saved_mean=np.full(3, np.nan, np.float32)), miopen_bn.MIOpenBadParmError,
+     ["resultSaveMean", "resultSaveInvVariance"]),
     (
         training,
         dict(save_stats=False, saved_mean=np.full(3, np.nan, np.float32), saved_inv_var=np.full(3, np.nan, np.float32)),
@@ -102,18 +110,24 @@ CASES = [
         miopen_bn.MIOpenBadParmError,
         ["more than one"],
     ),
-    (inference, dict(var=None), ValueError, ["mean", "var"]),
-    (inference, dict(mean=np.ones((1, 3, 1), np.float32)), ValueError, ["mean", "shape"]),
-    (inference, dict(var=np.ones(3, np.float16)), TypeError, ["var", "float32"]),
+    (inference, dict(var=None), miopen_bn.MIOpenBadParmError, ["estimatedMean", "estimatedVariance"]),
+    (inference, dict(mean=np.ones((1, 3, 1), np.float32)), miopen_bn.MIOpenBadParmError,
+     ["estimatedMean", "does not fit x"]),
+    (inference, dict(var=np.ones(3, np.float16)), miopen_bn.MIOpenNotImplementedError,
+     ["estimatedVariance of type miopenHalf"]),
     (inference, dict(epsilon=float("nan")), miopen_bn.MIOpenBadParmError, ["epsilon"]),
-    (inference, dict(mode="per_activation"), ValueError, ["scale", "per_activation", "(3, 5, 2)"]),
-    (backward, dict(dy=np.ones((4, 3, 5), np.float32)), ValueError, ["dy", "shape"]),
-    (backward, dict(dy=np.ones(SHAPE, np.float16)), TypeError, ["dy"]),
-    (backward, dict(dx=np.full(SHAPE, np.nan, np.float64)), TypeError, ["dx"]),
-    (backward, dict(saved_mean=np.ones(3, np.float32)), ValueError, ["saved_mean", "saved_inv_var"]),
+    (inference, dict(mode="per_activation"), miopen_bn.MIOpenBadParmError, ["bnScale", "per-activation mode"]),
+    (backward, dict(dy=np.ones((4, 3, 5), np.float32)), miopen_bn.MIOpenBadParmError, ["dy", "same lengths"]),
+    (backward, dict(dy=np.ones(SHAPE, np.float16)), miopen_bn.MIOpenBadParmError,
+     ["dy (miopenHalf)", "different types"]),
+    (backward, dict(dx=np.full(SHAPE, np.nan, np.float64)), miopen_bn.MIOpenBadParmError,
+     ["dx (miopenDouble)", "different types"]),
+    (backward, dict(saved_mean=np.ones(3, np.float32)), miopen_bn.MIOpenBadParmError,
+     ["savedMean", "savedInvVariance"]),
     (backward, dict(dscale=None, beta_param=0.5), ValueError, ["dscale", "beta"]),
     (backward, dict(dx=None, beta_data=2.0), ValueError, ["dx", "beta"]),
-    (backward, dict(dbias=np.full(4, np.nan, np.float32)), ValueError, ["dbias", "shape"]),
+    (backward, dict(dbias=np.full(4, np.nan, np.float32)), miopen_bn.MIOpenBadParmError,
+     ["resultBnBiasDiff", "does not fit x"]),
     (backward, dict(epsilon=-0.5), miopen_bn.MIOpenBadParmError, ["epsilon"]),
 ]
 
@@ -148,7 +162,7 @@ def test_output_with_negative_strides(b):
 def test_output_with_overlapping_strides(b):
     storage = np.full(64, np.nan, np.float32)
     overlapping = np.lib.stride_tricks.as_strided(storage, shape=SHAPE, strides=(16, 8, 4, 4))
-    with pytest.raises(ValueError, match="overlapping"):
+    with pytest.raises(miopen_bn.MIOpenBadParmError, match="strides of y let two of its elements share memory"):
         training(b, y=overlapping)
     assert np.isnan(storage).all()
 

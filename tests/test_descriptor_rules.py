@@ -238,7 +238,7 @@ def test_huge_rank_reads_no_more_than_five_lengths(lib, ffi, desc):
     expect(lib, ffi, desc, status, BAD_PARM, "rank")
 
 
-def test_layout_count_checked_before_lengths_are_read(lib, ffi, desc):
+def test_layout_count_adapted_before_lengths_are_read(lib, ffi, desc):
     status = lib.miopenSetNdTensorDescriptorWithLayout(
         desc, lib.miopenFloat, lib.miopenTensorNHWC, ints(ffi, (2, 3, 4, 5)), 2**30
     )

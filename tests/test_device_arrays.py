@@ -140,3 +140,35 @@ def test_cupy_arrays(rng, gpu_handle):
     assert isinstance(y, cupy.ndarray)
     expected = reference.batchnorm_forward_training(cupy.asnumpy(x), np.ones(6), np.zeros(6))
     check(cupy.asnumpy(y), expected["y"], "float32", "elementwise", "y")
+
+
+def test_repeated_calls_on_cuda_tensors_follow_torch_streams(torch, rng, monkeypatch):
+    """A second call with the same layout takes its plan (prepared.py) on
+    torch's current stream; from a side stream, with a handle on another
+    stream, it takes the first-call path, whose DLPack export makes the
+    handle's stream wait for the side stream's work (x written there)."""
+    from miopen_bn import batchnorm, prepared
+
+    first_calls = []
+    original = batchnorm._adapted_inference
+    monkeypatch.setattr(batchnorm, "_adapted_inference", lambda *a: first_calls.append(1) or original(*a))
+    x, scale, bias = problem(torch, rng, shape=(32, 16, 64, 64))
+    prepared._plans().clear()
+    handle_stream = torch.cuda.Stream()
+    side = torch.cuda.Stream()
+    with miopen_bn.Handle("gpu", stream=handle_stream) as handle:
+        with torch.cuda.stream(handle_stream):
+            for _ in range(2):
+                y = miopen_bn.batchnorm_forward_inference(x, scale, bias, handle=handle)
+        assert len(first_calls) == 1  # the second call was planned
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50_000_000)  # the side stream is busy when x2 is written on it
+            x2 = x * 2
+            y2 = miopen_bn.batchnorm_forward_inference(x2, scale, bias, handle=handle)
+        assert len(first_calls) == 2  # another stream than the handle's: not planned
+        handle_stream.synchronize()
+    torch.cuda.synchronize()
+    scale_np, bias_np = scale.cpu().numpy(), bias.cpu().numpy()
+    for out, data in ((y, x), (y2, x2)):
+        expected = reference.batchnorm_forward_inference(data.cpu().numpy(), scale_np, bias_np)
+        check(out.cpu().numpy(), expected, "float32", "elementwise", "y")

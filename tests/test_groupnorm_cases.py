@@ -251,8 +251,8 @@ def test_groups_of_one_element(rng):
 
 @pytest.mark.parametrize("name", ["y", "dy", "dx"])
 def test_length_mismatch(p, name, rng):
-    wrong = nan_filled((2, 6, 4, 5), "float32") if name != "dy" else rng.standard_normal((2, 6, 4, 5))
-    with pytest.raises(ValueError, match=f"{name} has shape"):
+    wrong = nan_filled((2, 6, 4, 5), "float32") if name != "dy" else rng.standard_normal((2, 6, 4, 5)).astype(np.float32)
+    with pytest.raises(miopen_bn.MIOpenBadParmError, match=f"descriptor of {name} .* the same length"):
         if name == "y":
             p.forward(3, y=wrong)
         else:
@@ -263,12 +263,13 @@ def test_length_mismatch(p, name, rng):
 @pytest.mark.parametrize(
     "changes, error, words",
     [
-        (dict(weight=np.ones(5, np.float32)), ValueError, "weight has shape"),
-        (dict(bias=np.ones((1, 6, 1), np.float32)), ValueError, "bias has shape"),
-        (dict(bias=None), ValueError, "weight and bias go together"),
+        (dict(weight=np.ones(5, np.float32)), miopen_bn.MIOpenBadParmError, r"weight .* must have lengths \(6\)"),
+        (dict(bias=np.ones((1, 6, 1), np.float32)), miopen_bn.MIOpenBadParmError, r"bias .* must have lengths \(6\)"),
+        (dict(bias=None), miopen_bn.MIOpenBadParmError, "bias is NULL"),
         (dict(weight=None), ValueError, "bias was given without weight"),
-        (dict(bias=np.ones(6, np.float16)), TypeError, "bias has dtype"),
-        (dict(y=np.full((2, 6, 4, 4), np.nan, np.float64)), TypeError, "y has dtype"),
+        (dict(bias=np.ones(6, np.float16)), miopen_bn.MIOpenNotImplementedError, "bias of type miopenHalf"),
+        (dict(y=np.full((2, 6, 4, 4), np.nan, np.float64)), miopen_bn.MIOpenBadParmError,
+         "y has type miopenDouble but x has miopenFloat"),
         (dict(activation="relu"), ValueError, "activation"),
         (dict(epsilon=-1.0), miopen_bn.MIOpenBadParmError, "psilon"),
         (dict(epsilon=float("nan")), miopen_bn.MIOpenBadParmError, "psilon"),
@@ -284,14 +285,16 @@ def test_bad_forward_arguments(p, changes, error, words):
 @pytest.mark.parametrize(
     "changes, error, words",
     [
-        (dict(mean=np.zeros((2, 2), np.float32)), ValueError, "mean has shape"),
-        (dict(rstd=np.ones((3, 2), np.float32)), ValueError, "rstd has shape"),
-        (dict(rstd=np.ones((2, 3), np.float16)), TypeError, "rstd has dtype"),
-        (dict(mean=np.zeros((2, 3), np.float64)), TypeError, "mean has dtype"),
-        (dict(activation="swish"), ValueError, "weight and bias go together"),
+        (dict(mean=np.zeros((2, 2), np.float32)), miopen_bn.MIOpenBadParmError, r"mean .* must have lengths \(2, 3\)"),
+        (dict(rstd=np.ones((3, 2), np.float32)), miopen_bn.MIOpenBadParmError, r"rstd .* must have lengths \(2, 3\)"),
+        (dict(rstd=np.ones((2, 3), np.float16)), miopen_bn.MIOpenNotImplementedError, "rstd has type miopenHalf"),
+        (dict(mean=np.zeros((2, 3), np.float64)), miopen_bn.MIOpenNotImplementedError, "mean has type miopenDouble"),
+        (dict(activation="swish"), miopen_bn.MIOpenBadParmError, "bias is NULL"),
         (dict(weight=None), ValueError, "dweight and dbias"),
-        (dict(dweight=np.full(5, np.nan, np.float32)), ValueError, "dweight has shape"),
-        (dict(dy=np.zeros((2, 6, 4, 4), np.float64)), TypeError, "dy has dtype"),
+        (dict(dweight=np.full(5, np.nan, np.float32)), miopen_bn.MIOpenBadParmError,
+         r"dweight .* must have lengths \(6\)"),
+        (dict(dy=np.zeros((2, 6, 4, 4), np.float64)), miopen_bn.MIOpenBadParmError,
+         "dy has type miopenDouble but x has miopenFloat"),
         (dict(activation="swish", bias=np.ones(6, np.float32), swish_beta=float("nan")),
          miopen_bn.MIOpenBadParmError, "activationBeta"),
     ],

@@ -262,3 +262,27 @@ def test_library_errors_arrive_with_their_types_and_messages():
         mbt.batch_norm(torch.ones(2, 3, dtype=torch.complex64), None, None, training=True)
     with pytest.raises(ValueError, match="activation"):
         mbt.GroupNorm(2, 4, activation="relu")
+
+
+def test_strided_parameters_and_statistics_match_torch():
+    """Every other element of longer tensors as weight, bias and running
+    statistics: the saved statistics and the gradients each share a
+    parameter's descriptor, so they are allocated with its strides."""
+    def strided(values):
+        return torch.stack([values, torch.full_like(values, float("nan"))], 1).reshape(-1)[::2]
+
+    x = torch.randn(4, 3, 5, 2, dtype=torch.float64)
+    dy = torch.randn_like(x)
+    outputs = {}
+    for name, fn in (("ours", mbt.batch_norm), ("torch", torch.nn.functional.batch_norm)):
+        weight = strided(torch.tensor([0.5, 1.5, 2.0], dtype=torch.float64)).requires_grad_()
+        bias = strided(torch.tensor([0.1, -0.2, 0.3], dtype=torch.float64)).requires_grad_()
+        mean, var = strided(torch.zeros(3, dtype=torch.float64)), strided(torch.ones(3, dtype=torch.float64))
+        xg = x.clone().requires_grad_()
+        y = fn(xg, mean, var, weight, bias, True, 0.1, 1e-5)
+        y.backward(dy)
+        outputs[name] = (y, mean, var, xg.grad, weight.grad, bias.grad)
+    for ours, theirs in zip(outputs["ours"], outputs["torch"]):
+        torch.testing.assert_close(ours, theirs)
+    for name in ("ours", "torch"):
+        assert outputs[name][1].stride() == (2,)

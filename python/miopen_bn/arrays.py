@@ -71,19 +71,6 @@ class TensorView:
         strides = self.strides or tuple(range(self.ndim, 0, -1))
         return sorted(range(self.ndim), key=lambda axis: (-strides[axis], axis))
 
-    def may_self_overlap(self) -> bool:
-        """True unless the strides visibly keep elements apart."""
-        if self.strides is None:
-            return True
-        extent = 1
-        for axis in reversed(self.layout_order()):
-            if self.shape[axis] == 1:
-                continue
-            if self.strides[axis] < extent:
-                return True
-            extent = self.strides[axis] * self.shape[axis]
-        return False
-
 
 class RawTensor:
     """A raw pointer (an ``int``) with the layout the library should assume.
@@ -120,6 +107,12 @@ class RawTensor:
 
     def __repr__(self) -> str:
         return f"RawTensor(0x{self.ptr:x}, shape={self.shape}, dtype={self.dtype}, strides={self.strides})"
+
+
+def byte_bounds(array: np.ndarray) -> tuple:
+    """(first byte, one past the last byte) of a NumPy array's memory."""
+    bounds = getattr(getattr(np, "lib", None), "array_utils", None)
+    return (bounds.byte_bounds if bounds is not None else np.byte_bounds)(array)
 
 
 def packed_strides(shape: Sequence[int]) -> tuple:
@@ -414,3 +407,11 @@ def numpy_allocator(array: np.ndarray) -> Optional[Callable[[], np.ndarray]]:
     if list(order) == sorted(order):
         return functools.partial(np.empty, array.shape, array.dtype)
     return functools.partial(in_memory_order, empty, array.shape, order)
+
+
+def torch_allocator(tensor) -> Callable:
+    """A function making new torch tensors laid out like ``tensor``."""
+    import torch
+
+    return functools.partial(torch.empty_strided, tuple(tensor.shape), tensor.stride(), dtype=tensor.dtype,
+                             device=tensor.device)

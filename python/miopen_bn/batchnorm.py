@@ -1,6 +1,6 @@
-"""Batch normalization on arrays: argument checks in Python, then one C call
-(see call.py for the checks every function shares, prepared.py for how a
-repeated call skips them).
+"""Batch normalization on arrays: each array adapted, then one C call, which
+checks every argument (see call.py for what Python does, prepared.py for how
+a repeated call skips even that).
 
 Parameter arrays (scale, bias, means, variances and their gradients) take the
 parameter descriptor's shape with or without its leading 1: (C,) or
@@ -51,31 +51,17 @@ def _activation_steering(activation, activation_params) -> Optional[tuple]:
 
 
 class _BnCall(ArrayCall):
-    """A batch-norm call: parameter shapes follow the mode."""
+    """A batch-norm call: its mode, and the activation descriptor it may take."""
 
     def __init__(self, x, mode: str, handle: Optional[Handle], signature: tuple):
         self.mode_code = mode_code(mode)
         super().__init__(x, handle, signature)
-        self.params_share_dtype = False
-        self.mode = mode
-        full = (1, self.x.shape[1])
-        full += (1,) * (self.x.ndim - 2) if mode == "spatial" else tuple(self.x.shape[2:])
-        short = (self.x.shape[1],) if mode == "spatial" else full[1:]
-        self.param_shapes = (full, short)
-        self.param_context = f" in {mode} mode"
 
     def activation_desc(self, activation: tuple):
         """The activation descriptor for steering's (code, params); the plan keeps it."""
         descriptor = ActivationDescriptor(*activation)
         self._descriptors.append(descriptor)
         return descriptor.ptr
-
-    def optional_pair(self, first, second, names: tuple) -> tuple:
-        if (first is None) != (second is None):
-            raise ValueError(f"{names[0]} and {names[1]} go together: give both or neither")
-        if first is None:
-            return None, None
-        return self.param(first, names[0], output=True), self.param(second, names[1], output=True)
 
 
 def batchnorm_forward_training(
@@ -118,64 +104,47 @@ def batchnorm_forward_training(
     arrays = (x, scale, bias, running_mean, running_var, saved_mean, saved_inv_var, y, next_running_mean,
               next_running_var)  # fmt: skip
     steering = (mode, bool(save_stats), beta != 0, _activation_steering(activation, activation_params))
-    call = prepared.find(_TRAINING, handle, arrays, steering) or _checked_training(arrays, steering, handle)
+    call = prepared.find(_TRAINING, handle, arrays, steering) or _adapted_training(arrays, steering, handle)
     return call.run(arrays, (alpha, beta, exp_avg_factor, epsilon))
 
 
-def _checked_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, scale, bias, running_mean, running_var, saved_mean, saved_inv_var, y, next_mean, next_var = arrays
     mode, save_stats, blended, activation = steering
-    call = _BnCall(x, mode, handle, (_TRAINING, arrays, steering))
-    scale_v = call.param(scale, "scale")
-    bias_v = call.param(bias, "bias")
-    running_mean_v, running_var_v = call.optional_pair(
-        running_mean, running_var, ("running_mean", "running_var")
-    )
-    previous = None  # V3: (previous mean, previous variance), read only
-    if next_mean is not None or next_var is not None:
-        if running_mean_v is None:
-            raise ValueError("next_running_mean/next_running_var need running_mean and running_var to read from")
-        previous = (running_mean_v, running_var_v)
-        running_mean_v, running_var_v = call.optional_pair(
-            next_mean, next_var, ("next_running_mean", "next_running_var")
-        )
-        reason = "the previous and next running statistics share a descriptor"
-        call.require_same_layout(previous[0], running_mean_v, reason)
-        call.require_same_layout(previous[1], running_var_v, reason)
-    y_v = call.data_output(y, "y", call.x.dtype, "x", blended=blended)
     if not save_stats and (saved_mean is not None or saved_inv_var is not None):
         raise ValueError("saved_mean/saved_inv_var were given but save_stats is False")
-    if (saved_mean is None) != (saved_inv_var is None):
-        raise ValueError("saved_mean and saved_inv_var go together: give both or neither")
+    call = _BnCall(x, mode, handle, (_TRAINING, arrays, steering))
+    scale_v, bias_v = call.view(scale, "scale"), call.view(bias, "bias")
+    v3 = next_mean is not None or next_var is not None  # running statistics read from one pair, written to another
+    previous = (call.view(running_mean, "running_mean"), call.view(running_var, "running_var")) if v3 else None
+    running_mean_v = call.view(next_mean if v3 else running_mean, "next_running_mean" if v3 else "running_mean",
+                               output=True)
+    running_var_v = call.view(next_var if v3 else running_var, "next_running_var" if v3 else "running_var",
+                              output=True)
+    y_v = call.output(y, "y", call.x, same_layout=True, blended=blended)
     saved_mean_v = saved_inv_var_v = None
-    if save_stats:
-        hint = "use save_stats=False"
+    if save_stats and saved_mean is None and saved_inv_var is None:
         # One descriptor describes the running and the saved mean (and one the
-        # two variances): new saved statistics take the running ones' dtype.
-        saved_mean_v = call.param_output(
-            saved_mean, "saved_mean", like=scale_v if running_mean_v is None else running_mean_v, hint=hint
-        )
-        saved_inv_var_v = call.param_output(
-            saved_inv_var, "saved_inv_var", like=scale_v if running_var_v is None else running_var_v, hint=hint
-        )
-        if running_mean_v is not None:
-            # One descriptor describes the running and the saved mean (and
-            # one the two variances), so they must share strides.
-            reason = "with save_stats=True the running and saved statistics share a descriptor"
-            call.require_same_layout(running_mean_v, saved_mean_v, reason)
-            call.require_same_layout(running_var_v, saved_inv_var_v, reason)
-    mean_desc_view = running_mean_v if running_mean_v is not None else saved_mean_v
-    var_desc_view = running_var_v if running_var_v is not None else saved_inv_var_v
-    lib = call.library.lib
+        # two variances): new saved statistics take the running ones' layout.
+        hint = "use save_stats=False"
+        mean_like = scale_v if running_mean_v is None else running_mean_v
+        var_like = scale_v if running_var_v is None else running_var_v
+        saved_mean_v = call.output(None, "saved_mean", mean_like, hint=hint)
+        saved_inv_var_v = call.output(None, "saved_inv_var", var_like, hint=hint)
+    else:
+        saved_mean_v = call.view(saved_mean, "saved_mean", output=True)
+        saved_inv_var_v = call.view(saved_inv_var, "saved_inv_var", output=True)
+    mean_desc = call.shared_desc(running_mean_v, saved_mean_v, *(previous[:1] if v3 else ()))
+    var_desc = call.shared_desc(running_var_v, saved_inv_var_v, *(previous[1:] if v3 else ()))
     functions = {
-        (False, False): lib.miopenBatchNormalizationForwardTraining_V2,
-        (False, True): lib.miopenBatchNormalizationForwardTraining_V3,
-        (True, False): lib.miopenBatchNormForwardTrainingActivation,
-        (True, True): lib.miopenBatchNormForwardTrainingActivation_V2,
+        (False, False): "miopenBatchNormalizationForwardTraining_V2",
+        (False, True): "miopenBatchNormalizationForwardTraining_V3",
+        (True, False): "miopenBatchNormForwardTrainingActivation",
+        (True, True): "miopenBatchNormForwardTrainingActivation_V2",
     }
-    function = functions[activation is not None, previous is not None]
+    function = functions[activation is not None, v3]
     running = [call.ptr(running_mean_v), call.ptr(running_var_v)]
-    if previous:
+    if v3:
         running = [call.ptr(previous[0]), call.ptr(previous[1])] + running
     return call.prepare(
         function,
@@ -189,8 +158,8 @@ def _checked_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
         call.ptr(y_v),
         call.desc(scale_v),
         call.desc(bias_v),
-        call.desc(mean_desc_view),
-        call.desc(var_desc_view),
+        mean_desc,
+        var_desc,
         call.ptr(scale_v),
         call.ptr(bias_v),
         call.number("exp_avg_factor"),
@@ -227,27 +196,22 @@ def batchnorm_forward_inference(
     statistics).  ``activation``: as for training."""
     arrays = (x, scale, bias, mean, var, y)
     steering = (mode, beta != 0, _activation_steering(activation, activation_params), bool(inverse_variance))
-    call = prepared.find(_INFERENCE, handle, arrays, steering) or _checked_inference(arrays, steering, handle)
+    call = prepared.find(_INFERENCE, handle, arrays, steering) or _adapted_inference(arrays, steering, handle)
     return call.run(arrays, (alpha, beta, epsilon))
 
 
-def _checked_inference(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_inference(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, scale, bias, mean, var, y = arrays
     mode, blended, activation, inverse = steering
     call = _BnCall(x, mode, handle, (_INFERENCE, arrays, steering))
-    scale_v = call.param(scale, "scale")
-    bias_v = call.param(bias, "bias")
-    if (mean is None) != (var is None):
-        raise ValueError("mean and var go together: give both, or neither for batch statistics")
-    mean_v = None if mean is None else call.param(mean, "mean")
-    var_v = None if var is None else call.param(var, "var")
-    y_v = call.data_output(y, "y", call.x.dtype, "x", blended=blended)
-    lib = call.library.lib
+    scale_v, bias_v = call.view(scale, "scale"), call.view(bias, "bias")
+    mean_v, var_v = call.view(mean, "mean"), call.view(var, "var")
+    y_v = call.output(y, "y", call.x, same_layout=True, blended=blended)
     functions = {
-        (False, False): lib.miopenBatchNormalizationForwardInference_V2,
-        (False, True): lib.miopenBatchNormalizationForwardInferenceInvVariance,
-        (True, False): lib.miopenBatchNormForwardInferenceActivation,
-        (True, True): lib.miopenBatchNormForwardInferenceActivationInvVariance,
+        (False, False): "miopenBatchNormalizationForwardInference_V2",
+        (False, True): "miopenBatchNormalizationForwardInferenceInvVariance",
+        (True, False): "miopenBatchNormForwardInferenceActivation",
+        (True, True): "miopenBatchNormForwardInferenceActivationInvVariance",
     }
     function = functions[activation is not None, inverse]
     return call.prepare(
@@ -306,39 +270,24 @@ def batchnorm_backward(
     """
     arrays = (x, dy, scale, saved_mean, saved_inv_var, dx, dscale, dbias, bias)
     steering = (mode, beta_data != 0, beta_param != 0, _activation_steering(activation, activation_params))
-    call = prepared.find(_BACKWARD, handle, arrays, steering) or _checked_backward(arrays, steering, handle)
+    call = prepared.find(_BACKWARD, handle, arrays, steering) or _adapted_backward(arrays, steering, handle)
     return call.run(arrays, (alpha_data, beta_data, alpha_param, beta_param, epsilon))
 
 
-def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, dy, scale, saved_mean, saved_inv_var, dx, dscale, dbias, bias = arrays
     mode, data_blended, param_blended, activation = steering
     call = _BnCall(x, mode, handle, (_BACKWARD, arrays, steering))
-    dy_v = call.data(dy, "dy", "x_or_float32")
-    scale_v = call.param(scale, "scale")
-    if activation is not None and bias is None:
-        raise ValueError("bias is needed with an activation (the activation's input is recomputed from it)")
-    bias_v = None if activation is None else call.param(bias, "bias")
-    saved_mean_v = saved_inv_var_v = None
-    if (saved_mean is None) != (saved_inv_var is None):
-        raise ValueError(
-            "saved_mean and saved_inv_var go together: give both, or neither to recompute them from x"
-        )
-    if saved_mean is not None:
-        saved_mean_v = call.param(saved_mean, "saved_mean")
-        saved_inv_var_v = call.param(saved_inv_var, "saved_inv_var")
-    dx_v = call.data_output(dx, "dx", dy_v.dtype, "x_or_float32", blended=data_blended)
-    if dx_v.dtype != dy_v.dtype:
-        raise TypeError(f"dx has dtype {dx_v.dtype} but dy has {dy_v.dtype} (they share one dtype)")
-    dscale_v = call.param_output(dscale, "dscale", like=scale_v, blended=param_blended)
-    dbias_v = call.param_output(dbias, "dbias", like=scale_v if bias_v is None else bias_v, blended=param_blended)
-    # One descriptor describes both the scale and its gradient.
-    call.require_same_layout(scale_v, dscale_v, "they share a descriptor in the C call")
-    if bias_v is not None:
-        call.require_same_layout(bias_v, dbias_v, "they share a descriptor in the C call")
-    function = call.library.lib.miopenBatchNormalizationBackward_V2
+    dy_v = call.view(dy, "dy")
+    scale_v = call.view(scale, "scale")
+    bias_v = None if activation is None else call.view(bias, "bias")  # the activation's input is recomputed
+    saved_mean_v, saved_inv_var_v = call.view(saved_mean, "saved_mean"), call.view(saved_inv_var, "saved_inv_var")
+    dx_v = call.output(dx, "dx", call.x, dtype=dy_v.dtype, same_layout=True, blended=data_blended)
+    dscale_v = call.output(dscale, "dscale", scale_v, blended=param_blended)
+    dbias_v = call.output(dbias, "dbias", scale_v if bias_v is None else bias_v, blended=param_blended)
+    function = "miopenBatchNormalizationBackward_V2"
     if activation is not None:
-        function = call.library.lib.miopenBatchNormBackwardActivation
+        function = "miopenBatchNormBackwardActivation"
     return call.prepare(
         function,
         call.handle.ptr,
@@ -353,8 +302,8 @@ def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
         call.ptr(dy_v),
         call.desc(dx_v),
         call.ptr(dx_v),
-        call.desc(scale_v),
-        call.desc(dbias_v),
+        call.shared_desc(scale_v, dscale_v),  # describes the scale and its gradient
+        call.shared_desc(dbias_v, bias_v),
         call.desc(saved_mean_v),
         call.desc(saved_inv_var_v),
         call.ptr(scale_v),

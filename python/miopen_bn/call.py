@@ -1,63 +1,44 @@
-"""One library call on arrays: the handle, every argument checked and
-described, and the C call itself.  Shared by the batch-norm and group-norm
-functions.
+"""One library call on arrays: the handle, each array adapted and described,
+missing outputs allocated, and the C call.  Shared by the batch-norm,
+group-norm and split-phase functions.
 
-Every argument is checked (shape, dtype, strides, host or device) before the
-library is called, with a message naming it, so a rejected call writes no
-output.  The checks end in prepare(), which leaves a plan that later calls of
-the same signature run without them (prepared.py).  Missing outputs are
+The library is the only validator.  It checks shapes, dtypes, strides, which
+pointers go together, epsilon, overlap between outputs and inputs..., and
+its refusal comes back as the ``MIOpenError`` subclass of its status with its
+message; a refused call writes nothing.  What Python checks is what the
+library cannot see:
+
+* that each argument is an array it can address (arrays.py: a dtype with a
+  ``miopenDataType_t``, strides in whole elements) and lives where the
+  handle's backend runs;
+* that an output is writable, and that it does not overlap an input Python
+  copied for its strides (the library sees only the copy);
+* that arrays the C prototype describes with one descriptor (a scale and its
+  gradient, a running and a saved mean...) are laid out alike, since the
+  library can only trust the descriptor it is given.
+
+prepare() ends a first call and leaves a plan that later calls with the same
+signature run without any of this (prepared.py).  Missing outputs are
 allocated in the input's array library; data outputs (y, dx) follow x's
-memory layout (NHWC stays NHWC).
-
-Parameter arrays (per-channel or per-activation scale/weight, bias, their
-gradients...) take their descriptor's shape with or without its leading 1,
-e.g. (C,) or (1, C, 1, 1), and are float32 or x's dtype: each on its own
-for batch norm, one dtype for all of them for group norm.
+memory layout (NHWC stays NHWC).  A parameter array (scale, bias, their
+gradients, statistics) of lower rank than x is described with a leading 1
+and trailing 1s up to x's rank: (C,) as (1, C, 1, 1), (C, H, W) as
+(1, C, H, W).
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Optional
-
-import numpy as np
 
 from . import arrays, dtypes, prepared
 from .arrays import DEVICE, HOST, TensorView
-from .descriptor import TensorDescriptor
+from .descriptor import described
+from .errors import MIOpenError
 from .handle import Handle, default_handle
 from .library import load
 
 _BACKEND_FOR_LOCATION = {HOST: "cpu", DEVICE: "gpu", None: "auto"}
 _LOCATION_FOR_BACKEND = {"cpu": HOST, "gpu": DEVICE}
-
-# Descriptors made for calls, kept per thread for the most recent layouts:
-# creating, setting and destroying the six or so a call needs costs more than
-# a small tensor's whole batch norm.  They are never changed once set, and the
-# library only reads them during a call.  Least recently used first; one
-# dropped here is destroyed when nothing else (a call, a plan) holds it.
-_DESCRIPTOR_CACHE_SIZE = 64
-_per_thread = threading.local()
-
-
-def _byte_bounds(array) -> tuple:
-    """(first byte, one past the last byte) of a NumPy array's memory."""
-    bounds = getattr(getattr(np, "lib", None), "array_utils", None)
-    return (bounds.byte_bounds if bounds is not None else np.byte_bounds)(array)
-
-
-def _descriptor(dtype: str, shape: tuple, strides: tuple) -> TensorDescriptor:
-    cache = getattr(_per_thread, "descriptors", None)
-    if cache is None:
-        cache = _per_thread.descriptors = {}
-    key = (dtype, shape, strides)
-    descriptor = cache.pop(key, None)
-    if descriptor is None:
-        descriptor = TensorDescriptor(dtype, shape, strides)
-        if len(cache) >= _DESCRIPTOR_CACHE_SIZE:
-            del cache[next(iter(cache))]
-    cache[key] = descriptor
-    return descriptor
 
 
 class _Value:
@@ -70,9 +51,8 @@ class _Value:
 
 
 class ArrayCall:
-    """The tensors of one call: checked, described, and kept alive until it
-    returns.  A subclass sets ``param_shapes`` (the full and the short form)
-    and ``param_context`` (how messages describe what fixes those shapes)."""
+    """The arrays of one call: adapted, described, and kept alive until it
+    returns."""
 
     def __init__(self, x, handle: Optional[Handle], signature: tuple):
         # (entry, handle, arrays, steering): what prepare() files its plan under.
@@ -90,17 +70,13 @@ class ArrayCall:
         self._keepalive: list = []
         self._outputs: list = []
         self.x = self.view(x, "x")
-        if not 2 <= self.x.ndim <= 5:
-            raise ValueError(f"x must have 2 to 5 dimensions (N, C[, D][, H][, W]), got shape {self.x.shape}")
-        if 0 in self.x.shape:
-            raise ValueError(f"x has an empty dimension: shape {self.x.shape}")
-        self.param_shapes: tuple = ()
-        self.param_context = ""
-        self.param_dtype: Optional[str] = None
-        self.params_share_dtype = True
+        self.desc(self.x)  # x's descriptor first: what is wrong with x is told before the rest
 
     # -- views ---------------------------------------------------------------
-    def view(self, obj, name: str, *, output: bool = False) -> TensorView:
+    def view(self, obj, name: str, *, output: bool = False) -> Optional[TensorView]:
+        """The array ``obj`` as the library will address it (None stays None)."""
+        if obj is None:
+            return None
         view = arrays.view_of(obj, name, output=output, stream=self.stream)
         expected = _LOCATION_FOR_BACKEND[self.backend]
         if view.location is not None and view.location != expected:
@@ -110,22 +86,38 @@ class ArrayCall:
                 f"pass {'host (NumPy)' if expected == HOST else 'device'} arrays or "
                 f"another handle"
             )
-        if view.strides is None and not output:
+        if view.strides is None:
             raise ValueError(
-                f"{name} has strides the library cannot address "
-                f"(negative, zero or misaligned); make it contiguous"
+                f"{name} has strides the library cannot {'write through' if output else 'address'} "
+                f"(negative, zero or misaligned): shape {view.shape}"
+                + ("" if output else "; make it contiguous")
             )
-        self._keepalive.append(view)
         if output:
+            if not view.writable:
+                raise ValueError(f"{name} is read-only")
             self._outputs.append(view)
+        self._keepalive.append(view)
         return view
 
+    def output(self, obj, name: str, like: TensorView, *, dtype: Optional[str] = None, same_layout: bool = False,
+               blended: bool = False, hint: str = "") -> TensorView:
+        """The output ``obj``, or when None a new array of ``like``'s shape
+        and library, in ``dtype`` (default ``like``'s), packed in ``like``'s
+        axis order with ``same_layout`` (else row-major).  ``blended``: the
+        result is blended into the output, which must then be given."""
+        if obj is None:
+            if blended:
+                raise ValueError(f"{name} must be given when its beta is nonzero (the result is blended into it)")
+            obj = arrays.allocate_like(like, name, like.shape, dtype or like.dtype,
+                                       layout=like if same_layout else None, hint=hint)
+        return self.view(obj, name, output=True)
+
     def refuse_outputs_over_copies(self) -> None:
-        """The library refuses an output that overlaps another operand (C
-        checks it), but it cannot see an input that was copied here for its
-        strides: an output over the caller's original is refused here."""
+        """The library refuses an output that overlaps another operand, but
+        it cannot see an input that was copied here for its strides: an
+        output over the caller's original is refused here."""
         for copy in (view for view in self._keepalive if view.copy_of is not None):
-            original = _byte_bounds(copy.copy_of)
+            original = arrays.byte_bounds(copy.copy_of)
             for out in self._outputs:
                 begin, end = out.byte_range()
                 if begin < original[1] and original[0] < end:
@@ -134,113 +126,49 @@ class ArrayCall:
                         f"another tensor only in place (at the same address with the same strides)"
                     )
 
-    def check_writable(self, view: TensorView) -> None:
-        if view.strides is None:
-            raise ValueError(
-                f"{view.name} has strides the library cannot write through "
-                f"(negative, zero or misaligned): shape {view.shape}"
-            )
-        if not view.writable:
-            raise ValueError(f"{view.name} is read-only")
-        if view.may_self_overlap():
-            raise ValueError(
-                f"{view.name} has overlapping strides {view.strides}; outputs need "
-                f"each element in its own memory"
-            )
-
-    def data(self, obj, name: str, dtype_rule: str, *, output: bool = False) -> TensorView:
-        """A tensor with x's shape.  dtype_rule: "x" (x's dtype) or "x_or_float32"."""
-        view = self.view(obj, name, output=output)
-        if view.shape != self.x.shape:
-            raise ValueError(f"{name} has shape {view.shape} but x has shape {self.x.shape}")
-        allowed = {self.x.dtype} if dtype_rule == "x" else {self.x.dtype, dtypes.FLOAT32}
-        if view.dtype not in allowed:
-            raise TypeError(f"{name} has dtype {view.dtype} but must be {' or '.join(sorted(allowed))}")
-        if output:
-            self.check_writable(view)
-        return view
-
-    def param_shaped(self, obj, name: str, *, output: bool = False) -> TensorView:
-        """A tensor of one of the parameter shapes, whatever its dtype."""
-        view = self.view(obj, name, output=output)
-        if view.shape not in self.param_shapes:
-            full, short = self.param_shapes
-            raise ValueError(
-                f"{name} has shape {view.shape} but must be {short} or {full} "
-                f"for x of shape {self.x.shape}{self.param_context}"
-            )
-        return view
-
-    def param(self, obj, name: str, *, output: bool = False) -> TensorView:
-        """A parameter-shaped tensor, float32 or x's dtype; where the
-        parameters share one dtype, the first one given fixes it."""
-        view = self.param_shaped(obj, name, output=output)
-        if self.param_dtype is None or not self.params_share_dtype:
-            if view.dtype not in (dtypes.FLOAT32, self.x.dtype):
-                raise TypeError(
-                    f"{name} has dtype {view.dtype}; parameters must be float32 or x's dtype ({self.x.dtype})"
-                )
-            self.param_dtype = view.dtype
-        elif view.dtype != self.param_dtype:
-            raise TypeError(
-                f"{name} has dtype {view.dtype} but the parameters are "
-                f"{self.param_dtype} (all parameters share one dtype)"
-            )
-        if output:
-            self.check_writable(view)
-        return view
-
-    # -- outputs -------------------------------------------------------------
-    def data_output(self, obj, name: str, dtype: str, dtype_rule: str, blended: bool = False) -> TensorView:
-        if obj is not None:
-            return self.data(obj, name, dtype_rule, output=True)
-        if blended:
-            raise ValueError(f"{name} must be given when its beta is nonzero (the result is blended into it)")
-        allocated = arrays.allocate_like(self.x, name, self.x.shape, dtype, layout=self.x)
-        return self.data(allocated, name, dtype_rule, output=True)
-
-    def param_output(
-        self, obj, name: str, like: TensorView, blended: bool = False, hint: str = ""
-    ) -> TensorView:
-        if obj is not None:
-            return self.param(obj, name, output=True)
-        if blended:
-            raise ValueError(f"{name} must be given when its beta is nonzero (the result is blended into it)")
-        allocated = arrays.allocate_like(like, name, like.shape, like.dtype, hint=hint)
-        return self.param(allocated, name, output=True)
-
-    def require_same_layout(self, a: TensorView, b: TensorView, reason: str) -> None:
-        """Two parameter tensors that one C descriptor will describe: same
-        dtype and strides."""
-        if a.dtype != b.dtype:
-            raise TypeError(f"{a.name} ({a.dtype}) and {b.name} ({b.dtype}) must have the same dtype: {reason}")
-        shape, a_strides = self._padded(a)
-        _, b_strides = self._padded(b)
-        used = [i for i, n in enumerate(shape) if n > 1]
-        if [a_strides[i] for i in used] != [b_strides[i] for i in used]:
-            raise ValueError(
-                f"{a.name} (strides {a.strides}) and {b.name} (strides {b.strides}) must "
-                f"have the same layout: {reason}"
-            )
-
-    def _padded(self, view: TensorView) -> tuple:
-        """Shape and strides at x's rank (a parameter may omit its leading 1)."""
-        if len(view.shape) == self.x.ndim:
-            return tuple(view.shape), tuple(view.strides)
-        full = self.param_shapes[0]
-        trailing = len(full) - 1 - len(view.shape)  # (C,) of a per-channel parameter
-        return full, (1,) + tuple(view.strides) + (1,) * trailing
-
     # -- C arguments ---------------------------------------------------------
+    def _layout(self, view: TensorView, as_parameter: bool) -> tuple:
+        """(shape, strides) as described: a parameter of lower rank than x
+        gets a leading 1 and trailing 1s up to x's rank."""
+        rank = len(view.shape)
+        if not as_parameter or rank >= self.x.ndim:
+            return tuple(view.shape), tuple(view.strides)
+        trailing = (1,) * (self.x.ndim - 1 - rank)
+        return (1,) + tuple(view.shape) + trailing, (1,) + tuple(view.strides) + trailing
+
     def desc(self, view: Optional[TensorView], *, as_parameter: bool = True):
         """The view's descriptor: at x's rank for data and parameters, or with
         the view's own shape (``as_parameter=False``)."""
         if view is None:
             return self.ffi.NULL
-        shape, strides = self._padded(view) if as_parameter else (view.shape, view.strides)
-        descriptor = _descriptor(view.dtype, tuple(shape), tuple(strides))
+        shape, strides = self._layout(view, as_parameter)
+        try:
+            descriptor = described(dtypes.MIOPEN_CODE[view.dtype], shape, strides)
+        except MIOpenError as exc:  # a length or stride the library's descriptor refuses
+            raise type(exc)(exc.status, f"{view.name}: {exc.message}", exc.status_name) from None
         self._descriptors.append(descriptor)
         return descriptor.ptr
+
+    def shared_desc(self, view: Optional[TensorView], *others: Optional[TensorView], as_parameter: bool = True):
+        """The descriptor the C prototype gives ``view`` and ``others``
+        together: they must be laid out alike (dtype, lengths, strides where
+        a length exceeds 1), as the library can only trust that descriptor."""
+        present = [v for v in (view, *others) if v is not None]
+        if not present:
+            return self.ffi.NULL
+        first = present[0]
+        shape, strides = self._layout(first, as_parameter)
+        used = [i for i, n in enumerate(shape) if n > 1]
+        for other in present[1:]:
+            other_shape, other_strides = self._layout(other, as_parameter)
+            if (other.dtype, other_shape, [other_strides[i] for i in used]) != (
+                    first.dtype, shape, [strides[i] for i in used]):
+                raise ValueError(
+                    f"{first.name} ({first.dtype}, shape {first.shape}, strides {first.strides}) and "
+                    f"{other.name} ({other.dtype}, shape {other.shape}, strides {other.strides}) share one "
+                    f"descriptor in the C call and must have the same dtype, shape and layout"
+                )
+        return self.desc(first, as_parameter=as_parameter)
 
     def ptr(self, view: Optional[TensorView]):
         """The view stands for its address until prepare() reads it."""
@@ -258,11 +186,12 @@ class ArrayCall:
         """run()'s value ``name`` passed as a number (epsilon, ...)."""
         return _Value(name, by_pointer=False)
 
-    def prepare(self, function, *args):
-        """The checked C call: ``args`` with views standing for addresses and
-        scalar()/number() for the values run() takes; run() returns the
-        arrays the entry names.  Leaves a plan for later calls of the same
-        signature where their arrays can take the views' place."""
+    def prepare(self, function: str, *args):
+        """The call of the entry point named ``function``: ``args`` with
+        views standing for addresses and scalar()/number() for the values
+        run() takes; run() returns the arrays the entry names.  Leaves a plan
+        for later calls of the same signature where their arrays can take
+        the views' place."""
         self.refuse_outputs_over_copies()
         entry, handle, arrays, steering = self._signature
         template, pointer_positions, views, slots = list(args), [], [], []
@@ -280,9 +209,9 @@ class ArrayCall:
         plan = prepared.Plan(entry, self.handle, self.library, function, template, tuple(pointer_positions),
                              tuple(slots), scalars, self._descriptors)
         prepared.remember(plan, entry, handle, arrays, steering, views)
-        addresses = [self.ffi.cast("void*", view.ptr) for view in views]
-        # What run() returns: the caller's arrays, with the outputs the checks allocated.
+        addresses = [view.ptr for view in views]
+        # What run() returns: the caller's arrays, with the outputs allocated here.
         outputs = list(arrays)
         for view in views:
             outputs[entry.arrays.index(view.name)] = view.source
-        return prepared.CheckedCall(plan, addresses, entry.pick(outputs), self._keepalive)
+        return prepared.FirstCall(plan, addresses, entry.pick(outputs), self._keepalive)

@@ -149,6 +149,24 @@ def declared_functions(cdef: str) -> list:
     return list(declared_parameters(cdef))
 
 
+def address_declarations(functions: dict) -> str:
+    """A cdef declaring ``functions`` ({name: its cffi function type, as the
+    header's FFI gives it}) with every pointer parameter as ``uintptr_t``
+    and every enum as ``int``: callers pass plain ints (an address such as
+    torch's ``data_ptr()``), so no cffi object is made per argument.  A
+    pointer and a uintptr_t, an enum and an int, are passed alike in every C
+    calling convention this package runs on (x86-64 and AArch64, System V
+    and Windows)."""
+
+    def spelled(ctype) -> str:
+        if ctype.kind == "pointer":
+            return "uintptr_t"
+        return "int" if ctype.kind == "enum" else ctype.cname
+
+    return "".join(f"{spelled(function.result)} {name}({', '.join(spelled(a) for a in function.args)});\n"
+                   for name, function in functions.items())
+
+
 def header_version(header_text: str) -> str:
     """MIOPEN_BN_VERSION_MAJOR.MINOR.PATCH as written in the header."""
     parts = []

@@ -67,8 +67,11 @@ class TensorDescriptor(NativeObject):
 
     def set(self, dtype, shape: Sequence[int], strides: Optional[Sequence[int]] = None) -> None:
         """miopenSetTensorDescriptor: lengths in logical order, element strides."""
+        self._set_code(dtypes.MIOPEN_CODE[dtypes.name_of(dtype)], shape, strides)
+
+    def _set_code(self, code: int, shape: Sequence[int], strides: Optional[Sequence[int]]) -> None:
+        """set() with the miopenDataType_t code, whatever it is: the library judges it."""
         ffi = self._library.ffi
-        code = dtypes.MIOPEN_CODE[dtypes.name_of(dtype)]
         dims = _c_ints(ffi, shape, "lengths")
         if strides is not None and len(strides) != len(shape):
             raise ValueError(f"{len(shape)} lengths but {len(strides)} strides")
@@ -140,3 +143,32 @@ class TensorDescriptor(NativeObject):
         code, shape, strides = self._read()
         name = dtypes.NAME_FOR_MIOPEN_CODE.get(code, f"miopenDataType_t {code}")
         return f"<miopen_bn.TensorDescriptor {name} shape={shape} strides={strides}>"
+
+
+# Descriptors made for calls, one per (type, lengths, strides), shared by every
+# thread: creating, setting and destroying the six or so a call needs costs
+# more than a small tensor's whole batch norm.  They are never changed once
+# set, and the library only reads them (each call copies the ones it is
+# given).  Whoever uses one holds it (a plan, a call in flight): emptying the
+# cache when it is full destroys only those nobody holds.
+_CACHE_LIMIT = 4096
+_cache: dict = {}
+
+
+def described(code: int, shape: tuple, strides: tuple) -> TensorDescriptor:
+    """The shared descriptor of miopenDataType_t ``code``, ``shape`` and
+    element ``strides`` (tuples of ints); made and set on first use, where
+    the library's refusal of a length, a stride or the type is raised."""
+    key = (code, shape, strides)
+    found = _cache.get(key)
+    if found is None:
+        descriptor = TensorDescriptor()
+        try:
+            descriptor._set_code(code, shape, strides)
+        except BaseException:
+            descriptor.close()
+            raise
+        if len(_cache) >= _CACHE_LIMIT:
+            _cache.clear()
+        found = _cache.setdefault(key, descriptor)  # a thread that made it first wins
+    return found

@@ -1,13 +1,13 @@
-"""Group normalization on arrays: argument checks in Python, then one C call
-(see call.py for the checks every function shares, prepared.py for how a
-repeated call skips them).
+"""Group normalization on arrays: each array adapted, then one C call, which
+checks every argument (see call.py for what Python does, prepared.py for how
+a repeated call skips even that).
 
 x is (N, C[, D][, H][, W]) in any layout; ``num_groups`` (G) splits the C
 channels into groups of C/G, and each (n, g) is normalized over its channels
 at every position.  weight and bias are (C,) or (1, C, 1, ...), float32 or
-x's dtype; mean and rstd are (N, G), float32 (float64 for float64 x).  Checks
-only the library can make (G dividing C, groups of at least two values) come
-back as ``MIOpenBadParmError`` (a ValueError).
+x's dtype; mean and rstd are (N, G), float32 (float64 for float64 x).  The
+library's refusals (G not dividing C, groups of fewer than two values, a
+wrong shape or dtype...) come back as ``MIOpenError`` subclasses.
 """
 
 from __future__ import annotations
@@ -37,50 +37,40 @@ _BACKWARD = prepared.Entry(
 )
 
 
+def _group_count(num_groups) -> int:
+    """num_groups as the C ``uint64_t`` the library takes; the (N, G)
+    statistics Python allocates need at least one group."""
+    if isinstance(num_groups, bool) or not isinstance(num_groups, Integral):
+        raise TypeError(f"num_groups must be an integer, got {type(num_groups).__name__}")
+    if num_groups < 1:
+        raise ValueError(f"num_groups is {num_groups} (must be at least 1)")
+    return int(num_groups)
+
+
 class _GnCall(ArrayCall):
-    """A group-norm call: per-channel parameters and (N, G) statistics."""
+    """A group-norm call: its group count, activation and affine mode."""
 
     def __init__(self, x, num_groups, activation, handle: Optional[Handle], signature: tuple):
         if activation not in _ACTIVATION_CODES:
             raise ValueError(f"activation must be None or 'swish', got {activation!r}")
         self.activation_code = _ACTIVATION_CODES[activation]
-        if isinstance(num_groups, bool) or not isinstance(num_groups, Integral):
-            raise TypeError(f"num_groups must be an integer, got {type(num_groups).__name__}")
-        if num_groups < 1:
-            raise ValueError(f"num_groups is {num_groups} (must be at least 1)")
-        self.num_groups = int(num_groups)
+        self.num_groups = _group_count(num_groups)
         super().__init__(x, handle, signature)
-        channels = self.x.shape[1]
-        if self.num_groups > channels:  # bounds the (N, G) outputs; divisibility is the library's check
-            raise ValueError(f"num_groups {self.num_groups} exceeds the {channels} channels of x")
-        self.param_shapes = ((1, channels) + (1,) * (self.x.ndim - 2), (channels,))
-        self.stats_shape = (self.x.shape[0], self.num_groups)
-        self.stats_dtype = dtypes.FLOAT64 if self.x.dtype == dtypes.FLOAT64 else dtypes.FLOAT32
 
-    def affine_mode(self, weight, bias, *, needs_bias: bool) -> int:
-        """MIOpen's mode code for the given weight and bias: both or neither,
-        or weight alone where bias is not needed."""
-        if weight is None and bias is not None:
-            raise ValueError("bias was given without weight: give both, or neither for no affine transform")
-        if weight is not None and bias is None and needs_bias:
-            raise ValueError("weight and bias go together: give both, or neither for no affine transform")
+    @staticmethod
+    def affine_mode(weight) -> int:
+        """MIOpen's mode code: weight and bias applied when weight is given."""
         return _ELEMENTWISE_AFFINE if weight is None else _WEIGHT_BIAS
 
-    def statistic(self, obj, name: str) -> TensorView:
-        view = self.view(obj, name)
-        if view.shape != self.stats_shape:
-            raise ValueError(
-                f"{name} has shape {view.shape} but must be (N, num_groups) = {self.stats_shape}"
-            )
-        allowed = {self.stats_dtype, dtypes.FLOAT32}
-        if view.dtype not in allowed:
-            raise TypeError(f"{name} has dtype {view.dtype} but must be {' or '.join(sorted(allowed))}")
-        return view
-
-    def statistic_output(self, name: str) -> TensorView:
-        view = self.view(allocate_like(self.x, name, self.stats_shape, self.stats_dtype), name, output=True)
-        self.check_writable(view)
-        return view
+    def statistic_output(self, name: str) -> Optional[TensorView]:
+        """A new (N, G) mean or rstd: float32, float64 for float64 x.  None
+        (nothing to allocate) for more groups than x has channels, which the
+        library refuses whatever the statistics."""
+        if self.num_groups > (self.x.shape[1] if self.x.ndim > 1 else 0):
+            return None
+        stats_dtype = dtypes.FLOAT64 if self.x.dtype == dtypes.FLOAT64 else dtypes.FLOAT32
+        stats = allocate_like(self.x, name, (self.x.shape[0], self.num_groups), stats_dtype)
+        return self.view(stats, name, output=True)
 
     def stats_tensor(self, view: TensorView) -> tuple:
         """mean/rstd's (descriptor, pointer): described with their own (N, G) shape."""
@@ -109,29 +99,28 @@ def groupnorm_forward(
     epsilon and swish_beta are passed as C floats.
     """
     arrays = (x, weight, bias, y, None, None)
-    # The type too: 2.0 == 2, but only an integer passes the checks.
+    # The type too: 2.0 == 2, but only an integer converts to the C count.
     steering = (type(num_groups), num_groups, activation)
-    call = prepared.find(_FORWARD, handle, arrays, steering) or _checked_forward(arrays, steering, handle)
+    call = prepared.find(_FORWARD, handle, arrays, steering) or _adapted_forward(arrays, steering, handle)
     return call.run(arrays, (epsilon, swish_beta))
 
 
-def _checked_forward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_forward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, weight, bias, y, _, _ = arrays
     _, num_groups, activation = steering
+    if weight is None and bias is not None:  # the mode would ignore it
+        raise ValueError("bias was given without weight: give both, or neither for no affine transform")
     call = _GnCall(x, num_groups, activation, handle, (_FORWARD, arrays, steering))
-    mode = call.affine_mode(weight, bias, needs_bias=True)
-    weight_v = None if weight is None else call.param(weight, "weight")
-    bias_v = None if bias is None else call.param(bias, "bias")
-    y_v = call.data_output(y, "y", call.x.dtype, "x")
+    weight_v, bias_v = call.view(weight, "weight"), call.view(bias, "bias")
+    y_v = call.output(y, "y", call.x, same_layout=True)
     mean_v = call.statistic_output("mean")
     rstd_v = call.statistic_output("rstd")
-    lib = call.library.lib
-    common = (call.handle.ptr, mode, *call.tensor(call.x), *call.tensor(weight_v), *call.tensor(bias_v),
-              call.num_groups, call.number("epsilon"))
+    common = (call.handle.ptr, call.affine_mode(weight), *call.tensor(call.x), *call.tensor(weight_v),
+              *call.tensor(bias_v), call.num_groups, call.number("epsilon"))
     outputs = (*call.tensor(y_v), *call.stats_tensor(mean_v), *call.stats_tensor(rstd_v))
     if activation is None:
-        return call.prepare(lib.miopenGroupNormForward, *common, *outputs)
-    return call.prepare(lib.miopenBNGroupNormForwardActivation, *common, call.activation_code,
+        return call.prepare("miopenGroupNormForward", *common, *outputs)
+    return call.prepare("miopenBNGroupNormForwardActivation", *common, call.activation_code,
                         call.number("swish_beta"), *outputs)
 
 
@@ -161,34 +150,29 @@ def groupnorm_backward(
     """
     arrays = (x, dy, weight, mean, rstd, bias, dx, dweight, dbias)
     steering = (type(num_groups), num_groups, activation)
-    call = prepared.find(_BACKWARD, handle, arrays, steering) or _checked_backward(arrays, steering, handle)
+    call = prepared.find(_BACKWARD, handle, arrays, steering) or _adapted_backward(arrays, steering, handle)
     return call.run(arrays, (swish_beta,))
 
 
-def _checked_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
+def _adapted_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     x, dy, weight, mean, rstd, bias, dx, dweight, dbias = arrays
     _, num_groups, activation = steering
+    if weight is None and (dweight is not None or dbias is not None):  # the mode would leave them unwritten
+        raise ValueError("dweight and dbias are only computed with a weight (affine group norm)")
     call = _GnCall(x, num_groups, activation, handle, (_BACKWARD, arrays, steering))
-    mode = call.affine_mode(weight, bias, needs_bias=activation is not None)
-    dy_v = call.data(dy, "dy", "x")
-    weight_v = bias_v = dweight_v = dbias_v = None
-    if weight is None:
-        if dweight is not None or dbias is not None:
-            raise ValueError("dweight and dbias are only computed with a weight (affine group norm)")
-    else:
-        weight_v = call.param(weight, "weight")
-        if bias is not None:  # read only to differentiate a fused activation
-            bias_v = call.param(bias, "bias")
-    mean_v = call.statistic(mean, "mean")
-    rstd_v = call.statistic(rstd, "rstd")
-    dx_v = call.data_output(dx, "dx", call.x.dtype, "x")
+    dy_v = call.view(dy, "dy")
+    weight_v = call.view(weight, "weight")
+    bias_v = call.view(bias, "bias")  # read only to differentiate a fused activation
+    mean_v, rstd_v = call.view(mean, "mean"), call.view(rstd, "rstd")
+    dx_v = call.output(dx, "dx", call.x, same_layout=True)
+    dweight_v = dbias_v = None
     if weight_v is not None:
-        dweight_v = call.param_output(dweight, "dweight", like=weight_v)
-        dbias_v = call.param_output(dbias, "dbias", like=weight_v)
+        dweight_v = call.output(dweight, "dweight", weight_v)
+        dbias_v = call.output(dbias, "dbias", weight_v)
     return call.prepare(
-        call.library.lib.miopenBNGroupNormBackward,
+        "miopenBNGroupNormBackward",
         call.handle.ptr,
-        mode,
+        call.affine_mode(weight),
         *call.tensor(call.x),
         *call.tensor(dy_v),
         *call.tensor(weight_v),

@@ -45,6 +45,7 @@ class Handle(NativeObject):
 
     _what = "handle"
     _backend = None
+    _stream = None
 
     def __init__(self, backend: str = "auto", stream=None):
         if backend not in BACKEND_CODES:
@@ -76,15 +77,22 @@ class Handle(NativeObject):
 
     @property
     def stream(self) -> int:
-        ffi, lib = self._library.ffi, self._library.lib
-        value = ffi.new("miopenAcceleratorQueue_t*")
-        self._library.check(lib.miopenGetStream(self.ptr, value))
-        return int(ffi.cast("uintptr_t", value[0]))
+        """The stream's address, asked of the library once and then kept
+        (the setter forgets it): planned calls on CUDA tensors compare it
+        with torch's current stream on every call."""
+        ptr = self.ptr  # a closed handle raises here, whether or not the answer is known
+        if self._stream is None:
+            ffi, lib = self._library.ffi, self._library.lib
+            value = ffi.new("miopenAcceleratorQueue_t*")
+            self._library.check(lib.miopenGetStream(ptr, value))
+            self._stream = int(ffi.cast("uintptr_t", value[0]))
+        return self._stream
 
     @stream.setter
     def stream(self, stream) -> None:
         ffi, lib = self._library.ffi, self._library.lib
         queue = ffi.cast("miopenAcceleratorQueue_t", stream_address(stream))
+        self._stream = None
         self._library.check(lib.miopenSetStream(self.ptr, queue))
 
     @property

@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+import cffi
 
 from . import cdef
 from .errors import make_checker
@@ -59,6 +60,13 @@ class Library:
     @property
     def version(self) -> str:
         return library_version(self.ffi, self.lib)
+
+    def by_address(self, *names: str):
+        """The entry points ``names`` declared to take every pointer as an
+        integer address (cdef.address_declarations), from the same library."""
+        ffi = cffi.FFI()
+        ffi.cdef(cdef.address_declarations({name: self.ffi.typeof(getattr(self.lib, name)) for name in names}))
+        return ffi.dlopen(self.path)
 
 
 def library_version(ffi, lib) -> str:

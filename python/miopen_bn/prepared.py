@@ -1,24 +1,30 @@
-"""Repeated calls skip the argument checks.
+"""Repeated calls skip the adaptation of their arrays.
 
-What call.py's checks conclude depends only on a call's *signature*: for each
-array argument its type, dtype, shape, strides, writability and alignment;
-the arguments that steer the checks (the mode, whether a beta is nonzero,
-...); and the handle.  The first call with a signature runs the checks and
-leaves a ``Plan`` here: the C function with its descriptors and constants in
-place and, for each array, a cheap way to read its address.  A later call
-with the same signature reads the addresses and the scalar values and makes
-the C call: a few microseconds of Python instead of tens, which on a small
-tensor is most of the call.
+What call.py concludes (which entry point, which descriptors, which arrays
+to allocate and how, what it refuses) depends only on a call's *signature*:
+for each array argument its type, dtype, shape, strides, writability and
+alignment (device and requires_grad for torch tensors); the arguments that
+steer it (the mode, whether a beta is nonzero, ...); and the handle.  The
+first call with a signature adapts every array and leaves a ``Plan`` here:
+the C function with its descriptors and constants in place and, for each
+array, a cheap way to read its address.  A later call with the same
+signature reads the addresses and the scalar values and makes the C call
+(which checks everything again, as always): a few microseconds of Python
+instead of tens, which on a small tensor is most of the call.
 
-Only plain NumPy arrays that the library addresses as they are (no private
-copy) are planned; any other argument takes the checked path every time.
-Plans are kept per thread (each owns the buffer its ``float*`` scalars are
-passed in), the oldest dropped first when there are too many.
+Plain NumPy arrays that the library addresses as they are (no private copy)
+and plain torch tensors are planned; any other argument takes the first-call
+path every time.  A plan on CUDA tensors runs only where the first-call
+path's DLPack export would order nothing: with the handle on the default
+stream or on torch's current one (else the export makes the handle's stream
+wait for torch's).  Plans are kept per thread (each owns the buffer its ``float*``
+scalars are passed in), the oldest dropped first when there are too many.
 """
 
 from __future__ import annotations
 
 import operator
+import sys
 import threading
 import weakref
 from typing import Optional
@@ -29,6 +35,10 @@ from . import arrays as adapters
 
 _PLANS_PER_THREAD = 256
 _per_thread = threading.local()
+# torch.Tensor once torch is imported (this module never imports it) and a
+# call has been planned; torch's current raw CUDA stream of a device.
+_torch_tensor: Optional[type] = None
+_current_stream = None
 
 
 class Entry:
@@ -57,17 +67,19 @@ def real_number(value, name: str) -> float:
 
 
 class Plan:
-    """A checked call: the C arguments in place except the arrays' addresses
+    """A prepared call: the C arguments in place except the arrays' addresses
     and the values (scalars and numbers) that run() is given, in the order
     its entry names them."""
 
-    def __init__(self, entry: Entry, handle, library, function, template: list, pointer_positions: tuple,
+    def __init__(self, entry: Entry, handle, library, function: str, template: list, pointer_positions: tuple,
                  value_slots: tuple, scalars, keepalive: list):
         self._entry = entry
         self._handle = weakref.ref(handle)
+        self._library = library
         self._ffi = library.ffi
         self._check = library.check
-        self._function = function
+        self._name = function
+        self._function = getattr(library.lib, function)
         self._template = template
         self._pointer_positions = pointer_positions
         self._value_slots = value_slots  # (position, value index, index in scalars or None for a number)
@@ -76,6 +88,8 @@ class Plan:
         # Set by repeatable():
         self._reads: tuple = ()  # (position, array index, address reader) per pointer argument
         self._allocations: tuple = ()  # (array index, allocate) per output the call creates
+        self._cuda_device: Optional[int] = None  # of the CUDA tensors, whose stream must be the handle's
+        self._integer_addresses = False  # the function takes pointers as ints (_take_addresses)
 
     def repeatable(self, arrays: tuple, views: list) -> bool:
         """Learns to read each pointer argument's address from a later call's
@@ -87,24 +101,55 @@ class Plan:
                 return False
             index = names.index(view.name)
             array = view.source
-            if arrays[index] is None:  # an output the checks allocated
-                allocate = adapters.numpy_allocator(array) if type(array) is np.ndarray else None
+            if type(array) is np.ndarray:
+                if not (array.flags.aligned and array.dtype.alignment == array.dtype.itemsize):
+                    return False  # the signature's alignment flag would not stand for ours
+                allocate, read = adapters.numpy_allocator, adapters.address_reader(array, self._ffi)
+            elif type(array) is _torch_tensor:
+                allocate, read = adapters.torch_allocator, self._tensor_address
+                if array.is_cuda:
+                    self._cuda_device = array.get_device()
+            else:
+                return False
+            if arrays[index] is None:  # an output the first call allocated
+                allocate = allocate(array)
                 if allocate is None:
                     return False
                 allocations[index] = allocate
             elif array is not arrays[index]:  # a private copy, for strides the library cannot use
                 return False
-            if not (array.flags.aligned and array.dtype.alignment == array.dtype.itemsize):
-                return False  # the signature's alignment flag would not stand for ours
-            reads.append((position, index, adapters.address_reader(array, self._ffi)))
+            reads.append((position, index, read))
         self._reads = tuple(reads)
         self._allocations = tuple(allocations.items())
+        if reads and all(type(view.source) is _torch_tensor for view in views):
+            self._take_addresses()
         return True
 
+    def _tensor_address(self, tensor):
+        return self._ffi.cast("void*", tensor.data_ptr())
+
+    def _take_addresses(self) -> None:
+        """Every array is a torch tensor, whose data_ptr() is an int: the
+        call goes through the entry point's integer-address declaration
+        (Library.by_address), with the template's pointers as ints too, and
+        makes no cffi object per array."""
+        ffi = self._ffi
+        self._integer_addresses = True
+        self._function = _address_function(self._library, self._name)
+        self._template = [int(ffi.cast("uintptr_t", arg)) if isinstance(arg, ffi.CData) else arg
+                          for arg in self._template]
+        self._reads = tuple((position, index, _torch_tensor.data_ptr) for position, index, _ in self._reads)
+
     def usable(self, handle) -> bool:
-        """Made with this handle (None: the thread's default one), still open."""
+        """Made with this handle (None: the thread's default one), still
+        open, and for CUDA tensors on the default stream or torch's current one."""
         own = self._handle()
-        return own is not None and (handle is None or own is handle) and not own.closed
+        if own is None or (handle is not None and own is not handle) or own.closed:
+            return False
+        if self._cuda_device is None:
+            return True
+        stream = own.stream
+        return stream == 0 or stream == _current_stream(self._cuda_device)
 
     def run(self, arrays: tuple, values: tuple):
         """Repeats the call on ``arrays`` (of this plan's signature)."""
@@ -119,10 +164,10 @@ class Plan:
         return self._entry.pick(arrays)
 
     def with_addresses(self, addresses: list) -> list:
-        """The C arguments with these addresses in place (values still to set)."""
+        """The C arguments with these addresses (ints) in place (values still to set)."""
         args = self._template.copy()
         for position, address in zip(self._pointer_positions, addresses):
-            args[position] = address
+            args[position] = address if self._integer_addresses else self._ffi.cast("void*", address)
         return args
 
     def call(self, args: list, values: tuple) -> None:
@@ -135,9 +180,9 @@ class Plan:
         self._check(self._function(*args))
 
 
-class CheckedCall:
-    """A signature's first call, on the addresses the checks found (private
-    copies and new outputs included); run() returns what the checks saw."""
+class FirstCall:
+    """A signature's first call, on the addresses its arrays were found at
+    (private copies and new outputs included); run() returns those arrays."""
 
     def __init__(self, plan: Plan, addresses: list, results, keepalive: list):
         self._plan = plan
@@ -159,9 +204,11 @@ def _plans() -> dict:
 
 
 def _signature(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[tuple]:
-    """The cache key, or None when an argument is not a plain NumPy array.
-    Flat: an absent array is one None, a present one five entries starting
-    with its dtype (never None), so no two signatures flatten alike."""
+    """The cache key, or None when an argument is neither a plain NumPy
+    array nor a plain torch tensor.  Flat: an absent array is one None, a
+    present one five entries starting with its dtype (never None; NumPy's
+    and torch's dtypes never compare equal), so no two signatures flatten
+    alike."""
     key = [entry, None if handle is None else id(handle), steering]
     for array in arrays:
         if array is None:
@@ -169,6 +216,8 @@ def _signature(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional
         elif type(array) is np.ndarray:
             flags = array.flags
             key += (array.dtype, array.shape, array.strides, flags.writeable, flags.aligned)
+        elif type(array) is _torch_tensor:  # DLPack refuses tensors that require grad: the key keeps them apart
+            key += (array.dtype, array.shape, array.stride(), array.device, array.requires_grad)
         else:
             return None
     return tuple(key)
@@ -181,7 +230,7 @@ def find(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[Plan]
         return None
     try:
         plan = _plans().get(key)
-    except TypeError:  # an unhashable steering argument: the checks say what is wrong with it
+    except TypeError:  # an unhashable steering argument: the first-call path says what is wrong with it
         return None
     return plan if plan is not None and plan.usable(handle) else None
 
@@ -189,6 +238,7 @@ def find(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[Plan]
 def remember(plan: Plan, entry: Entry, handle, arrays: tuple, steering: tuple, views: list) -> None:
     """Keeps ``plan`` for this signature when a later call's arrays can stand
     in for ``views`` (the pointer arguments, in order)."""
+    _know_torch()
     key = _signature(entry, handle, arrays, steering)
     if key is None or not plan.repeatable(arrays, views):
         return
@@ -197,5 +247,24 @@ def remember(plan: Plan, entry: Entry, handle, arrays: tuple, steering: tuple, v
         if len(plans) >= _PLANS_PER_THREAD:
             del plans[next(iter(plans))]
         plans[key] = plan
-    except TypeError:  # an unhashable steering argument the checks did not need
+    except TypeError:  # an unhashable steering argument the first call did not need
         pass
+
+
+_address_functions: dict = {}  # entry point name -> its integer-address declaration
+
+
+def _address_function(library, name: str):
+    found = _address_functions.get(name)
+    if found is None:
+        found = _address_functions.setdefault(name, getattr(library.by_address(name), name))
+    return found
+
+
+def _know_torch() -> None:
+    """Learns torch's tensor type (and stream query) once torch is imported."""
+    global _torch_tensor, _current_stream
+    if _torch_tensor is None and "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _torch_tensor = torch.Tensor

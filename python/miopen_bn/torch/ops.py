@@ -109,7 +109,7 @@ def batch_norm_train(
 
 @batch_norm_train.register_fake
 def _(x, weight, bias, running_mean, running_var, momentum, eps):
-    dtype = _param_dtype(x, weight, bias, running_mean)
+    dtype = _param_dtype(x, running_mean, weight, bias)  # the saved statistics share the running ones' descriptor
     saved = x.new_empty(x.shape[1], dtype=dtype)
     running = x.new_empty(0, dtype=dtype) if running_mean is None else torch.empty_like(running_mean)
     return torch.empty_like(x), saved, torch.empty_like(saved), running, torch.empty_like(running)
@@ -245,11 +245,15 @@ def _(x, dy, num_groups, weight, bias, mean, rstd, silu):
 # The eager path
 # --------------------------------------------------------------------------- #
 class _BatchNormTrain(torch.autograd.Function):
+    """Training forward and backward on the library; weight and bias are
+    always tensors here (ones and zeros without affine, which need no
+    gradient: needs_input_grad says so)."""
+
     @staticmethod
-    def forward(ctx, x, weight, bias, running_mean, running_var, factor, eps, has_weight, has_bias):
+    def forward(ctx, x, weight, bias, running_mean, running_var, factor, eps):
         y, saved_mean, saved_invstd = native.batch_norm_train(x, weight, bias, running_mean, running_var,
                                                               factor, eps)
-        ctx.eps, ctx.has_weight, ctx.has_bias = eps, has_weight, has_bias
+        ctx.eps = eps
         ctx.save_for_backward(x, weight, saved_mean, saved_invstd)
         return y
 
@@ -258,8 +262,8 @@ class _BatchNormTrain(torch.autograd.Function):
         x, weight, saved_mean, saved_invstd = ctx.saved_tensors
         dx, dweight, dbias = native.batch_norm_backward(x, _addressable(dy), weight, saved_mean, saved_invstd,
                                                         ctx.eps)
-        return (dx, _grad_or_none(dweight, ctx.has_weight), _grad_or_none(dbias, ctx.has_bias),
-                None, None, None, None, None, None)
+        needs = ctx.needs_input_grad
+        return dx, dweight if needs[1] else None, dbias if needs[2] else None, None, None, None, None
 
 
 class _GroupNorm(torch.autograd.Function):
@@ -315,9 +319,8 @@ def batch_norm(
     if training:
         w, b = (weight, bias) if weight is not None and bias is not None else _affine(x, weight, bias, running_mean)
         if _needs_grad(x, weight, bias):
-            return _BatchNormTrain.apply(x, w, b, running_mean, running_var, momentum, eps,
-                                         weight is not None, bias is not None)
-        return native.batch_norm_train(x, w, b, running_mean, running_var, momentum, eps)[0]
+            return _BatchNormTrain.apply(x, w, b, running_mean, running_var, momentum, eps)
+        return native.batch_norm_train(x, w, b, running_mean, running_var, momentum, eps, save=False)[0]
     if _needs_grad(x, weight, bias):
         return torch.ops.miopen_bn.batch_norm_infer(x, weight, bias, running_mean, running_var, eps)
     w, b = (weight, bias) if weight is not None and bias is not None else _affine(x, weight, bias, running_mean)
@@ -346,4 +349,4 @@ def group_norm(
         return torch.ops.miopen_bn.group_norm(x, num_groups, weight, bias, eps, silu)[0]
     if _needs_grad(x, weight, bias):
         return _GroupNorm.apply(x, num_groups, weight, bias, eps, silu)
-    return native.group_norm_forward(x, num_groups, weight, bias, eps, silu)[0]
+    return native.group_norm_forward(x, num_groups, weight, bias, eps, silu, stats=False)[0]
