@@ -32,7 +32,9 @@ private:
         std::unique_ptr<std::max_align_t[]> data;
         std::size_t bytes = 0;
     };
-    static constexpr int kBuffers = 24;
+    // More than any op takes (25: backward through an activation that
+    // recomputes the statistics, with dx in float).
+    static constexpr int kBuffers = 32;
     static std::array<Buffer, kBuffers>& thread_buffers();
     void* take_bytes(std::size_t bytes);
 

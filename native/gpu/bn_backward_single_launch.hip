@@ -10,23 +10,25 @@ namespace mbn {
 namespace gpu {
 namespace {
 
-// Statistics (saved, or recomputed from x when saved_mean is null), gradient
-// sums, then dx, in double: a block that owns whole features walks few
-// positions per thread, so latency, not the double arithmetic, bounds it.
-// dx may be dy, as x may be y above.
-template <typename T, typename G, typename P, int Rank, int VR, int VF>
+// Statistics (saved, or recomputed from x when absent), gradient sums, then
+// dx, in double: a block that owns whole features walks few positions per
+// thread, so latency, not the double arithmetic, bounds it.  Fused, the sums
+// and dx take the activated gradient (bn_backward.hip), whose terms reach the
+// block's rows through shared memory with the statistics.  dx may be dy, as x
+// may be y above.
+template <typename T, typename G, int Rank, int VR, int VF, bool Fused>
 __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
-    bn_backward_single_launch(const T* x, const G* dy, G* dx, BnLayout layout, const P* scale, P* dscale,
-                              P* dbias, const P* saved_mean, const P* saved_inv_std, double epsilon, Blend param,
-                              float alpha, float beta) {
+    bn_backward_single_launch(const T* x, const G* dy, G* dx, BnLayout layout, BackwardParams params,
+                              double epsilon, Blend param, float alpha, float beta, ActivationSpec activation) {
     using A = acc_t<T>;
     __shared__ ShiftedMoments<A> moment_shared[kBlockThreads];
     __shared__ Sums2<double> sum_shared[kBlockThreads];
     __shared__ BackpropCoefficients coefficients[kBlockThreads];  // tile_features * VF <= kBlockThreads
+    __shared__ double z_bias[Fused ? kBlockThreads : 1];          // and coefficients' coef0 as the factor
     const ThreadShare share = thread_share<VF>(layout, BlockPlace{blockIdx.x, 0});
     const bool writer = threadIdx.y == 0 && share.active;
 
-    if (saved_mean == nullptr) {
+    if (!params.saved_mean.present()) {
         ShiftedMoments<A> total[VF];
         double shift[VF];
         block_moments<T, Rank, VR, VF>(x, layout, share, total, shift, moment_shared);
@@ -45,25 +47,41 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
     } else if (writer) {
 #pragma unroll
         for (int j = 0; j < VF; ++j) {
-            std::int64_t at[2];
-            nest_offsets<2>(layout.feature, share.feature0 + j, kBwdSavedMean, at);
-            coefficients[threadIdx.x * VF + j].center = static_cast<double>(widen(saved_mean[at[0]]));
-            coefficients[threadIdx.x * VF + j].inv_std = static_cast<double>(widen(saved_inv_std[at[1]]));
+            BackpropCoefficients& c = coefficients[threadIdx.x * VF + j];
+            load_saved_statistics(params, layout, share.feature0 + j, c.center, c.inv_std);
+        }
+    }
+    if constexpr (Fused) {
+        if (writer) {
+#pragma unroll
+            for (int j = 0; j < VF; ++j) {
+                BackpropCoefficients& c = coefficients[threadIdx.x * VF + j];
+                load_activation_terms(params, layout, share.feature0 + j, c.inv_std, c.coef0,
+                                      z_bias[threadIdx.x * VF + j]);
+            }
         }
     }
     __syncthreads();
 
     double center[VF];
+    ActivationTerms<VF> act;
+    act.spec = activation;
 #pragma unroll
-    for (int j = 0; j < VF; ++j) center[j] = share.active ? coefficients[threadIdx.x * VF + j].center : 0.0;
+    for (int j = 0; j < VF; ++j) {
+        const BackpropCoefficients& c = coefficients[threadIdx.x * VF + j];
+        center[j] = share.active ? c.center : 0.0;
+        if constexpr (Fused) {
+            act.factor[j] = share.active ? c.coef0 : 0.0;
+            act.bias[j] = share.active ? z_bias[threadIdx.x * VF + j] : 0.0;
+        }
+    }
     Sums2<double> sums[VF];
-    block_gradient_sums<T, G, Rank, VR, VF>(x, dy, layout, share, center, sums, sum_shared);
+    block_gradient_sums<T, G, Rank, VR, VF, Fused>(x, dy, layout, share, center, sums, sum_shared, act);
     if (writer) {
 #pragma unroll
         for (int j = 0; j < VF; ++j) {
             BackpropCoefficients& c = coefficients[threadIdx.x * VF + j];
-            c = finish_gradients(layout, share.feature0 + j, c.center, c.inv_std, sums[j], scale, dscale, dbias,
-                                 param);
+            c = finish_gradients(layout, share.feature0 + j, c.center, c.inv_std, sums[j], params, param);
         }
     }
     __syncthreads();
@@ -71,27 +89,25 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
     BackpropCoefficients c[VF];
 #pragma unroll
     for (int j = 0; j < VF; ++j) c[j] = coefficients[threadIdx.x * VF + j];
-    backprop_share<T, G, double, Rank, VR, VF>(x, dy, dx, layout, share, c, alpha, beta);
+    backprop_share<T, G, double, Rank, VR, VF, Fused>(x, dy, dx, layout, share, c, alpha, beta, act);
 }
 
 }  // namespace
 
 void run_backward_single_launch(const BnBackward& p, const BnLayout& layout, const LaunchTarget& target) {
+    const BackwardParams params = backward_params(p);
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
-        with_parameter_type<T>(p.scale.dtype, [&](auto p_tag) {
-            using P = typename decltype(p_tag)::type;
-            with_gradient_type<T>(p.x.dtype, p.dy.dtype, [&](auto g_tag) {
-                using G = typename decltype(g_tag)::type;
-                with_walk_shape_of<T, G>(layout, [&](auto rank, auto vr, auto vf) {
-                    bn_backward_single_launch<T, G, P, decltype(rank)::value, decltype(vr)::value,
-                                              decltype(vf)::value>
+        with_gradient_type<T>(p.x.dtype, p.dy.dtype, [&](auto g_tag) {
+            using G = typename decltype(g_tag)::type;
+            with_activation(p.activation, [&](auto fused) {
+                with_walk_shape_for<decltype(fused)::value, T, G>(layout, [&](auto rank, auto vr, auto vf) {
+                    bn_backward_single_launch<T, G, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value,
+                                              decltype(fused)::value>
                         <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
                         static_cast<const T*>(p.x.data), static_cast<const G*>(p.dy.data),
-                        static_cast<G*>(p.dx.data), layout, static_cast<const P*>(p.scale.data),
-                        static_cast<P*>(p.dscale.data), static_cast<P*>(p.dbias.data),
-                        data_of<const P>(&p.saved_mean), data_of<const P>(&p.saved_inv_std), p.epsilon, p.param,
-                        p.data.alpha, p.data.beta);
+                        static_cast<G*>(p.dx.data), layout, params, p.epsilon, p.param, p.data.alpha, p.data.beta,
+                        p.activation);
                     check_launch("bn_backward_single_launch");
                 });
             });

@@ -13,9 +13,11 @@
 
 #include "common/numerics.hpp"
 #include "common/problem.hpp"
+#include "gpu/bn_activation.h"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_launch.hpp"
 #include "gpu/bn_nest_walk.h"
+#include "gpu/param_io.h"
 
 #include <cstdint>
 
@@ -204,35 +206,28 @@ __device__ __forceinline__ FeatureStatistics finish_statistics(const ShiftedMome
     return s;
 }
 
-// Pointers of a training call's optional outputs, in parameter type P
-// (nullptr: not written), and its factors.
-template <typename P>
+// The parameter tensors a training call's statistics finish reads and
+// writes (absent ones are skipped), each of its own type, and its factors.
 struct StatsOutputs {
-    const P* scale;
-    const P* bias;
-    P* running_mean;
-    P* running_var;
-    P* saved_mean;
-    P* saved_inv_std;
+    ParamRef scale, bias;                          // read
+    ParamRef prev_running_mean, prev_running_var;  // read
+    ParamRef running_mean, running_var;            // written
+    ParamRef saved_mean, saved_inv_std;            // written
     double epsilon;
     double exp_avg_factor;
 };
 
-template <typename P>
-P* data_of(const TensorArg* t) {
-    return t != nullptr && t->present() ? static_cast<P*>(t->data) : nullptr;
-}
-
 // The kernels' view of a call's StatsWrites.
-template <typename P>
-StatsOutputs<P> stats_outputs(const StatsWrites& writes, double epsilon) {
-    StatsOutputs<P> out;
-    out.scale = data_of<P>(writes.scale);
-    out.bias = data_of<P>(writes.bias);
-    out.running_mean = data_of<P>(writes.running_mean);
-    out.running_var = data_of<P>(writes.running_var);
-    out.saved_mean = data_of<P>(writes.saved_mean);
-    out.saved_inv_std = data_of<P>(writes.saved_inv_std);
+inline StatsOutputs stats_outputs(const StatsWrites& writes, double epsilon) {
+    StatsOutputs out;
+    out.scale = param_ref(writes.scale);
+    out.bias = param_ref(writes.bias);
+    out.prev_running_mean = param_ref(writes.prev_running_mean);
+    out.prev_running_var = param_ref(writes.prev_running_var);
+    out.running_mean = param_ref(writes.running_mean);
+    out.running_var = param_ref(writes.running_var);
+    out.saved_mean = param_ref(writes.saved_mean);
+    out.saved_inv_std = param_ref(writes.saved_inv_std);
     out.epsilon = epsilon;
     out.exp_avg_factor = writes.exp_avg_factor;
     return out;
@@ -246,34 +241,36 @@ struct ForwardCoefficients {
     double coef1;  // bias
 };
 
-// Writes a feature's saved and running statistics (where `out` names them)
-// and returns its forward coefficients (scale/bias in `out` may be null when
+// Writes a feature's saved and running statistics (where `out` names them;
+// the running ones are read from the previous buffers, which V3 keeps apart)
+// and returns its forward coefficients (scale and bias may be absent when
 // only statistics are wanted: the coefficients are then meaningless).
-template <typename P>
-__device__ ForwardCoefficients write_statistics(const StatsOutputs<P>& out, const BnLayout& layout,
-                                                std::int64_t feature, double shift, const FeatureStatistics& s) {
+__device__ inline ForwardCoefficients write_statistics(const StatsOutputs& out, const BnLayout& layout,
+                                                       std::int64_t feature, double shift,
+                                                       const FeatureStatistics& s) {
+    constexpr int kParams = kFwdPrevVar - kSlotParam0 + 1;
     const std::int64_t m = layout.reduction_size();
     const double mean = shift + s.mean_offset;
-    std::int64_t at[6];  // offsets in the forward parameter slots
-    nest_offsets<6>(layout.feature, feature, kSlotParam0, at);
+    std::int64_t at[kParams];  // offsets in the forward parameter slots
+    nest_offsets<kParams>(layout.feature, feature, kSlotParam0, at);
     ForwardCoefficients c{shift, s.mean_offset, 0.0, 0.0};
-    if (out.scale != nullptr) {
-        c.coef0 = static_cast<double>(widen(out.scale[at[kFwdScale - kSlotParam0]])) * s.inv_std;
-        c.coef1 = static_cast<double>(widen(out.bias[at[kFwdBias - kSlotParam0]]));
+    if (out.scale.present()) {
+        c.coef0 = out.scale.load(at[kFwdScale - kSlotParam0]) * s.inv_std;
+        c.coef1 = out.bias.load(at[kFwdBias - kSlotParam0]);
     }
-    if (out.running_mean != nullptr) {
+    if (out.running_mean.present()) {
         // Unbiased for the running estimate; a single value has no M - 1.
         const double unbiased =
             m > 1 ? s.variance * static_cast<double>(m) / static_cast<double>(m - 1) : s.variance;
         const double f = out.exp_avg_factor;
-        P* rm = out.running_mean + at[kFwdMean - kSlotParam0];
-        P* rv = out.running_var + at[kFwdVar - kSlotParam0];
-        *rm = narrow<P>((1.0 - f) * static_cast<double>(widen(*rm)) + f * mean);
-        *rv = narrow<P>((1.0 - f) * static_cast<double>(widen(*rv)) + f * unbiased);
+        const double prior_mean = out.prev_running_mean.load(at[kFwdPrevMean - kSlotParam0]);
+        const double prior_var = out.prev_running_var.load(at[kFwdPrevVar - kSlotParam0]);
+        out.running_mean.store(at[kFwdMean - kSlotParam0], (1.0 - f) * prior_mean + f * mean);
+        out.running_var.store(at[kFwdVar - kSlotParam0], (1.0 - f) * prior_var + f * unbiased);
     }
-    if (out.saved_mean != nullptr) {
-        out.saved_mean[at[kFwdSavedMean - kSlotParam0]] = narrow<P>(mean);
-        out.saved_inv_std[at[kFwdSavedInvStd - kSlotParam0]] = narrow<P>(s.inv_std);
+    if (out.saved_mean.present()) {
+        out.saved_mean.store(at[kFwdSavedMean - kSlotParam0], mean);
+        out.saved_inv_std.store(at[kFwdSavedInvStd - kSlotParam0], s.inv_std);
     }
     return c;
 }
@@ -283,13 +280,26 @@ __device__ ForwardCoefficients write_statistics(const StatsOutputs<P>& out, cons
 constexpr int kApplyBatch = 4;  // positions per thread in flight
 
 // What normalize_share applies to each normalized value before blending:
-// nothing for batch norm (group norm may fuse an activation, gn_activation.h).
+// nothing, batch norm's fused activation (ActivationEpilogue) or group
+// norm's swish (gn_activation.h).
 struct NoEpilogue {
     template <typename A>
     __device__ __forceinline__ A operator()(A v) const {
         return v;
     }
 };
+
+// The epilogue of batch norm's `activation` in the accumulation type A,
+// `fused` being with_activation's tag: NoEpilogue without one (that kernel
+// instance is the plain one), else ActivationEpilogue<A>.
+template <typename A>
+NoEpilogue activation_epilogue(std::false_type, const ActivationSpec&) {
+    return NoEpilogue{};
+}
+template <typename A>
+ActivationEpilogue<A> activation_epilogue(std::true_type, const ActivationSpec& activation) {
+    return ActivationEpilogue<A>{activation};
+}
 
 // y = alpha * epilogue(((x - shift) - mean_offset) * factor + bias) + beta * y_prior
 // over the thread's share.  x may be y (in place): each element is read
@@ -375,12 +385,33 @@ __device__ __forceinline__ SplitCenter<C> split_center(double center) {
     return SplitCenter<C>{hi, static_cast<C>(center - static_cast<double>(hi))};
 }
 
-// sum(dy) and sum(dy * (x - center)) over the share in double, reduced over
-// the block's rows (valid in row 0).  Every thread of the block calls it.
-template <typename T, typename G, int Rank, int VR, int VF>
+// A fused activation's share of the backward: g = dy * f'(z) takes dy's
+// place, z = factor * (x - mean) + bias per feature of the thread (factor =
+// scale * inv_std, the forward's coefficients).  Ignored by the kernels'
+// instances without an activation (Fused = false).
+template <int VF>
+struct ActivationTerms {
+    ActivationSpec spec;
+    double factor[VF];
+    double bias[VF];
+};
+
+// g of one element: dy times f'(z), f' taken in the accumulation type A of
+// the data (as the forward takes f, and as the CPU backend does).
+template <typename A, typename C>
+__device__ __forceinline__ C activated_gradient(const ActivationSpec& spec, C dy, C z) {
+    return dy * static_cast<C>(activation_slope(spec, static_cast<A>(z)));
+}
+
+// sum(g) and sum(g * (x - center)) over the share in double, reduced over
+// the block's rows (valid in row 0), g = dy, or with Fused the activated
+// gradient of `act`, whose z then needs center = the mean.  Every thread of
+// the block calls it.
+template <typename T, typename G, int Rank, int VR, int VF, bool Fused = false>
 __device__ void block_gradient_sums(const T* __restrict__ x, const G* __restrict__ dy, const BnLayout& layout,
                                     const ThreadShare& share, const double (&center)[VF],
-                                    Sums2<double> (&total)[VF], Sums2<double>* shared) {
+                                    Sums2<double> (&total)[VF], Sums2<double>* shared,
+                                    const ActivationTerms<VF>& act = {}) {
     constexpr int V = VR * VF;
     constexpr int kBatch = backprop_batch_positions<V, double>();
     const std::int64_t rows = layout.rows;
@@ -406,8 +437,12 @@ __device__ void block_gradient_sums(const T* __restrict__ x, const G* __restrict
 #pragma unroll
                 for (int e = 0; e < V; ++e) {
                     const int j = VF > 1 ? e : 0;
+                    const double deviation = xv[k][e] - center[j];
+                    if constexpr (Fused)
+                        g[k][e] = activated_gradient<acc_t<T>>(act.spec, g[k][e],
+                                                               deviation * act.factor[j] + act.bias[j]);
                     sums[j].a += g[k][e];
-                    sums[j].b += g[k][e] * (xv[k][e] - center[j]);
+                    sums[j].b += g[k][e] * deviation;
                 }
         }
         for (; r < share.end; r += rows) {
@@ -417,8 +452,11 @@ __device__ void block_gradient_sums(const T* __restrict__ x, const G* __restrict
 #pragma unroll
             for (int e = 0; e < V; ++e) {
                 const int j = VF > 1 ? e : 0;
+                const double deviation = xv[e] - center[j];
+                if constexpr (Fused)
+                    g[e] = activated_gradient<acc_t<T>>(act.spec, g[e], deviation * act.factor[j] + act.bias[j]);
                 sums[j].a += g[e];
-                sums[j].b += g[e] * (xv[e] - center[j]);
+                sums[j].b += g[e] * deviation;
             }
             cursor.advance(layout.reduce);
         }
@@ -437,21 +475,47 @@ struct BackpropCoefficients {
     double coef2;  // mean of dy * xhat
 };
 
+// The parameter tensors of a backward call, each of its own type (saved
+// statistics absent: recomputed; bias absent without an activation).
+struct BackwardParams {
+    ParamRef scale, dscale, dbias, saved_mean, saved_inv_std, bias;
+};
+
+inline BackwardParams backward_params(const BnBackward& p) {
+    return BackwardParams{param_ref(p.scale),      param_ref(p.dscale),        param_ref(p.dbias),
+                          param_ref(p.saved_mean), param_ref(p.saved_inv_std), param_ref(p.bias)};
+}
+
+// A feature's saved mean and inverse std.
+__device__ inline void load_saved_statistics(const BackwardParams& p, const BnLayout& layout, std::int64_t feature,
+                                             double& mean, double& inv_std) {
+    std::int64_t at[2];
+    nest_offsets<2>(layout.feature, feature, kBwdSavedMean, at);
+    mean = p.saved_mean.load(at[0]);
+    inv_std = p.saved_inv_std.load(at[1]);
+}
+
+// A feature's fused-activation terms (ActivationTerms: factor and bias) from
+// its inverse std.
+__device__ inline void load_activation_terms(const BackwardParams& p, const BnLayout& layout, std::int64_t feature,
+                                             double inv_std, double& factor, double& bias) {
+    factor = p.scale.load(nest_offset(layout.feature, feature, kBwdScale)) * inv_std;
+    bias = p.bias.load(nest_offset(layout.feature, feature, kBwdBias));
+}
+
 // Writes a feature's dscale and dbias (blended) from its gradient sums and
 // returns its backprop coefficients.
-template <typename P>
-__device__ BackpropCoefficients finish_gradients(const BnLayout& layout, std::int64_t feature, double center,
-                                                 double inv_std, const Sums2<double>& sums, const P* scale,
-                                                 P* dscale, P* dbias, Blend param) {
+__device__ inline BackpropCoefficients finish_gradients(const BnLayout& layout, std::int64_t feature, double center,
+                                                        double inv_std, const Sums2<double>& sums,
+                                                        const BackwardParams& p, Blend param) {
     const double sum_dy = sums.a;
     const double sum_dy_xhat = sums.b * inv_std;
     std::int64_t at[3];
     nest_offsets<3>(layout.feature, feature, kBwdScale, at);
-    store_blended(dscale, at[kBwdDscale - kBwdScale], sum_dy_xhat, param.alpha, param.beta);
-    store_blended(dbias, at[kBwdDbias - kBwdScale], sum_dy, param.alpha, param.beta);
+    p.dscale.store_blended(at[kBwdDscale - kBwdScale], sum_dy_xhat, param.alpha, param.beta);
+    p.dbias.store_blended(at[kBwdDbias - kBwdScale], sum_dy, param.alpha, param.beta);
     const double m = static_cast<double>(layout.reduction_size());
-    return BackpropCoefficients{center, inv_std, static_cast<double>(widen(scale[at[0]])) * inv_std, sum_dy / m,
-                                sum_dy_xhat / m};
+    return BackpropCoefficients{center, inv_std, p.scale.load(at[0]) * inv_std, sum_dy / m, sum_dy_xhat / m};
 }
 
 // The coefficients in C, the center split (see SplitCenter).
@@ -466,30 +530,43 @@ __device__ __forceinline__ BackpropFactors<C> backprop_factors(const BackpropCoe
                               static_cast<C>(c.coef1), static_cast<C>(c.coef2)};
 }
 
-// dx (before blending) into g, from x and dy of one position.
-template <int V, int VF, typename C>
-__device__ __forceinline__ void backprop_values(const BackpropFactors<C> (&f)[VF], const C (&xv)[V], C (&g)[V]) {
+// dx (before blending) into g, from x and dy (in g) of one position; with
+// Fused, dy first becomes the activated gradient, z = coef0 * (x - mean) +
+// z_bias (coef0 = scale * inv_std).
+template <typename A, bool Fused, int V, int VF, typename C>
+__device__ __forceinline__ void backprop_values(const BackpropFactors<C> (&f)[VF], const C (&z_bias)[VF],
+                                                const ActivationSpec& spec, const C (&xv)[V], C (&g)[V]) {
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-        const BackpropFactors<C>& k = f[VF > 1 ? e : 0];
-        const C xhat = ((xv[e] - k.center.hi) - k.center.lo) * k.inv_std;
+        const int j = VF > 1 ? e : 0;
+        const BackpropFactors<C>& k = f[j];
+        const C deviation = (xv[e] - k.center.hi) - k.center.lo;
+        const C xhat = deviation * k.inv_std;
+        if constexpr (Fused) g[e] = activated_gradient<A>(spec, g[e], deviation * k.coef0 + z_bias[j]);
         g[e] = k.coef0 * ((g[e] - k.coef1) - xhat * k.coef2);
     }
 }
 
-// dx = alpha * coef0 * ((dy - coef1) - xhat * coef2) + beta * dx_prior over
+// dx = alpha * coef0 * ((g - coef1) - xhat * coef2) + beta * dx_prior over
 // the thread's share, in C (double where dx may cancel: see
-// kFloatBackpropMinCount).  dx may be dy (in place): each element is read
+// kFloatBackpropMinCount), g = dy or (Fused) the activated gradient of `act`
+// (its factors are coef0).  dx may be dy (in place): each element is read
 // before this thread writes it.
-template <typename T, typename G, typename C, int Rank, int VR, int VF>
+template <typename T, typename G, typename C, int Rank, int VR, int VF, bool Fused = false>
 __device__ void backprop_share(const T* x, const G* dy, G* dx, const BnLayout& layout, const ThreadShare& share,
-                               const BackpropCoefficients (&coefficients)[VF], float alpha, float beta) {
+                               const BackpropCoefficients (&coefficients)[VF], float alpha, float beta,
+                               const ActivationTerms<VF>& act = {}) {
+    using A = acc_t<T>;
     constexpr int V = VR * VF;
     constexpr int kBatch = backprop_batch_positions<V, C>();
     const std::int64_t rows = layout.rows;
     BackpropFactors<C> f[VF];
+    C z_bias[VF];
 #pragma unroll
-    for (int j = 0; j < VF; ++j) f[j] = backprop_factors<C>(coefficients[j]);
+    for (int j = 0; j < VF; ++j) {
+        f[j] = backprop_factors<C>(coefficients[j]);
+        z_bias[j] = Fused ? static_cast<C>(act.bias[j]) : C(0);
+    }
     std::int64_t base[3];
     nest_offsets<3>(layout.feature, share.feature0, kSlotX, base);
     std::int64_t r = share.first;
@@ -512,7 +589,7 @@ __device__ void backprop_share(const T* x, const G* dy, G* dx, const BnLayout& l
             C xv[V], g[V];
             widen_pack<C, V>(raw_x[k], xv);
             widen_pack<C, V>(raw_dy[k], g);
-            backprop_values<V, VF, C>(f, xv, g);
+            backprop_values<A, Fused, V, VF, C>(f, z_bias, act.spec, xv, g);
             store_values<G, V>(dx + out[k], g, alpha, beta);
         }
     }
@@ -520,7 +597,7 @@ __device__ void backprop_share(const T* x, const G* dy, G* dx, const BnLayout& l
         C xv[V], g[V];
         load_values<C, V>(x + cursor.offset[0], xv);
         load_values<C, V>(dy + cursor.offset[1], g);
-        backprop_values<V, VF, C>(f, xv, g);
+        backprop_values<A, Fused, V, VF, C>(f, z_bias, act.spec, xv, g);
         store_values<G, V>(dx + cursor.offset[2], g, alpha, beta);
         cursor.advance(layout.reduce);
     }

@@ -158,5 +158,18 @@ void with_walk_shape_of(const BnLayout& layout, Body&& body) {
                                                                                           std::forward<Body>(body));
 }
 
+// with_walk_shape_of, or for a kernel instance with a fused activation
+// (Fused) the one-element walk alone: the planner gives such calls no
+// vectors (plan_layout's `vectors`), so each fused kernel exists for two
+// cursor ranks instead of six walk shapes.  Its per-element activation
+// calls, not vector width, bound it.
+template <bool Fused, typename... Ts, typename Body>
+void with_walk_shape_for(const BnLayout& layout, Body&& body) {
+    if constexpr (Fused)
+        with_walk_shape<Widths<>, Widths<>>(layout, std::forward<Body>(body));
+    else
+        with_walk_shape_of<Ts...>(layout, std::forward<Body>(body));
+}
+
 }  // namespace gpu
 }  // namespace mbn

@@ -1,8 +1,9 @@
 // Forward batch norm: training (batch statistics, then normalize) and
 // inference (estimates, or the batch-statistics fallback the front turns into
 // a training problem without outputs).  Every path ends in normalize_share:
-//     y = alpha * (((x - shift) - mean_offset) * coef0 + coef1) + beta * y_prior
-// with coef0 = scale * inv_std and coef1 = bias per feature.
+//     y = alpha * f(((x - shift) - mean_offset) * coef0 + coef1) + beta * y_prior
+// with coef0 = scale * inv_std and coef1 = bias per feature, f the fused
+// activation (bn_activation.h; an instance without one is the identity).
 //   training, layout.splits == 1: one launch (bn_fused.hpp);
 //   training, several splits: bn_stats_partial, bn_stats_finalize, bn_forward_apply;
 //   inference: one launch, each thread deriving its features' coefficients
@@ -39,12 +40,20 @@ __global__ void __launch_bounds__(kBlockThreads)
     normalize_share<T, Rank, VR, VF>(x, y, layout, share, shift, mean_offset, factor, bias, alpha, beta, epilogue);
 }
 
-// Inference: shift = estimated mean, coef0 = scale / sqrt(var + eps) (NaN for
-// a negative var + eps, on purpose: no fabs), coef1 = bias.
-template <typename T, typename P, int Rank, int VR, int VF>
+// The tensors of an inference call, each of its own type.
+struct InferenceParams {
+    ParamRef scale, bias, mean, var;
+    bool var_is_inv_std;  // var holds 1 / sqrt(variance + epsilon)
+    double epsilon;
+};
+
+// Inference: shift = estimated mean, coef0 = scale * inv_std with inv_std =
+// 1 / sqrt(var + eps) (NaN for a negative var + eps, on purpose: no fabs) or
+// var itself, coef1 = bias.
+template <typename T, int Rank, int VR, int VF, typename Epilogue>
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_inference_apply(const T* x, T* y, BnLayout layout, const P* scale, const P* bias, const P* mean,
-                       const P* var, double epsilon, float alpha, float beta) {
+    bn_inference_apply(const T* x, T* y, BnLayout layout, InferenceParams p, float alpha, float beta,
+                       Epilogue epilogue) {
     using A = acc_t<T>;
     const ThreadShare share = thread_share<VF>(layout, launch_place());
     if (!share.active) return;
@@ -53,13 +62,34 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int j = 0; j < VF; ++j) {
         std::int64_t at[4];
         nest_offsets<4>(layout.feature, share.feature0 + j, kFwdScale, at);
-        const double inv_std = 1.0 / sqrt(static_cast<double>(widen(var[at[kFwdVar - kFwdScale]])) + epsilon);
-        shift[j] = static_cast<A>(static_cast<double>(widen(mean[at[kFwdMean - kFwdScale]])));
+        const double var = p.var.load(at[kFwdVar - kFwdScale]);
+        const double inv_std = p.var_is_inv_std ? var : 1.0 / sqrt(var + p.epsilon);
+        shift[j] = static_cast<A>(p.mean.load(at[kFwdMean - kFwdScale]));
         zero[j] = A(0);
-        factor[j] = static_cast<A>(static_cast<double>(widen(scale[at[0]])) * inv_std);
-        offset[j] = static_cast<A>(static_cast<double>(widen(bias[at[kFwdBias - kFwdScale]])));
+        factor[j] = static_cast<A>(p.scale.load(at[0]) * inv_std);
+        offset[j] = static_cast<A>(p.bias.load(at[kFwdBias - kFwdScale]));
     }
-    normalize_share<T, Rank, VR, VF>(x, y, layout, share, shift, zero, factor, offset, alpha, beta);
+    normalize_share<T, Rank, VR, VF>(x, y, layout, share, shift, zero, factor, offset, alpha, beta, epilogue);
+}
+
+// bn_forward_apply over the coefficients in the scratch, with the epilogue
+// make(TypeTag<A>{}) returns for accumulation type A; Fused (batch norm's
+// activation) picks the walks instantiated (with_walk_shape_for).
+template <bool Fused, typename MakeEpilogue>
+void launch_forward_apply(const TensorArg& x, const TensorArg& y, const BnLayout& layout, const Blend& out,
+                          const LaunchTarget& target, MakeEpilogue&& make) {
+    const Scratch scratch = carve_scratch(target.scratch, layout);
+    with_element_type(x.dtype, [&](auto x_tag) {
+        using T = typename decltype(x_tag)::type;
+        with_walk_shape_for<Fused, T>(layout, [&](auto rank, auto vr, auto vf) {
+            auto epilogue = make(TypeTag<acc_t<T>>{});
+            bn_forward_apply<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value, decltype(epilogue)>
+                <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
+                    static_cast<const T*>(x.data), static_cast<T*>(y.data), layout, scratch, out.alpha, out.beta,
+                    epilogue);
+            check_launch("bn_forward_apply");
+        });
+    });
 }
 
 }  // namespace
@@ -69,6 +99,8 @@ void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, co
     writes.scale = &p.scale;
     writes.bias = &p.bias;
     if (p.running_mean.present()) {
+        writes.prev_running_mean = &p.prev_running_mean;
+        writes.prev_running_var = &p.prev_running_var;
         writes.running_mean = &p.running_mean;
         writes.running_var = &p.running_var;
     }
@@ -78,47 +110,41 @@ void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, co
     }
     writes.exp_avg_factor = p.exp_avg_factor;
     if (use_single_launch(layout)) {
-        run_training_single_launch(p.x, p.y, p.scale.dtype, p.epsilon, writes, p.out, layout, target);
+        run_training_single_launch(p.x, p.y, p.epsilon, writes, p.out, p.activation, layout, target);
         return;
     }
-    run_batch_statistics(p.x, p.scale.dtype, p.epsilon, writes, layout, target);
-    run_normalize(p.x, p.y, layout, p.out, Activation::none, 1.0f, target);
-}
-
-void run_normalize(const TensorArg& x, const TensorArg& y, const BnLayout& layout, const Blend& out,
-                   Activation activation, float swish_beta, const LaunchTarget& target) {
-    with_element_type(x.dtype, [&](auto x_tag) {
-        using T = typename decltype(x_tag)::type;
-        using A = acc_t<T>;
-        const Scratch scratch = carve_scratch(target.scratch, layout);
-        with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
-            auto launch = [&](auto epilogue) {
-                bn_forward_apply<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value,
-                                 decltype(epilogue)><<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
-                    static_cast<const T*>(x.data), static_cast<T*>(y.data), layout, scratch, out.alpha, out.beta,
-                    epilogue);
-                check_launch("bn_forward_apply");
-            };
-            if (activation == Activation::swish)
-                launch(SwishEpilogue<A>{static_cast<A>(swish_beta)});
-            else
-                launch(NoEpilogue{});
+    run_batch_statistics(p.x, p.epsilon, writes, layout, target);
+    with_activation(p.activation, [&](auto fused) {
+        launch_forward_apply<decltype(fused)::value>(p.x, p.y, layout, p.out, target, [&](auto a_tag) {
+            return activation_epilogue<typename decltype(a_tag)::type>(fused, p.activation);
         });
     });
 }
 
+void run_normalize(const TensorArg& x, const TensorArg& y, const BnLayout& layout, const Blend& out,
+                   Activation activation, float swish_beta, const LaunchTarget& target) {
+    if (activation == Activation::swish) {
+        launch_forward_apply<false>(x, y, layout, out, target, [&](auto a_tag) {
+            using A = typename decltype(a_tag)::type;
+            return SwishEpilogue<A>{static_cast<A>(swish_beta)};
+        });
+    } else {
+        launch_forward_apply<false>(x, y, layout, out, target, [](auto) { return NoEpilogue{}; });
+    }
+}
+
 void run_forward_inference(const BnForwardInference& p, const BnLayout& layout, const LaunchTarget& target) {
+    const InferenceParams params{param_ref(p.scale), param_ref(p.bias), param_ref(p.mean),
+                                 param_ref(p.var),   p.var_is_inv_std,  p.epsilon};
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
-        with_parameter_type<T>(p.scale.dtype, [&](auto p_tag) {
-            using P = typename decltype(p_tag)::type;
-            with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
-                bn_inference_apply<T, P, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>
-                    <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
-                    static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), layout,
-                    static_cast<const P*>(p.scale.data), static_cast<const P*>(p.bias.data),
-                    static_cast<const P*>(p.mean.data), static_cast<const P*>(p.var.data), p.epsilon, p.out.alpha,
-                    p.out.beta);
+        with_activation(p.activation, [&](auto fused) {
+            with_walk_shape_for<decltype(fused)::value, T>(layout, [&](auto rank, auto vr, auto vf) {
+                auto epilogue = activation_epilogue<acc_t<T>>(fused, p.activation);
+                bn_inference_apply<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value,
+                                   decltype(epilogue)><<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
+                    static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), layout, params, p.out.alpha,
+                    p.out.beta, epilogue);
                 check_launch("bn_inference_apply");
             });
         });

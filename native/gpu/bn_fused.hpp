@@ -24,8 +24,8 @@ bool use_single_launch(const BnLayout& layout);
 constexpr int kSingleLaunchMinBlocks = 2;
 
 
-void run_training_single_launch(const TensorArg& x, const TensorArg& y, DType param_dtype, double epsilon,
-                                const StatsWrites& writes, const Blend& out, const BnLayout& layout,
+void run_training_single_launch(const TensorArg& x, const TensorArg& y, double epsilon, const StatsWrites& writes,
+                                const Blend& out, const ActivationSpec& activation, const BnLayout& layout,
                                 const LaunchTarget& target);
 
 void run_backward_single_launch(const BnBackward& p, const BnLayout& layout, const LaunchTarget& target);

@@ -61,18 +61,20 @@ void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarge
 // Batch statistics of x into the scratch (shift, mean_offset, inv_std), for
 // forward training and for backward without saved statistics.  Whatever
 // `writes` names is written too; its tensors sit in the forward parameter
-// slots of `layout` (ForwardParam).
+// slots of `layout` (ForwardParam), each read and written in its own type.
 struct StatsWrites {
     const TensorArg* scale = nullptr;  // with bias: coef0 = scale * inv_std, coef1 = bias
     const TensorArg* bias = nullptr;
-    const TensorArg* running_mean = nullptr;  // with running_var
+    const TensorArg* prev_running_mean = nullptr;  // read, then the update written to running_mean
+    const TensorArg* prev_running_var = nullptr;   // (V3: other buffers; else the same)
+    const TensorArg* running_mean = nullptr;       // all four, or none
     const TensorArg* running_var = nullptr;
     const TensorArg* saved_mean = nullptr;  // with saved_inv_std
     const TensorArg* saved_inv_std = nullptr;
     double exp_avg_factor = 0.0;
 };
-void run_batch_statistics(const TensorArg& x, DType param_dtype, double epsilon, const StatsWrites& writes,
-                          const BnLayout& layout, const LaunchTarget& target);
+void run_batch_statistics(const TensorArg& x, double epsilon, const StatsWrites& writes, const BnLayout& layout,
+                          const LaunchTarget& target);
 
 // Its first launch alone: per (split, feature) moments of x and each
 // feature's shift, into the scratch partials (group norm merges them per

@@ -36,16 +36,18 @@ enum Slot : int {
     kSlotY = 1,   // y forward, dy backward
     kSlotDx = 2,  // backward only
     kSlotParam0 = 3,
-    kMaxSlots = 9,
+    kMaxSlots = 11,
 };
 // Forward parameter slots.
 enum ForwardParam : int {
     kFwdScale = kSlotParam0,
     kFwdBias,
-    kFwdMean,  // running mean (training) or estimated mean (inference)
-    kFwdVar,   // running variance (training) or estimated variance (inference)
+    kFwdMean,  // running mean written (training) or estimated mean (inference)
+    kFwdVar,   // running variance written (training) or estimated variance (inference)
     kFwdSavedMean,
     kFwdSavedInvStd,
+    kFwdPrevMean,  // training: the running mean read (V3: another buffer than the one written)
+    kFwdPrevVar,
 };
 // Backward parameter slots.
 enum BackwardParam : int {
@@ -54,6 +56,7 @@ enum BackwardParam : int {
     kBwdDbias,
     kBwdSavedMean,
     kBwdSavedInvStd,
+    kBwdBias,  // with a fused activation (its input z needs the bias)
 };
 
 // A mixed-radix index space.  Dimensions are right-aligned: the innermost is

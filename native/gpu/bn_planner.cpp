@@ -162,7 +162,7 @@ int pow2_at_least(std::int64_t v) {
 // whose reduction runs over `reduce_dims`.
 template <std::size_t F, std::size_t R>
 BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], const Lengths& len,
-                    const SlotTensors& tensors, const DeviceShape& device) {
+                    const SlotTensors& tensors, const DeviceShape& device, bool vectors = true) {
     BnLayout layout{};
     layout.feature = build_nest(feature_dims, static_cast<int>(F), len, tensors, false);
     layout.reduce = build_nest(reduce_dims, static_cast<int>(R), len, tensors, true);
@@ -174,8 +174,8 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
     const bool along_features =
         features > 1 && innermost_x_stride(layout.feature) < innermost_x_stride(layout.reduce);
     const int wave = std::max(1, std::min(device.wave_size, kBlockThreads));
-    layout.features_per_thread = along_features ? feature_vector_width(layout, tensors) : 1;
-    layout.vector_width = along_features ? 1 : reduce_vector_width(layout, tensors);
+    layout.features_per_thread = along_features && vectors ? feature_vector_width(layout, tensors) : 1;
+    layout.vector_width = !along_features && vectors ? reduce_vector_width(layout, tensors) : 1;
     if (layout.vector_width > 1) {
         constexpr int inner = kNestRank - 1;
         layout.reduce.len[inner] /= layout.vector_width;
@@ -230,10 +230,10 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
 
 }  // namespace
 
-BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device) {
+BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device, bool vectors) {
     if (geom.mode == BnMode::spatial)
-        return plan_nests(kSpatialFeatureDims, kSpatialReduceDims, geom.len, tensors, device);
-    return plan_nests(kActivationFeatureDims, kActivationReduceDims, geom.len, tensors, device);
+        return plan_nests(kSpatialFeatureDims, kSpatialReduceDims, geom.len, tensors, device, vectors);
+    return plan_nests(kActivationFeatureDims, kActivationReduceDims, geom.len, tensors, device, vectors);
 }
 
 BnLayout plan_row_layout(const Lengths& len, const SlotTensors& tensors, const DeviceShape& device) {

@@ -22,7 +22,12 @@ struct DeviceShape {
     int shared_bytes_per_block = 0;  // the most dynamic shared memory one block may use
 };
 
-BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device);
+// With `vectors` false every thread takes one element of one feature per
+// step (vector_width = features_per_thread = 1): calls with a fused
+// activation, whose kernels exist for that walk alone (bn_dispatch.hpp,
+// with_walk_shape_for).
+BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device,
+                     bool vectors = true);
 
 // The same walk over rows: one feature per (sample, channel) pair, reduced
 // over its positions (group norm's per-row sums).

@@ -10,6 +10,8 @@
 //                                1e4 and std 1e-2 exact, and a constant one at 0)
 //   coef0..coef2                 the per-feature factors of the final
 //                                elementwise kernel (see each op)
+//   z_bias                       backward through a fused activation: the
+//                                bias of its input z = coef0 * (x - mean) + z_bias
 //   partial0..partial2           per (split, feature) partial reductions
 #pragma once
 
@@ -28,6 +30,7 @@ struct Scratch {
     double* coef0;
     double* coef1;
     double* coef2;
+    double* z_bias;
     double* partial0;  // [split * F + feature]
     double* partial1;
     double* partial2;
@@ -39,7 +42,7 @@ inline std::int64_t scratch_padded(std::int64_t elements) { return (elements + 3
 inline std::size_t scratch_bytes(const BnLayout& layout) {
     const std::int64_t per_feature = scratch_padded(layout.feature.size);
     const std::int64_t partial = scratch_padded(layout.feature.size * layout.splits);
-    return static_cast<std::size_t>(6 * per_feature + 3 * partial) * sizeof(double);
+    return static_cast<std::size_t>(7 * per_feature + 3 * partial) * sizeof(double);
 }
 
 inline Scratch carve_scratch(void* base, const BnLayout& layout) {
@@ -53,7 +56,8 @@ inline Scratch carve_scratch(void* base, const BnLayout& layout) {
     s.coef0 = p + 3 * per_feature;
     s.coef1 = p + 4 * per_feature;
     s.coef2 = p + 5 * per_feature;
-    s.partial0 = p + 6 * per_feature;
+    s.z_bias = p + 6 * per_feature;
+    s.partial0 = p + 7 * per_feature;
     s.partial1 = s.partial0 + partial;
     s.partial2 = s.partial1 + partial;
     return s;

@@ -44,9 +44,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 // Launched with finalize_shape(): the block's rows ("lanes") share the
 // splits of one feature, merged lane by lane and then over the lanes in a
 // fixed tree, so results do not depend on timing.
-template <typename P>
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_stats_finalize(BnLayout layout, Scratch scratch, StatsOutputs<P> out) {
+    bn_stats_finalize(BnLayout layout, Scratch scratch, StatsOutputs out) {
     __shared__ ShiftedMoments<double> shared[kBlockThreads];
     const std::int64_t features = layout.feature.size;
     const std::int64_t feature = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -89,20 +88,13 @@ void run_statistics_partials(const TensorArg& x, const BnLayout& layout, const L
     });
 }
 
-void run_batch_statistics(const TensorArg& x, DType param_dtype, double epsilon, const StatsWrites& writes,
-                          const BnLayout& layout, const LaunchTarget& target) {
+void run_batch_statistics(const TensorArg& x, double epsilon, const StatsWrites& writes, const BnLayout& layout,
+                          const LaunchTarget& target) {
     run_statistics_partials(x, layout, target);
-    const Scratch scratch = carve_scratch(target.scratch, layout);
-    with_element_type(x.dtype, [&](auto x_tag) {
-        using T = typename decltype(x_tag)::type;
-        with_parameter_type<T>(param_dtype, [&](auto p_tag) {
-            using P = typename decltype(p_tag)::type;
-            const StatsOutputs<P> out = stats_outputs<P>(writes, epsilon);
-            const FinalizeShape shape = finalize_shape(layout);
-            bn_stats_finalize<P><<<shape.grid, shape.block, 0, target.stream>>>(layout, scratch, out);
-            check_launch("bn_stats_finalize");
-        });
-    });
+    const FinalizeShape shape = finalize_shape(layout);
+    bn_stats_finalize<<<shape.grid, shape.block, 0, target.stream>>>(layout, carve_scratch(target.scratch, layout),
+                                                                     stats_outputs(writes, epsilon));
+    check_launch("bn_stats_finalize");
 }
 
 }  // namespace gpu

@@ -11,12 +11,14 @@ namespace mbn {
 namespace gpu {
 namespace {
 
-// Statistics, then normalize.  x may be y: every element of the block's
-// features is read by the statistics before the barrier, and after it each
-// thread reads an element before writing it.
-template <typename T, typename P, int Rank, int VR, int VF>
+// Statistics, then normalize (through the fused activation, as Epilogue
+// says).  x may be y: every element of the block's features is read by the
+// statistics before the barrier, and after it each thread reads an element
+// before writing it.
+template <typename T, int Rank, int VR, int VF, typename Epilogue>
 __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
-    bn_training_single_launch(const T* x, T* y, BnLayout layout, StatsOutputs<P> out, float alpha, float beta) {
+    bn_training_single_launch(const T* x, T* y, BnLayout layout, StatsOutputs out, float alpha, float beta,
+                              Epilogue epilogue) {
     using A = acc_t<T>;
     __shared__ ShiftedMoments<A> shared[kBlockThreads];
     __shared__ ForwardCoefficients coefficients[kBlockThreads];  // tile_features * VF <= kBlockThreads
@@ -46,23 +48,26 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
         factor[j] = static_cast<A>(c.coef0);
         bias[j] = static_cast<A>(c.coef1);
     }
-    normalize_share<T, Rank, VR, VF>(x, y, layout, share, narrow_shift, mean_offset, factor, bias, alpha, beta);
+    normalize_share<T, Rank, VR, VF>(x, y, layout, share, narrow_shift, mean_offset, factor, bias, alpha, beta,
+                                     epilogue);
 }
 
 }  // namespace
 
-void run_training_single_launch(const TensorArg& x, const TensorArg& y, DType param_dtype, double epsilon,
-                                const StatsWrites& writes, const Blend& out, const BnLayout& layout,
+void run_training_single_launch(const TensorArg& x, const TensorArg& y, double epsilon, const StatsWrites& writes,
+                                const Blend& out, const ActivationSpec& activation, const BnLayout& layout,
                                 const LaunchTarget& target) {
+    const StatsOutputs outputs = stats_outputs(writes, epsilon);
     with_element_type(x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
-        with_parameter_type<T>(param_dtype, [&](auto p_tag) {
-            using P = typename decltype(p_tag)::type;
-            const StatsOutputs<P> outputs = stats_outputs<P>(writes, epsilon);
-            with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
-                bn_training_single_launch<T, P, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>
+        with_activation(activation, [&](auto fused) {
+            with_walk_shape_for<decltype(fused)::value, T>(layout, [&](auto rank, auto vr, auto vf) {
+                auto epilogue = activation_epilogue<acc_t<T>>(fused, activation);
+                bn_training_single_launch<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value,
+                                          decltype(epilogue)>
                     <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
-                    static_cast<const T*>(x.data), static_cast<T*>(y.data), layout, outputs, out.alpha, out.beta);
+                        static_cast<const T*>(x.data), static_cast<T*>(y.data), layout, outputs, out.alpha, out.beta,
+                        epilogue);
                 check_launch("bn_training_single_launch");
             });
         });

@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 
 namespace mbn {
@@ -64,42 +63,6 @@ bool device_can_access(const void* data) {
 #endif
 }
 
-// ---- Issue 25, until the kernels honour them (the lead wires these) --------
-// Problem fields the GPU kernels do not read yet: a fused activation, parameter
-// tensors whose types differ from the scale's, V3's separate previous running
-// statistics, and inference from an inverse std.  Refused here so that no
-// call silently computes a wrong result; delete each check as it is wired.
-void require_same_param_type(const TensorArg& scale, std::initializer_list<const TensorArg*> others) {
-    for (const TensorArg* t : others)
-        require(!t->present() || t->dtype == scale.dtype, miopenStatusNotImplemented,
-                "the GPU backend does not yet take parameters of different types (scale ", dtype_name(scale.dtype),
-                ", another parameter ", dtype_name(t->dtype), ")");
-}
-void require_no_activation(const ActivationSpec& activation) {
-    require(activation.identity(), miopenStatusNotImplemented,
-            "the GPU backend does not yet fuse an activation into batch norm (mode ",
-            static_cast<int>(activation.mode), ")");
-}
-void require_gpu_support(const BnForwardTraining& p) {
-    require_no_activation(p.activation);
-    require_same_param_type(p.scale, {&p.bias, &p.prev_running_mean, &p.prev_running_var, &p.running_mean,
-                                      &p.running_var, &p.saved_mean, &p.saved_inv_std});
-    require(p.prev_running_mean.data == p.running_mean.data && p.prev_running_var.data == p.running_var.data,
-            miopenStatusNotImplemented,
-            "the GPU backend does not yet read running statistics from other buffers than it writes (V3)");
-}
-void require_gpu_support(const BnForwardInference& p) {
-    require_no_activation(p.activation);
-    require_same_param_type(p.scale, {&p.bias, &p.mean, &p.var});
-    require(!p.var_is_inv_std, miopenStatusNotImplemented,
-            "the GPU backend does not yet take an inverse std for inference");
-}
-void require_gpu_support(const BnBackward& p) {
-    require_no_activation(p.activation);
-    require_same_param_type(p.scale, {&p.dscale, &p.dbias, &p.saved_mean, &p.saved_inv_std});
-}
-// ---- end of issue 25's checks ------------------------------------------------
-
 class GpuBackend final : public Backend {
 public:
     GpuBackend(int device, const DeviceShape& shape, void* stream) : device_(device), shape_(shape) {
@@ -135,7 +98,6 @@ public:
     }
 
     void bn_forward_training(const BnForwardTraining& p) override {
-        require_gpu_support(p);
         SlotTensors t;
         t.slot[kSlotX] = &p.x;
         t.slot[kSlotY] = &p.y;
@@ -145,18 +107,19 @@ public:
         t.slot[kFwdVar] = &p.running_var;
         t.slot[kFwdSavedMean] = &p.saved_mean;
         t.slot[kFwdSavedInvStd] = &p.saved_inv_std;
+        t.slot[kFwdPrevMean] = &p.prev_running_mean;
+        t.slot[kFwdPrevVar] = &p.prev_running_var;
         const ResidentPlan resident = plan_resident(p, shape_);
         if (resident.usable) {
             run(resident.scratch_bytes, resident.counters,
                 [&](const LaunchTarget& target) { run_resident(p, resident, target); });
             return;
         }
-        const BnLayout layout = plan_layout(p.geom, t, shape_);
+        const BnLayout layout = plan_layout(p.geom, t, shape_, p.activation.identity());
         run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_forward_training(p, layout, target); });
     }
 
     void bn_forward_inference(const BnForwardInference& p) override {
-        require_gpu_support(p);
         SlotTensors t;
         t.slot[kSlotX] = &p.x;
         t.slot[kSlotY] = &p.y;
@@ -168,12 +131,11 @@ public:
             run(0, 0, [&](const LaunchTarget& target) { run_dense_inference(p, shape_, target); });
             return;
         }
-        const BnLayout layout = plan_layout(p.geom, t, shape_);
+        const BnLayout layout = plan_layout(p.geom, t, shape_, p.activation.identity());
         run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_forward_inference(p, layout, target); });
     }
 
     void bn_backward(const BnBackward& p) override {
-        require_gpu_support(p);
         SlotTensors t;
         t.slot[kSlotX] = &p.x;
         t.slot[kSlotY] = &p.dy;
@@ -183,13 +145,14 @@ public:
         t.slot[kBwdDbias] = &p.dbias;
         t.slot[kBwdSavedMean] = &p.saved_mean;
         t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
+        t.slot[kBwdBias] = &p.bias;
         const ResidentPlan resident = plan_resident(p, shape_);
         if (resident.usable) {
             run(resident.scratch_bytes, resident.counters,
                 [&](const LaunchTarget& target) { run_resident(p, resident, target); });
             return;
         }
-        const BnLayout layout = plan_layout(p.geom, t, shape_);
+        const BnLayout layout = plan_layout(p.geom, t, shape_, p.activation.identity());
         run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_backward(p, layout, target); });
     }
 

@@ -11,11 +11,17 @@
 // formulas of python/miopen_bn/reference.py) is printed beside it (ref=...),
 // to tell which backend is off when they disagree.
 //
+// Beside the plain entry points: every fused activation (forward, inference
+// from the estimates or the inverse std, backward), V3 training's separate
+// running-statistics buffers, and parameter tensors whose types differ from
+// each other (float or x's, per descriptor).
+//
 // Prints one line per case and "N passed, N failed"; exits 1 on any failure.
 // Usage: miopen_bn_gpu_vs_cpu [--quick] [--filter SUBSTRING] [--cpu-only] [--huge] | --bench
 #include <miopen_bn.h>
 #include <miopen_bn_tolerances.h>
 
+#include "common/activation.hpp"
 #include "gpu/hip_compat.h"
 
 #include <algorithm>
@@ -25,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -292,6 +299,20 @@ std::vector<int> data_strides(const std::vector<int>& lens, Layout layout, int r
 
 enum class Op { train, infer, backward };
 
+// Activation parameters (alpha, beta, gamma) per miopenActivationMode_t.
+constexpr double kActivationParams[mbn::kActivationModeCount][3] = {
+    {0, 0, 0}, {0, 0, 0}, {0.7, 1.3, 0}, {0, 0, 0}, {0, 0, 0},    {0, 0, 0},
+    {0.5, 0.8, 2}, {1, 0, 0}, {0.1, 0, 0}, {0.6, 0, 0}, {-0.5, 0.8, 0}};
+
+mbn::ActivationSpec activation_spec(int mode) {
+    mbn::ActivationSpec a;
+    a.mode = static_cast<mbn::ActivationMode>(mode);
+    a.alpha = kActivationParams[mode][0];
+    a.beta = kActivationParams[mode][1];
+    a.gamma = kActivationParams[mode][2];
+    return a;
+}
+
 struct Case {
     Op op = Op::train;
     bool v2 = false;
@@ -306,6 +327,18 @@ struct Case {
     double epsilon = 1e-5;
     double factor = 0.1;
     std::uint64_t seed = 1;
+    int activation = -1;        // a fused activation's miopenActivationMode_t, -1 for none
+    bool v3 = false;            // train: running statistics read from one pair of buffers, written to another
+    bool inv_variance = false;  // infer: the estimate of the variance given as 1 / sqrt(var + eps)
+    unsigned mixed = 0;         // bit g: parameter group g in the other type (see group_type); V2 and later only
+
+    // The type of parameter group g (0 scale and dscale, 1 bias and dbias,
+    // 2 the means, 3 the variances): param_type, or with bit g of `mixed`
+    // the other type the API takes beside x's (float <-> x's type).
+    miopenDataType_t group_type(int g) const {
+        if ((mixed >> g & 1u) == 0) return param_type;
+        return param_type == miopenFloat ? x_type : miopenFloat;
+    }
 
     std::string describe() const {
         std::string s = op == Op::train ? "train" : op == Op::infer ? "infer" : "backward";
@@ -321,6 +354,13 @@ struct Case {
         if (op == Op::backward) s += stats_a ? " saved" : " recompute";
         if (alpha != 1 || beta != 0) s += " a/b=" + std::to_string(alpha).substr(0, 4) + "/" + std::to_string(beta).substr(0, 4);
         if (in_place) s += " inplace";
+        if (activation >= 0) s += " act=" + std::to_string(activation);
+        if (v3) s += " v3";
+        if (inv_variance) s += " invvar";
+        if (mixed != 0) {
+            s += " types=";
+            for (int g = 0; g < 4; ++g) s += std::string(g ? "/" : "") + type_name(group_type(g));
+        }
         return s;
     }
 };
@@ -483,48 +523,59 @@ Outcome run_case(const Case& k, Handles& handles) {
     }
     (void)out_type;
 
-    // Parameters: one descriptor each (V2 uses them separately; V1 passes scale's).
-    Tensor scale, bias, mean, var, saved_mean, saved_inv, dscale, dbias;
-    auto make_param = [&](Tensor& t, double c, double s) {
-        t.make(k.param_type, param_lens, param_strides);
+    // Parameters: one descriptor each (V2 uses them separately; V1 passes
+    // scale's), each of its group's type (Case::group_type).
+    Tensor scale, bias, mean, var, saved_mean, saved_inv, dscale, dbias, next_mean, next_var;
+    auto make_param = [&](Tensor& t, int group, double c, double s) {
+        t.make(k.group_type(group), param_lens, param_strides);
         t.fill_random(rng, [c](std::size_t) { return c; }, s);
     };
-    make_param(scale, 1.0, 0.5);
-    if (k.op != Op::backward) make_param(bias, 0.0, 1.0);
+    make_param(scale, 0, 1.0, 0.5);
+    if (k.op != Op::backward) make_param(bias, 1, 0.0, 1.0);
     if (k.op == Op::train && k.stats_a) {
-        make_param(mean, 0.0, 1.0);
-        make_param(var, 1.5, 0.5);
+        make_param(mean, 2, 0.0, 1.0);
+        make_param(var, 3, 1.5, 0.5);
+        if (k.v3) {  // written; mean and var are only read
+            make_param(next_mean, 2, 0.0, 0.0);
+            next_mean.fill_nan();
+            make_param(next_var, 3, 0.0, 0.0);
+            next_var.fill_nan();
+        }
     }
     if (k.op == Op::train && k.stats_b) {
-        make_param(saved_mean, 0.0, 0.0);
+        make_param(saved_mean, 2, 0.0, 0.0);
         saved_mean.fill_nan();
-        make_param(saved_inv, 0.0, 0.0);
+        make_param(saved_inv, 3, 0.0, 0.0);
         saved_inv.fill_nan();
     }
     if (k.op == Op::infer && k.stats_a) {
-        make_param(mean, 0.0, 1.0);
-        make_param(var, 1.5, 0.5);
+        make_param(mean, 2, 0.0, 1.0);
+        make_param(var, 3, 1.5, 0.5);
         for (std::int64_t f = 0; f < features; ++f) {  // estimates near the data
             mean.set(g.param_offset(mean, f), centre[f] + 0.1 * rng.symmetric());
-            var.set(g.param_offset(var, f), spread[f] * spread[f] * (1.0 + 0.2 * rng.uniform()));
+            const double estimate = spread[f] * spread[f] * (1.0 + 0.2 * rng.uniform());
+            var.set(g.param_offset(var, f), k.inv_variance ? 1.0 / std::sqrt(estimate + k.epsilon) : estimate);
         }
     }
     if (k.op == Op::backward) {
-        make_param(dscale, 0.0, 1.0);
-        make_param(dbias, 0.0, 1.0);
+        make_param(dscale, 0, 0.0, 1.0);
+        make_param(dbias, 1, 0.0, 1.0);
         if (k.beta_param == 0) {
             dscale.fill_nan();
             dbias.fill_nan();
         }
         if (k.stats_a) {
-            make_param(saved_mean, 0.0, 1.0);
-            make_param(saved_inv, 1.0, 0.1);
+            make_param(saved_mean, 2, 0.0, 1.0);
+            make_param(saved_inv, 3, 1.0, 0.1);
             for (std::int64_t f = 0; f < features; ++f) {
                 saved_mean.set(g.param_offset(saved_mean, f), centre[f] + 0.05 * rng.symmetric());
                 saved_inv.set(g.param_offset(saved_inv, f), 1.0 / (spread[f] * (1.0 + 0.1 * rng.uniform())));
             }
         }
+        if (k.activation >= 0) make_param(bias, 1, 0.0, 1.0);  // z = scale * xhat + bias needs it
     }
+    const bool fused = k.activation >= 0;
+    const mbn::ActivationSpec spec = fused ? activation_spec(k.activation) : mbn::ActivationSpec{};
 
     // ---- float64 reference, from the inputs as stored
     const std::int64_t m = g.reduction();
@@ -555,10 +606,32 @@ Outcome run_case(const Case& k, Handles& handles) {
             g.for_each(x, f, [&](std::size_t o) { offs.push_back(o); });
             std::vector<std::size_t> goffs;
             g.for_each(dy, f, [&](std::size_t o) { goffs.push_back(o); });
+            if (fused) {
+                // dy becomes g = dy * f'(z).  Where z sits within 1e-4 of a
+                // kink of f' (relu's 0, clamp's bounds), the backends' float
+                // z may fall on either side: dy = 0 there, so both agree.
+                const double bi = bias.get(g.param_offset(bias, f));
+                for (std::size_t i = 0; i < offs.size(); ++i) {
+                    const double z = sc * (x.get(offs[i]) - ref_mean[f]) * ref_inv[f] + bi;
+                    const double step = 1e-4 * std::max(1.0, std::fabs(z));
+                    if (std::fabs(mbn::activation_derivative(spec, z + step) -
+                                  mbn::activation_derivative(spec, z - step)) > 1e-2)
+                        dy.set(goffs[i], 0.0);
+                }
+            }
+            // g per element: dy, or dy * f'(z).
+            std::vector<double> gv(offs.size());
+            for (std::size_t i = 0; i < offs.size(); ++i) {
+                gv[i] = dy.get(goffs[i]);
+                if (fused) {
+                    const double bi = bias.get(g.param_offset(bias, f));
+                    gv[i] *= mbn::activation_derivative(spec, sc * (x.get(offs[i]) - ref_mean[f]) * ref_inv[f] + bi);
+                }
+            }
             for (std::size_t i = 0; i < offs.size(); ++i) {
                 const double xh = (x.get(offs[i]) - ref_mean[f]) * ref_inv[f];
-                sdy += dy.get(goffs[i]);
-                sdyx += dy.get(goffs[i]) * xh;
+                sdy += gv[i];
+                sdyx += gv[i] * xh;
             }
             ref_db[f] = sdy;
             ref_ds[f] = sdyx;
@@ -567,7 +640,7 @@ Outcome run_case(const Case& k, Handles& handles) {
             for (std::size_t i = 0; i < offs.size(); ++i) {
                 const double xh = (x.get(offs[i]) - ref_mean[f]) * ref_inv[f];
                 const double r = sc * ref_inv[f] / static_cast<double>(m) *
-                                 (static_cast<double>(m) * dy.get(goffs[i]) - sdy - xh * sdyx);
+                                 (static_cast<double>(m) * gv[i] - sdy - xh * sdyx);
                 const double prior = k.beta != 0 ? out->get(ooffs[i]) : 0.0;
                 ref_out[ooffs[i]] = k.alpha * r + (k.beta != 0 ? k.beta * prior : 0.0);
             }
@@ -579,7 +652,8 @@ Outcome run_case(const Case& k, Handles& handles) {
                 inv = ref_inv[f];
             } else {
                 mu = mean.get(g.param_offset(mean, f));
-                inv = 1.0 / std::sqrt(var.get(g.param_offset(var, f)) + k.epsilon);
+                const double v = var.get(g.param_offset(var, f));
+                inv = k.inv_variance ? v : 1.0 / std::sqrt(v + k.epsilon);
             }
             const double bi = bias.get(g.param_offset(bias, f));
             std::vector<std::size_t> offs;
@@ -587,7 +661,8 @@ Outcome run_case(const Case& k, Handles& handles) {
             std::vector<std::size_t> ooffs;
             g.for_each(*out, f, [&](std::size_t o) { ooffs.push_back(o); });
             for (std::size_t i = 0; i < offs.size(); ++i) {
-                const double r = sc * (x.get(offs[i]) - mu) * inv + bi;
+                double r = sc * (x.get(offs[i]) - mu) * inv + bi;
+                if (fused) r = mbn::activation_forward(spec, r);
                 const double prior = k.beta != 0 ? out->get(ooffs[i]) : 0.0;
                 ref_out[ooffs[i]] = k.alpha * r + (k.beta != 0 ? k.beta * prior : 0.0);
             }
@@ -595,7 +670,8 @@ Outcome run_case(const Case& k, Handles& handles) {
     }
 
     // ---- CPU copies of every buffer (host pointers), GPU copies (device)
-    std::vector<Tensor*> all = {&x, &y, &dy, &dx, &scale, &bias, &mean, &var, &saved_mean, &saved_inv, &dscale, &dbias};
+    std::vector<Tensor*> all = {&x,         &y,         &dy,     &dx,     &scale,     &bias,    &mean,
+                                &var,       &saved_mean, &saved_inv, &dscale, &dbias, &next_mean, &next_var};
     std::vector<std::vector<unsigned char>> cpu_data(all.size());
     for (std::size_t i = 0; i < all.size(); ++i) {
         if (!all[i]->desc) continue;
@@ -612,6 +688,13 @@ Outcome run_case(const Case& k, Handles& handles) {
         return nullptr;
     };
 
+    miopenActivationDescriptor_t activation = nullptr;
+    if (fused) {
+        check_api(miopenCreateActivationDescriptor(&activation), "miopenCreateActivationDescriptor");
+        check_api(miopenSetActivationDescriptor(activation, static_cast<miopenActivationMode_t>(k.activation),
+                                                spec.alpha, spec.beta, spec.gamma),
+                  "miopenSetActivationDescriptor");
+    }
     auto call = [&](miopenHandle_t handle, bool gpu) {
         const float a = k.alpha, b = k.beta, ap = k.alpha_param, bp = k.beta_param;
         void* px = ptr(x, gpu);
@@ -622,6 +705,23 @@ Outcome run_case(const Case& k, Handles& handles) {
             void* rv = k.stats_a ? ptr(var, gpu) : nullptr;
             void* sm = k.stats_b ? ptr(saved_mean, gpu) : nullptr;
             void* si = k.stats_b ? ptr(saved_inv, gpu) : nullptr;
+            miopenTensorDescriptor_t mean_desc = k.stats_a ? mean.desc : (k.stats_b ? saved_mean.desc : nullptr);
+            miopenTensorDescriptor_t var_desc = k.stats_a ? var.desc : (k.stats_b ? saved_inv.desc : nullptr);
+            // V3 and the activation's _V2: read from mean/var, write next_mean/next_var.
+            void* nm = k.v3 && k.stats_a ? ptr(next_mean, gpu) : rm;
+            void* nv = k.v3 && k.stats_a ? ptr(next_var, gpu) : rv;
+            if (fused && k.v3)
+                return miopenBatchNormForwardTrainingActivation_V2(
+                    handle, k.mode, (void*)&a, (void*)&b, x.desc, px, out_desc, pout, scale.desc, bias.desc, mean_desc,
+                    var_desc, ptr(scale, gpu), ptr(bias, gpu), k.factor, rm, rv, nm, nv, k.epsilon, sm, si, activation);
+            if (fused)
+                return miopenBatchNormForwardTrainingActivation(
+                    handle, k.mode, (void*)&a, (void*)&b, x.desc, px, out_desc, pout, scale.desc, bias.desc, mean_desc,
+                    var_desc, ptr(scale, gpu), ptr(bias, gpu), k.factor, rm, rv, k.epsilon, sm, si, activation);
+            if (k.v3)
+                return miopenBatchNormalizationForwardTraining_V3(
+                    handle, k.mode, (void*)&a, (void*)&b, x.desc, px, out_desc, pout, scale.desc, bias.desc, mean_desc,
+                    var_desc, ptr(scale, gpu), ptr(bias, gpu), k.factor, rm, rv, nm, nv, k.epsilon, sm, si);
             if (k.v2)
                 return miopenBatchNormalizationForwardTraining_V2(
                     handle, k.mode, (void*)&a, (void*)&b, x.desc, px, out_desc, pout, scale.desc, bias.desc,
@@ -635,6 +735,20 @@ Outcome run_case(const Case& k, Handles& handles) {
         if (k.op == Op::infer) {
             void* em = k.stats_a ? ptr(mean, gpu) : nullptr;
             void* ev = k.stats_a ? ptr(var, gpu) : nullptr;
+            miopenTensorDescriptor_t mean_desc = k.stats_a ? mean.desc : nullptr;
+            miopenTensorDescriptor_t var_desc = k.stats_a ? var.desc : nullptr;
+            if (fused && k.inv_variance)
+                return miopenBatchNormForwardInferenceActivationInvVariance(
+                    handle, k.mode, (void*)&a, (void*)&b, x.desc, px, out_desc, pout, scale.desc, bias.desc, mean_desc,
+                    var_desc, ptr(scale, gpu), ptr(bias, gpu), em, ev, activation);
+            if (fused)
+                return miopenBatchNormForwardInferenceActivation(
+                    handle, k.mode, (void*)&a, (void*)&b, x.desc, px, out_desc, pout, scale.desc, bias.desc, mean_desc,
+                    var_desc, ptr(scale, gpu), ptr(bias, gpu), em, ev, k.epsilon, activation);
+            if (k.inv_variance)
+                return miopenBatchNormalizationForwardInferenceInvVariance(
+                    handle, k.mode, (void*)&a, (void*)&b, x.desc, px, out_desc, pout, scale.desc, bias.desc, mean_desc,
+                    var_desc, ptr(scale, gpu), ptr(bias, gpu), em, ev);
             if (k.v2)
                 return miopenBatchNormalizationForwardInference_V2(
                     handle, k.mode, (void*)&a, (void*)&b, x.desc, px, out_desc, pout, scale.desc, bias.desc,
@@ -646,6 +760,11 @@ Outcome run_case(const Case& k, Handles& handles) {
         }
         const void* sm = k.stats_a ? ptr(saved_mean, gpu) : nullptr;
         const void* si = k.stats_a ? ptr(saved_inv, gpu) : nullptr;
+        if (fused)
+            return miopenBatchNormBackwardActivation(
+                handle, k.mode, &a, &b, &ap, &bp, x.desc, px, dy.desc, ptr(dy, gpu), out_desc, pout, scale.desc,
+                bias.desc, k.stats_a ? saved_mean.desc : nullptr, k.stats_a ? saved_inv.desc : nullptr,
+                ptr(scale, gpu), ptr(bias, gpu), ptr(dscale, gpu), ptr(dbias, gpu), k.epsilon, sm, si, activation);
         if (k.v2)
             return miopenBatchNormalizationBackward_V2(
                 handle, k.mode, &a, &b, &ap, &bp, x.desc, px, dy.desc, ptr(dy, gpu), out_desc, pout, scale.desc,
@@ -660,6 +779,7 @@ Outcome run_case(const Case& k, Handles& handles) {
     const std::string cpu_message = miopenBNGetLastErrorMessage();
     const miopenStatus_t gpu_status = call(handles.gpu, true);
     const std::string gpu_message = miopenBNGetLastErrorMessage();
+    if (activation != nullptr) miopenDestroyActivationDescriptor(activation);
     if (!g_cpu_only) check_gpu(hipDeviceSynchronize(), "hipDeviceSynchronize after the GPU call");
     if (cpu_status == gpu_status && cpu_status != miopenStatusSuccess)  // e.g. training with M == 1
         return Outcome{true, 0.0, 0.0, std::string("both rejected: ") + miopenGetErrorString(cpu_status)};
@@ -694,15 +814,22 @@ Outcome run_case(const Case& k, Handles& handles) {
         return r;
     };
     if (k.op == Op::train && k.stats_a) {
-        const auto rm = per_feature_ref(mean, [&](std::int64_t f) {
+        // Written to next_mean/next_var with V3 (mean/var must keep their values), else in place.
+        Tensor& written_mean = k.v3 ? next_mean : mean;
+        Tensor& written_var = k.v3 ? next_var : var;
+        const auto rm = per_feature_ref(written_mean, [&](std::int64_t f) {
             return (1 - k.factor) * mean.get(g.param_offset(mean, f)) + k.factor * ref_mean[f];
         });
-        const auto rv = per_feature_ref(var, [&](std::int64_t f) {
+        const auto rv = per_feature_ref(written_var, [&](std::int64_t f) {
             const double unbiased = m > 1 ? ref_var[f] * m / (m - 1) : ref_var[f];
             return (1 - k.factor) * var.get(g.param_offset(var, f)) + k.factor * unbiased;
         });
-        compare_output("running_mean", mean, true, [&](std::size_t o) { return rm[o]; });
-        compare_output("running_var", var, true, [&](std::size_t o) { return rv[o]; });
+        compare_output("running_mean", written_mean, true, [&](std::size_t o) { return rm[o]; });
+        compare_output("running_var", written_var, true, [&](std::size_t o) { return rv[o]; });
+        if (k.v3) {
+            compare_output("previous running_mean", mean, true, [&](std::size_t o) { return mean.get(o); });
+            compare_output("previous running_var", var, true, [&](std::size_t o) { return var.get(o); });
+        }
     }
     if (k.op == Op::train && k.stats_b) {
         const auto sm = per_feature_ref(saved_mean, [&](std::int64_t f) { return ref_mean[f]; });
@@ -794,6 +921,104 @@ std::vector<Case> build_cases(bool quick) {
                             k.seed = seed++;
                             cases.push_back(k);
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    // Issue 25: every fused activation (and none) through training (V3
+    // every other mode, and both ways without one), inference (the batch
+    // fallback, the estimates, the inverse std) and backward (saved and
+    // recomputed statistics); then each parameter group in float or x's
+    // type on its own.  The
+    // last shape's features are split over several blocks (multi-launch
+    // kernels) even without MIOPEN_BN_GPU_SINGLE_LAUNCH=0.
+    const TypeCombo kActivationTypes[] = {{miopenFloat, miopenFloat},
+                                          {miopenHalf, miopenFloat},
+                                          {miopenBFloat16, miopenBFloat16},
+                                          {miopenDouble, miopenDouble}};
+    const std::vector<std::vector<int>> activation_shapes =
+        quick ? std::vector<std::vector<int>>{{2, 3, 5, 7}}
+              : std::vector<std::vector<int>>{{2, 3, 5, 7}, {3, 6, 8, 8}, {2, 3, 64, 80}};
+    for (const auto& shape : activation_shapes) {
+        const bool large = shape[2] == 64;
+        for (auto mode : modes) {
+            if (large && mode != miopenBNSpatial) continue;
+            for (int act = -1; act < mbn::kActivationModeCount; ++act) {
+                for (std::size_t t = 0; t < std::size(kActivationTypes); ++t) {
+                    if (large && t != 0 && t != 1) continue;
+                    Case base;
+                    base.mode = mode;
+                    base.lens = shape;
+                    base.layout = layouts[(act + 1 + t) % 3];  // nchw, nhwc, strided in turn
+                    base.x_type = kActivationTypes[t].x;
+                    base.param_type = kActivationTypes[t].param;
+                    base.grad_type = base.x_type;
+                    base.activation = act;
+                    base.v2 = true;
+                    Case k;
+                    for (int v3 = 0; v3 < 2; ++v3) {
+                        if (act >= 0 && v3 != (act % 2)) continue;  // both without an activation
+                        k = base;
+                        k.op = Op::train;
+                        k.stats_a = k.stats_b = true;
+                        k.v3 = v3 == 1;
+                        k.alpha = 0.75f;
+                        k.seed = seed++;
+                        cases.push_back(k);
+                    }
+                    for (int estimates = 0; estimates < 3; ++estimates) {
+                        k = base;
+                        k.op = Op::infer;
+                        k.stats_a = estimates > 0;  // else the batch-statistics fallback
+                        k.inv_variance = estimates == 2;
+                        k.seed = seed++;
+                        cases.push_back(k);
+                    }
+                    for (int saved = 0; saved < 2; ++saved) {
+                        k = base;
+                        k.op = Op::backward;
+                        k.stats_a = saved == 1;
+                        k.alpha = 0.5f;
+                        k.beta = act < 0 ? 0.25f : 0.0f;  // a blend beside an activation is NotImplemented
+                        k.alpha_param = 2.0f;
+                        k.beta_param = 1.0f;
+                        k.seed = seed++;
+                        cases.push_back(k);
+                    }
+                }
+            }
+        }
+    }
+    // Parameter groups of mixed types (bit g of `mixed`: group g in the other
+    // type), through the V2 entry points, each op and statistics pattern.
+    const TypeCombo kMixedBases[] = {
+        {miopenHalf, miopenFloat}, {miopenBFloat16, miopenFloat}, {miopenDouble, miopenDouble}};
+    for (const TypeCombo& tc : kMixedBases) {
+        for (unsigned mixed = 1; mixed < 16; ++mixed) {
+            if (quick && mixed % 5 != 0) continue;
+            for (auto mode : modes) {
+                Case base;
+                base.mode = mode;
+                base.lens = mode == miopenBNSpatial ? std::vector<int>{4, 16, 9, 11} : std::vector<int>{2, 3, 5, 7};
+                base.layout = mixed % 2 ? Layout::nhwc : Layout::nchw;
+                base.x_type = base.grad_type = tc.x;
+                base.param_type = tc.param;
+                base.v2 = true;
+                base.mixed = mixed;
+                for (Op op : {Op::train, Op::infer, Op::backward}) {
+                    for (int stats = 0; stats < 2; ++stats) {
+                        Case k = base;
+                        k.op = op;
+                        k.stats_a = stats == 1 || op == Op::train;
+                        k.stats_b = op == Op::train;
+                        k.v3 = op == Op::train && stats == 1;
+                        k.inv_variance = op == Op::infer && stats == 1 && mixed % 3 == 0;
+                        const bool fused = (stats == 0 || op == Op::infer) && mixed % 4 == 1;
+                        k.activation = fused ? static_cast<int>(mixed % mbn::kActivationModeCount) : -1;
+                        k.seed = seed++;
+                        cases.push_back(k);
                     }
                 }
             }
