@@ -19,6 +19,7 @@ struct SlotTensors {
 struct DeviceShape {
     int multiprocessors = 1;
     int wave_size = 32;
+    int cluster_blocks = 1;  // blocks one thread-block cluster may hold (1: no clusters)
 };
 
 BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device);
