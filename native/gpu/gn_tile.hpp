@@ -18,10 +18,14 @@
 //
 // Inside a block, thread t is (tx, ty) = (t % columns, t / columns); it
 // holds vector tx of rows ty, ty + row_threads, ... of its part: at most
-// `slots` rows (the kernels' register arrays), columns >= the part's
-// vectors (a power of two).  So a thread's data are one column: its lanes
-// are fixed channels (channels fastest), or its slots are fixed channels
-// (positions fastest), and per-channel sums need no division.
+// `slots` rows (the kernels' register arrays).  So a thread's data are one
+// column: its lanes are fixed channels (channels fastest), or its slots are
+// fixed channels (positions fastest), and per-channel sums need no
+// division.  Channels fastest, columns = the tile's vectors (5 in Stable
+// Diffusion's rows of 80 bytes: every lane busy; threads past
+// columns * row_threads idle) and the block adds a column's partials in
+// shared memory; positions fastest, columns is a power of two (at least the
+// part's vectors) and a row's partials add by shuffles first.
 #pragma once
 
 #include "gpu/bn_layout.hpp"
@@ -31,13 +35,14 @@
 namespace mbn {
 namespace gpu {
 
-// Per kernel: the most threads of a block and the 16-byte vectors each
-// thread holds (of x; backward: of x and of dy each), so that a block holds
-// 64 KB of each within the registers a multiprocessor has (no spills).
+// Per kernel: the most threads of a block and the 16-byte vectors of x each
+// thread holds, within the registers a multiprocessor has (no spills): the
+// forward 64 KB of x per block; the backward 44 KB of x (and dy, then the
+// float gradient g in dy's place).
 constexpr int kGnTileForwardThreads = 512;
 constexpr int kGnTileForwardSlots = 8;
 constexpr int kGnTileBackwardThreads = 256;
-constexpr int kGnTileBackwardSlots = 16;
+constexpr int kGnTileBackwardSlots = 11;
 constexpr int kGnTileMaxThreads = 512;
 constexpr int kGnTileMinThreads = 64;   // at least one wave on every target
 constexpr int kGnTileMaxCluster = 8;    // the portable cluster size
@@ -64,8 +69,8 @@ struct GnTileWalk {
     // The launch: tiles * cluster blocks of `threads` threads.
     int cluster;      // K blocks per tile, one cluster
     int threads;      // T, a power of two
-    int columns;      // threads along a row, a power of two
-    int row_threads;  // T / columns
+    int columns;      // threads along a row
+    int row_threads;  // rows of threads: T / columns, rounded down
     int shared_bytes; // dynamic shared memory per block
 
     MBN_HOST_DEVICE std::int64_t tiles() const { return samples * tiles_per_sample; }
@@ -95,16 +100,17 @@ MBN_HOST_DEVICE inline GnTilePart tile_part(const GnTileWalk& w, int rank) {
     return GnTilePart{0, w.rows, begin, end - begin};
 }
 
-// Partials per channel (or group) before the block folds them: one per
-// wave-row of threads, sized for the narrowest wave.
-//   forward: `entry_rows` x `entry_columns` (lo group, hi group) triples;
-//   backward: `entry_rows` x block_channels() pairs of sums.
+// Partials per channel (or group) before the block folds them, sized for
+// the narrowest wave:
+//   forward: `entry_rows` x `entry_columns` (lo group, hi group) triples:
+//     one per wave (positions fastest: the block is one group) or one per
+//     thread (channels fastest);
+//   backward: `entry_rows` x block_channels() pairs of sums: one per wave
+//     along a row (positions fastest) or per row of threads.
 MBN_HOST_DEVICE inline int entry_rows(const GnTileWalk& w, bool backward, int wave) {
-    if (!w.channels_inner) {
-        if (!backward) return w.threads / wave;  // one per wave: the whole block is one group
-        return w.columns > wave ? w.columns / wave : 1;  // per row: one per wave along it
-    }
-    return w.columns <= wave ? w.threads / wave : w.row_threads;
+    if (w.channels_inner) return w.row_threads;
+    if (!backward) return w.threads / wave;
+    return w.columns > wave ? w.columns / wave : 1;
 }
 MBN_HOST_DEVICE inline int entry_columns(const GnTileWalk& w) { return w.channels_inner ? w.columns : 1; }
 

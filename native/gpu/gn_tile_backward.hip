@@ -57,51 +57,58 @@ template <typename P>
 __device__ __forceinline__ void element_gradient(const GnTileBackwardArgs<P>& a, const GnLaneTerms& t, float x,
                                                  float dy, float& xhat, float& g) {
     xhat = (x - t.mean) * t.rstd;
-    g = a.swish ? dy * swish_derivative(xhat * t.weight + t.bias, a.swish_beta) : dy;
+    g = a.swish ? dy * fast_swish_derivative(xhat * t.weight + t.bias, a.swish_beta) : dy;
 }
 
 // The block's sums of g and g * xhat per channel (block_channels()) into
-// `block_sums` (every thread calls).  Threads add over the wave's threads
-// of their channels first; one holder per wave stores them; then a thread
-// per channel adds the entries in order.
+// `block_sums` (every thread calls).  Positions fastest, a row's threads in
+// a wave add theirs by shuffles and one per wave stores them; channels
+// fastest, every thread stores its own.  Then a few threads per channel add
+// its entries in a fixed order.
 template <int W, int K, bool kInner>
 __device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, float (&sum_g)[K],
                                    float (&sum_gx)[K], Sums2<float>* entries, Sums2<double>* block_sums) {
-    const int lane = static_cast<int>(threadIdx.x) % MBN_WAVE_SIZE;
-    const int wave = static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE;
     const std::int64_t channels = w.block_channels();
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-        // Channels fastest: the wave's rows of one column share lane k's
-        // channel; positions fastest: the row's threads share slot k's.
-        sum_g[k] = kInner ? butterfly_sum(sum_g[k], w.columns) : butterfly_sum_below(sum_g[k], w.columns);
-        sum_gx[k] = kInner ? butterfly_sum(sum_gx[k], w.columns) : butterfly_sum_below(sum_gx[k], w.columns);
-    }
     if (kInner) {
-        if ((w.columns >= MBN_WAVE_SIZE || lane < w.columns) && at.tx < at.part.vectors) {
-            const int row = w.columns > MBN_WAVE_SIZE ? at.ty : wave;
+        if (at.active()) {
 #pragma unroll
             for (int j = 0; j < K; ++j)
-                entries[row * channels + static_cast<std::int64_t>(at.tx) * W + j] = Sums2<float>{sum_g[j], sum_gx[j]};
+                entries[at.ty * channels + static_cast<std::int64_t>(at.tx) * W + j] = Sums2<float>{sum_g[j], sum_gx[j]};
         }
-    } else if ((at.tx & (MBN_WAVE_SIZE - 1)) == 0) {
-        const int part = at.tx / MBN_WAVE_SIZE;
+    } else {
 #pragma unroll
         for (int a = 0; a < K; ++a) {
-            const std::int64_t row = at.ty + static_cast<std::int64_t>(a) * w.row_threads;
-            if (row < at.part.rows) entries[part * channels + row] = Sums2<float>{sum_g[a], sum_gx[a]};
+            sum_g[a] = butterfly_sum_below(sum_g[a], w.columns);
+            sum_gx[a] = butterfly_sum_below(sum_gx[a], w.columns);
+        }
+        if ((at.tx & (MBN_WAVE_SIZE - 1)) == 0) {
+            const int part = at.tx / MBN_WAVE_SIZE;
+#pragma unroll
+            for (int a = 0; a < K; ++a) {
+                const std::int64_t row = at.ty + static_cast<std::int64_t>(a) * w.row_threads;
+                if (row < at.part.rows) entries[part * channels + row] = Sums2<float>{sum_g[a], sum_gx[a]};
+            }
         }
     }
     __syncthreads();
+    // `team` consecutive threads (a power of two within a wave) per channel,
+    // each adding every team-th entry, then among themselves by shuffles.
     const int rows = entry_rows(w, true, MBN_WAVE_SIZE);
-    for (std::int64_t c = threadIdx.x; c < channels; c += w.threads) {
+    int team = 1;
+    while (team < MBN_WAVE_SIZE && 2 * team * channels <= w.threads && team < rows) team *= 2;
+    const int member = static_cast<int>(threadIdx.x) % team;
+    const std::int64_t per_round = w.threads / team;
+    for (std::int64_t first = 0; first < channels; first += per_round) {  // the same rounds for every thread
+        const std::int64_t c = first + threadIdx.x / team;
         Sums2<double> sum{0.0, 0.0};
-        for (int e = 0; e < rows; ++e) {
-            const Sums2<float> entry = entries[e * channels + c];
-            sum.a += static_cast<double>(entry.a);
-            sum.b += static_cast<double>(entry.b);
-        }
-        block_sums[c] = sum;
+        if (c < channels)
+            for (int e = member; e < rows; e += team) {
+                const Sums2<float> entry = entries[e * channels + c];
+                sum.a += static_cast<double>(entry.a);
+                sum.b += static_cast<double>(entry.b);
+            }
+        sum = butterfly_sum_below(sum, team);
+        if (member == 0 && c < channels) block_sums[c] = sum;
     }
     __syncthreads();
 }
@@ -183,7 +190,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
     load_slots<R, W>(dy, w, at, held, raw_dy);
 
     // A column past the part's vectors holds nothing (and names no group).
-    const bool active = at.tx < at.part.vectors;
+    const bool active = at.active();
     const GnLaneGroups lanes = lane_groups<W, kInner>(w, at.tx);
     const int split = kInner ? lanes.split : W;
     const std::int64_t group0 = at.tile * w.tile_groups;
@@ -197,17 +204,19 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
             hi.rstd = static_cast<float>(read_stat(args.rstd, at.n, group0 + lanes.lo + 1));
         }
     }
-    // Weight and bias of each lane (channels fastest: fixed per thread).
-    float lane_weight[W], lane_bias[W];
+    // What each lane shares with its channel (channels fastest: fixed per
+    // thread), and what slot a's row shares (positions fastest: the row is
+    // the channel).
+    GnLaneTerms lane[W];
 #pragma unroll
     for (int j = 0; j < W; ++j) {
-        const std::int64_t c = channel0 + static_cast<std::int64_t>(at.tx) * W + j;
-        const bool mine = kInner && active;
-        lane_weight[j] = mine ? channel_param(args.weight, args.weight_stride, c, 1.0f) : 1.0f;
-        lane_bias[j] = mine ? channel_param(args.bias, args.bias_stride, c, 0.0f) : 0.0f;
+        lane[j] = j < split ? lo : hi;
+        if (kInner && active) {
+            const std::int64_t c = channel0 + static_cast<std::int64_t>(at.tx) * W + j;
+            lane[j].weight = channel_param(args.weight, args.weight_stride, c, 1.0f);
+            lane[j].bias = channel_param(args.bias, args.bias_stride, c, 0.0f);
+        }
     }
-    // What lane j of slot a shares with its channel; `row` holds slot a's
-    // (positions fastest: the row is the channel).
     auto row_terms = [&](int a) {
         GnLaneTerms t = lo;
         if (!kInner) {
@@ -217,12 +226,11 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
         }
         return t;
     };
-    auto lane_terms = [&](const GnLaneTerms& row, int j) {
-        if (!kInner) return row;
-        const GnLaneTerms& group = j < split ? lo : hi;
-        return GnLaneTerms{group.mean, group.rstd, lane_weight[j], lane_bias[j]};
-    };
+    auto lane_terms = [&](const GnLaneTerms& row, int j) { return kInner ? lane[j] : row; };
 
+    // g of every element, kept for dx (dy is dead once g is known: the
+    // registers are x's and g's, not x's, dy's and a second exp).
+    float grad[R][W];
     float sum_g[K], sum_gx[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) sum_g[k] = sum_gx[k] = 0.0f;
@@ -234,6 +242,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
         for (int j = 0; j < W; ++j) {
             float xhat, g;
             element_gradient(args, lane_terms(row, j), widen(raw_x[a].lane[j]), widen(raw_dy[a].lane[j]), xhat, g);
+            grad[a][j] = g;
             const int k = kInner ? j : a;
             sum_g[k] += g;
             sum_gx[k] += g * xhat;
@@ -257,13 +266,18 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
     if (args.dweight != nullptr) parameter_gradients(args, at, totals, channel0, shared_at<int>(shared, layout.flag));
     __syncthreads();
 
-    float mean_wg_lo = 0.0f, mean_wgx_lo = 0.0f, mean_wg_hi = 0.0f, mean_wgx_hi = 0.0f;
-    if (active) {
-        mean_wg_lo = static_cast<float>(terms[lanes.lo].a);
-        mean_wgx_lo = static_cast<float>(terms[lanes.lo].b);
-        if (split < W) {
-            mean_wg_hi = static_cast<float>(terms[lanes.lo + 1].a);
-            mean_wgx_hi = static_cast<float>(terms[lanes.lo + 1].b);
+    // Per lane: its group's mean(w g) and mean(w g xhat).
+    float mean_wg[W], mean_wgx[W];
+    {
+        Sums2<double> lo_terms{0.0, 0.0}, hi_terms{0.0, 0.0};
+        if (active) {
+            lo_terms = terms[lanes.lo];
+            if (split < W) hi_terms = terms[lanes.lo + 1];
+        }
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            mean_wg[j] = static_cast<float>(j < split ? lo_terms.a : hi_terms.a);
+            mean_wgx[j] = static_cast<float>(j < split ? lo_terms.b : hi_terms.b);
         }
     }
 #pragma unroll
@@ -274,10 +288,8 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
 #pragma unroll
         for (int j = 0; j < W; ++j) {
             const GnLaneTerms t = lane_terms(row, j);
-            float xhat, g;
-            element_gradient(args, t, widen(raw_x[a].lane[j]), widen(raw_dy[a].lane[j]), xhat, g);
-            const bool low = j < split;
-            const float v = t.rstd * ((t.weight * g - (low ? mean_wg_lo : mean_wg_hi)) - xhat * (low ? mean_wgx_lo : mean_wgx_hi));
+            const float xhat = (widen(raw_x[a].lane[j]) - t.mean) * t.rstd;
+            const float v = t.rstd * ((t.weight * grad[a][j] - mean_wg[j]) - xhat * mean_wgx[j]);
             out.lane[j] = narrow<T>(v);
         }
         *reinterpret_cast<Pack<T, W>*>(dx + at.offset<W>(w, a)) = out;

@@ -21,6 +21,7 @@ struct GnTileThread {
     int rank;           // block within the cluster
     GnTilePart part;
     int tx, ty;
+    bool in_block;      // ty < row_threads (threads past them hold nothing)
     std::int64_t base;  // offset of the tile's first element
 
     __device__ GnTileThread(const GnTileWalk& w) {
@@ -30,16 +31,19 @@ struct GnTileThread {
         n = tile_index / w.tiles_per_sample;
         tile = tile_index - n * w.tiles_per_sample;
         part = tile_part(w, rank);
-        tx = static_cast<int>(threadIdx.x) & (w.columns - 1);
+        tx = static_cast<int>(threadIdx.x) % w.columns;
         ty = static_cast<int>(threadIdx.x) / w.columns;
+        in_block = ty < w.row_threads;
         base = w.tile_base(n, tile);
     }
 
     // Row (within the tile) of slot a.
     __device__ std::int64_t row(const GnTileWalk& w, int a) const { return part.row0 + ty + std::int64_t(a) * w.row_threads; }
     __device__ bool holds(const GnTileWalk& w, int a) const {
-        return tx < part.vectors && ty + std::int64_t(a) * w.row_threads < part.rows;
+        return in_block && tx < part.vectors && ty + std::int64_t(a) * w.row_threads < part.rows;
     }
+    // Whether the thread's column names channels of the tile.
+    __device__ bool active() const { return in_block && tx < part.vectors; }
     // Element offset of slot a's first lane.
     template <int W>
     __device__ std::int64_t offset(const GnTileWalk& w, int a) const {

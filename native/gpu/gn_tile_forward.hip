@@ -41,66 +41,65 @@ __device__ __forceinline__ GnMomentSums moment_sums(float count, float mean, flo
 }
 
 // This thread's moment sums of its lo and hi groups (lanes below / from
-// `split`), each about the group's shift.
+// `split`), each about the group's shift (`shift[j]`, per lane).  Sums run
+// per lane and join their group once, so no element chooses a group.
 template <int R, int W, typename T>
-__device__ void thread_moments(const Pack<T, W> (&raw)[R], unsigned held, int split, float shift_lo, float shift_hi,
+__device__ void thread_moments(const Pack<T, W> (&raw)[R], unsigned held, int split, const float (&shift)[W],
                                GnMomentSums& lo, GnMomentSums& hi) {
-    float sum_lo = 0.0f, sum_hi = 0.0f;
+    float lane_sum[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) lane_sum[j] = 0.0f;
 #pragma unroll
     for (int a = 0; a < R; ++a) {
         if (!(held & (1u << a))) continue;
 #pragma unroll
-        for (int j = 0; j < W; ++j) {
-            const float v = widen(raw[a].lane[j]);
-            if (j < split)
-                sum_lo += v - shift_lo;
-            else
-                sum_hi += v - shift_hi;
-        }
+        for (int j = 0; j < W; ++j) lane_sum[j] += widen(raw[a].lane[j]) - shift[j];
     }
+    float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < W; ++j) (j < split ? sum_lo : sum_hi) += lane_sum[j];
     const int slots = __popc(held);
     const float count_lo = static_cast<float>(slots * split);
     const float count_hi = static_cast<float>(slots * (W - split));
     const float mean_lo = count_lo > 0.0f ? sum_lo / count_lo : 0.0f;
     const float mean_hi = count_hi > 0.0f ? sum_hi / count_hi : 0.0f;
-    float m2_lo = 0.0f, m2_hi = 0.0f;
+    float lane_mean[W], lane_m2[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+        lane_mean[j] = j < split ? mean_lo : mean_hi;
+        lane_m2[j] = 0.0f;
+    }
 #pragma unroll
     for (int a = 0; a < R; ++a) {
         if (!(held & (1u << a))) continue;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            const float v = widen(raw[a].lane[j]);
-            if (j < split) {
-                const float e = (v - shift_lo) - mean_lo;
-                m2_lo += e * e;
-            } else {
-                const float e = (v - shift_hi) - mean_hi;
-                m2_hi += e * e;
-            }
+            const float e = (widen(raw[a].lane[j]) - shift[j]) - lane_mean[j];
+            lane_m2[j] += e * e;
         }
     }
+    float m2_lo = 0.0f, m2_hi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < W; ++j) (j < split ? m2_lo : m2_hi) += lane_m2[j];
     lo = moment_sums(count_lo, mean_lo, m2_lo);
     hi = moment_sums(count_hi, mean_hi, m2_hi);
 }
 
 // The block's moment sums of each of the tile's groups into `block_sums`
-// (every thread calls).  Threads first add over the wave's threads that
-// share their groups (the whole wave when positions are fastest, the
-// wave's threads of one column when channels are), one holder per wave
-// and column stores them, and then a wave per group adds its entries.
+// (every thread calls).  Positions fastest, a wave's threads add theirs by
+// shuffles and one per wave stores them; channels fastest, every thread
+// stores its own.  Then a wave per group adds the entries of its columns.
 template <int W, bool kInner>
 __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMomentSums lo, GnMomentSums hi,
                               GnMomentSums* entries, GnMomentSums* block_sums) {
     const int lane = static_cast<int>(threadIdx.x) % MBN_WAVE_SIZE;
     const int wave = static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE;
-    const int first_mask = kInner ? w.columns : 1;
-    lo = butterfly_sum(lo, first_mask);
-    if (kInner) hi = butterfly_sum(hi, first_mask);
     const int columns = entry_columns(w);
-    const bool holder = kInner ? (w.columns >= MBN_WAVE_SIZE || lane < w.columns) : lane == 0;
-    if (holder) {
-        const int row = kInner && w.columns > MBN_WAVE_SIZE ? at.ty : wave;
-        GnMomentSums* entry = entries + 2 * (row * columns + (kInner ? at.tx : 0));
+    if (!kInner) {
+        lo = butterfly_sum(lo, 1);
+        if (lane == 0) entries[2 * wave] = lo;
+    } else if (at.in_block) {
+        GnMomentSums* entry = entries + 2 * (at.ty * columns + at.tx);
         entry[0] = lo;
         entry[1] = hi;
     }
@@ -148,14 +147,19 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     const int split = kInner ? lanes.split : W;
     const std::int64_t group_step = kInner ? w.channels : 0;  // between groups' first elements
     // A column past the part's vectors holds nothing (and names no group).
-    const bool active = at.tx < at.part.vectors;
-    float shift_lo = 0.0f, shift_hi = 0.0f;
-    if (active) {
-        shift_lo = widen(x[at.base + lanes.lo * group_step]);
-        if (split < W) shift_hi = widen(x[at.base + (lanes.lo + 1) * group_step]);
+    const bool active = at.active();
+    float shift[W];  // per lane: its group's first element
+    {
+        float shift_lo = 0.0f, shift_hi = 0.0f;
+        if (active) {
+            shift_lo = widen(x[at.base + lanes.lo * group_step]);
+            if (split < W) shift_hi = widen(x[at.base + (lanes.lo + 1) * group_step]);
+        }
+#pragma unroll
+        for (int j = 0; j < W; ++j) shift[j] = j < split ? shift_lo : shift_hi;
     }
     GnMomentSums lo, hi;
-    thread_moments<R, W>(raw, held, split, shift_lo, shift_hi, lo, hi);
+    thread_moments<R, W>(raw, held, split, shift, lo, hi);
 
     void* shared = gn_tile_forward_shared;
     GnMomentSums* block_sums = shared_at<GnMomentSums>(shared, layout.block);
@@ -183,44 +187,45 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     __syncthreads();
     if (w.cluster > 1) cluster_arrive();  // no more reads of other blocks' memory
 
-    float offset_lo = 0.0f, rstd_lo = 0.0f, offset_hi = 0.0f, rstd_hi = 0.0f;
-    if (active) {
-        offset_lo = static_cast<float>(stats[2 * lanes.lo]);
-        rstd_lo = static_cast<float>(stats[2 * lanes.lo + 1]);
-        if (split < W) {
-            offset_hi = static_cast<float>(stats[2 * lanes.lo + 2]);
-            rstd_hi = static_cast<float>(stats[2 * lanes.lo + 3]);
+    // Per lane: its group's offset, and the scale and bias of its channel
+    // (channels fastest: fixed per thread; positions fastest: per slot).
+    float offset[W], scale[W], bias[W];
+    {
+        float offset_lo = 0.0f, rstd_lo = 0.0f, offset_hi = 0.0f, rstd_hi = 0.0f;
+        if (active) {
+            offset_lo = static_cast<float>(stats[2 * lanes.lo]);
+            rstd_lo = static_cast<float>(stats[2 * lanes.lo + 1]);
+            if (split < W) {
+                offset_hi = static_cast<float>(stats[2 * lanes.lo + 2]);
+                rstd_hi = static_cast<float>(stats[2 * lanes.lo + 3]);
+            }
         }
-    }
-    const std::int64_t channel0 = at.tile * w.tile_channels();
-    // Channels fastest: each lane's channel is fixed.
-    float lane_scale[W], lane_bias[W];
+        const std::int64_t channel0 = at.tile * w.tile_channels() + static_cast<std::int64_t>(at.tx) * W;
 #pragma unroll
-    for (int j = 0; j < W; ++j) {
-        const std::int64_t c = channel0 + static_cast<std::int64_t>(at.tx) * W + j;
-        const bool mine = kInner && active;
-        lane_scale[j] = (j < split ? rstd_lo : rstd_hi) * (mine ? channel_param(args.weight, args.weight_stride, c, 1.0f) : 1.0f);
-        lane_bias[j] = mine ? channel_param(args.bias, args.bias_stride, c, 0.0f) : 0.0f;
+        for (int j = 0; j < W; ++j) {
+            const bool mine = kInner && active;
+            offset[j] = j < split ? offset_lo : offset_hi;
+            scale[j] = (j < split ? rstd_lo : rstd_hi) *
+                       (mine ? channel_param(args.weight, args.weight_stride, channel0 + j, 1.0f) : 1.0f);
+            bias[j] = mine ? channel_param(args.bias, args.bias_stride, channel0 + j, 0.0f) : 0.0f;
+        }
     }
     const float beta = args.swish_beta;
 #pragma unroll
     for (int a = 0; a < R; ++a) {
         if (!(held & (1u << a))) continue;
-        float row_scale = rstd_lo, row_bias = 0.0f;
+        float row_scale = 0.0f, row_bias = 0.0f;
         if (!kInner) {  // positions fastest: the row is the channel
-            const std::int64_t c = channel0 + at.row(w, a);
-            row_scale = rstd_lo * channel_param(args.weight, args.weight_stride, c, 1.0f);
+            const std::int64_t c = at.tile * w.tile_channels() + at.row(w, a);
+            row_scale = scale[0] * channel_param(args.weight, args.weight_stride, c, 1.0f);
             row_bias = channel_param(args.bias, args.bias_stride, c, 0.0f);
         }
         Pack<T, W> out;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            const bool low = j < split;
-            const float scale = kInner ? lane_scale[j] : row_scale;
-            const float bias = kInner ? lane_bias[j] : row_bias;
-            float v = ((widen(raw[a].lane[j]) - (low ? shift_lo : shift_hi)) - (low ? offset_lo : offset_hi)) * scale +
-                      bias;
-            if (args.swish) v = swish(v, beta);
+            float v = ((widen(raw[a].lane[j]) - shift[j]) - offset[j]) * (kInner ? scale[j] : row_scale) +
+                      (kInner ? bias[j] : row_bias);
+            if (args.swish) v = fast_swish(v, beta);
             out.lane[j] = narrow<T>(v);
         }
         *reinterpret_cast<Pack<T, W>*>(y + at.offset<W>(w, a)) = out;

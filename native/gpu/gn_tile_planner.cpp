@@ -49,15 +49,16 @@ bool same_strides(const TensorArg& a, const TensorArg& b) {
     return true;
 }
 
-// A block for parts of `rows` x `vectors`: columns >= vectors (a power of
-// two), and rows spread over threads / columns rows of threads, `slots`
-// per thread at most.  threads == 0 when it does not fit.
+// A block for parts of `rows` x `vectors` (gn_tile.hpp): `columns` threads
+// along a row (channels fastest: the vectors; positions fastest: a power of
+// two, at least the vectors), the rows spread over threads / columns rows
+// of threads, `slots` per thread at most.  threads == 0 when it does not fit.
 struct BlockShape {
     int threads, columns, row_threads, slots_used;
 };
 
-BlockShape block_shape(std::int64_t rows, std::int64_t vectors, int threads, int slots) {
-    const std::int64_t columns = pow2_at_least(vectors);
+BlockShape block_shape(bool channels_inner, std::int64_t rows, std::int64_t vectors, int threads, int slots) {
+    const std::int64_t columns = channels_inner ? vectors : pow2_at_least(vectors);
     if (columns > threads) return BlockShape{0, 0, 0, 0};
     const std::int64_t row_threads = threads / columns;
     const std::int64_t used = ceil_div(rows, row_threads);
@@ -69,7 +70,7 @@ BlockShape block_shape(std::int64_t rows, std::int64_t vectors, int threads, int
 BlockShape part_shape(const GnTileWalk& w, int cluster, int threads, int slots) {
     const std::int64_t rows = w.channels_inner ? ceil_div(w.rows, cluster) : w.rows;
     const std::int64_t vectors = w.channels_inner ? w.vectors : ceil_div(w.vectors, cluster);
-    return block_shape(rows, vectors, threads, slots);
+    return block_shape(w.channels_inner, rows, vectors, threads, slots);
 }
 
 // Rows, vectors and strides of the tiles, or why there are none.
@@ -128,33 +129,36 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     if (const char* why = cut_tiles(shape, x, width, w)) return why;
 
     // Blocks per tile: the fewest whose parts fit the registers, more when
-    // tiles are too few to give every multiprocessor a block.
+    // tiles are too few to give every multiprocessor a block.  Positions
+    // fastest, a power of two (the parts' vectors stay one: a tile's rows
+    // have a power of two of them in the shapes that matter).
     const int slots = backward ? kGnTileBackwardSlots : kGnTileForwardSlots;
     const int most_threads = backward ? kGnTileBackwardThreads : kGnTileForwardThreads;
     const std::int64_t axis = w.channels_inner ? w.rows : w.vectors;
     const int cluster_limit = static_cast<int>(std::min<std::int64_t>(std::max(1, device.cluster_blocks), axis));
+    auto next_cluster = [&](int k) { return w.channels_inner ? k + 1 : 2 * k; };
     int needed = 0;
-    for (int k = 1; k <= cluster_limit && needed == 0; ++k)
+    for (int k = 1; k <= cluster_limit && needed == 0; k = next_cluster(k))
         if (part_shape(w, k, most_threads, slots).threads != 0) needed = k;
     if (needed == 0) return "its groups are too large to stay on chip";
     const std::int64_t tiles = w.samples * w.tiles_per_sample;
     const std::int64_t tile_bytes = static_cast<std::int64_t>(w.tile_groups) * w.group_size() * size;
     const std::int64_t to_fill = std::max<std::int64_t>(1, device.multiprocessors / tiles);
-    const std::int64_t by_bytes = ceil_div(tile_bytes, kMinBlockBytes);
-    w.cluster = static_cast<int>(
-        std::max<std::int64_t>(needed, std::min<std::int64_t>({cluster_limit, to_fill, by_bytes})));
+    const std::int64_t wanted = std::min<std::int64_t>({cluster_limit, to_fill, ceil_div(tile_bytes, kMinBlockBytes)});
+    w.cluster = needed;
+    while (next_cluster(w.cluster) <= wanted) w.cluster = next_cluster(w.cluster);
 
-    // Threads: the fewest that keep at most half the slots busy (loads in
-    // flight are what a block waits on; slots add registers), else the
-    // fewest that fit.
+    // Threads: the fewest that leave each at most two slots, else as many
+    // as a block takes.  The kernels are bound by instruction issue once
+    // the data arrive, so a block's work is best spread over many waves;
+    // beyond two slots a thread's loads are in flight together anyway.
     BlockShape chosen{0, 0, 0, 0};
     const int least = std::max(kGnTileMinThreads, device.wave_size);
     for (int threads = least; threads <= most_threads && chosen.threads == 0; threads *= 2) {
         const BlockShape s = part_shape(w, w.cluster, threads, slots);
-        if (s.threads != 0 && 2 * s.slots_used <= slots) chosen = s;
+        if (s.threads != 0 && s.slots_used <= 2) chosen = s;
     }
-    for (int threads = least; threads <= most_threads && chosen.threads == 0; threads *= 2)
-        chosen = part_shape(w, w.cluster, threads, slots);
+    if (chosen.threads == 0) chosen = part_shape(w, w.cluster, most_threads, slots);
     w.threads = chosen.threads;
     w.columns = chosen.columns;
     w.row_threads = chosen.row_threads;

@@ -41,6 +41,9 @@ inline void __syncthreads() { emu::sync_block(); }
 inline void __threadfence() {}
 inline void __nanosleep(unsigned) {}
 [[noreturn]] inline void __trap() { std::abort(); }
+inline float __expf(float x) { return std::exp(x); }
+// div.approx: a * (1 / b), which flushes to 0 for |b| beyond 2^126.
+inline float __fdividef(float a, float b) { return std::fabs(b) > 0x1p126f ? a * 0.0f : a / b; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline float __uint_as_float(unsigned v) {
     float f;
