@@ -15,10 +15,12 @@ namespace gpu {
 void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target);
 void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTarget& target);
 
-// The most blocks the on-chip kernels put in one thread-block cluster on
-// `device` (the current one): kGnTileMaxCluster where the device launches
-// clusters and the code it runs was built for them (sm_90 on), else 1.
+// The most blocks (a power of two) the on-chip kernels put in one
+// thread-block cluster on `device` (the current one): up to
+// kGnTileMaxCluster where the device launches clusters, the code it runs
+// was built for them (sm_90 on) and such clusters fit; else 1.
 int gn_tile_cluster_limit(int device);
+int gn_tile_backward_largest_cluster();  // gn_tile_backward.hip's part of it
 
 // By slices, three launches (run_gn_forward_slices); else by chunks: one
 // launch when each group fits one team, or when all chunks of every group

@@ -343,5 +343,9 @@ void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const Lau
     });
 }
 
+int gn_tile_backward_largest_cluster() {
+    return largest_cluster(gn_tile_backward<__half, float, true>, kGnTileBackwardThreads);
+}
+
 }  // namespace gpu
 }  // namespace mbn

@@ -17,6 +17,8 @@
 #include "gpu/gn_tile_device.h"
 #include "gpu/gn_tile_launch.h"
 
+#include <algorithm>
+
 namespace mbn {
 namespace gpu {
 namespace {
@@ -287,7 +289,11 @@ int gn_tile_cluster_limit(int device) {
         (void)cudaGetLastError();
         return 1;
     }
-    return attributes.ptxVersion >= 90 ? kGnTileMaxCluster : 1;
+    if (attributes.ptxVersion < 90) return 1;
+    // Every instance takes a whole multiprocessor's registers: one of each
+    // kernel stands for all.
+    return std::min(largest_cluster(gn_tile_forward<__half, float, true>, kGnTileForwardThreads),
+                    gn_tile_backward_largest_cluster());
 #else
     (void)device;
     return 1;

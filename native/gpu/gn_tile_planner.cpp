@@ -128,17 +128,16 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     GnTileWalk w{};
     if (const char* why = cut_tiles(shape, x, width, w)) return why;
 
-    // Blocks per tile: the fewest whose parts fit the registers, more when
-    // tiles are too few to give every multiprocessor a block.  Positions
-    // fastest, a power of two (the parts' vectors stay one: a tile's rows
-    // have a power of two of them in the shapes that matter).
+    // Blocks per tile, a power of two (clusters of other sizes are not
+    // sure to launch; positions fastest, the parts' vectors stay a power of
+    // two): the fewest whose parts fit the registers, more when tiles are
+    // too few to give every multiprocessor a block.
     const int slots = backward ? kGnTileBackwardSlots : kGnTileForwardSlots;
     const int most_threads = backward ? kGnTileBackwardThreads : kGnTileForwardThreads;
     const std::int64_t axis = w.channels_inner ? w.rows : w.vectors;
     const int cluster_limit = static_cast<int>(std::min<std::int64_t>(std::max(1, device.cluster_blocks), axis));
-    auto next_cluster = [&](int k) { return w.channels_inner ? k + 1 : 2 * k; };
     int needed = 0;
-    for (int k = 1; k <= cluster_limit && needed == 0; k = next_cluster(k))
+    for (int k = 1; k <= cluster_limit && needed == 0; k *= 2)
         if (part_shape(w, k, most_threads, slots).threads != 0) needed = k;
     if (needed == 0) return "its groups are too large to stay on chip";
     const std::int64_t tiles = w.samples * w.tiles_per_sample;
@@ -146,7 +145,7 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     const std::int64_t to_fill = std::max<std::int64_t>(1, device.multiprocessors / tiles);
     const std::int64_t wanted = std::min<std::int64_t>({cluster_limit, to_fill, ceil_div(tile_bytes, kMinBlockBytes)});
     w.cluster = needed;
-    while (next_cluster(w.cluster) <= wanted) w.cluster = next_cluster(w.cluster);
+    while (2 * w.cluster <= wanted) w.cluster *= 2;
 
     // Threads: the fewest that leave each at most two slots, else as many
     // as a block takes.  The kernels are bound by instruction issue once

@@ -13,6 +13,12 @@
 namespace mbn {
 namespace gpu {
 
+// The emulator runs clusters of any size the planner asks for.
+template <typename... Params>
+int largest_cluster(void (*)(Params...), int) {
+    return kGnTileMaxCluster;
+}
+
 template <typename... Params, typename... Args>
 void launch_tile_kernel(void (*kernel)(Params...), const GnTileWalk& w, hipStream_t, const char* name,
                         Args... args) {
