@@ -112,6 +112,21 @@ struct Tensor {
     }
     double get(std::int64_t n, std::int64_t c, std::int64_t s) const { return to_double(dtype, data(), at(n, c, s)); }
     void set(std::int64_t n, std::int64_t c, std::int64_t s, double v) { from_double(dtype, data(), at(n, c, s), v); }
+    // Every element in logical (n, c, position) order, and back.
+    std::vector<double> values() const {
+        std::vector<double> out;
+        out.reserve(static_cast<std::size_t>(count()));
+        for (std::int64_t n = 0; n < len[kN]; ++n)
+            for (std::int64_t c = 0; c < len[kC]; ++c)
+                for (std::int64_t s = 0; s < len[kD] * len[kH] * len[kW]; ++s) out.push_back(get(n, c, s));
+        return out;
+    }
+    void assign(const std::vector<double>& in) {
+        std::size_t i = 0;
+        for (std::int64_t n = 0; n < len[kN]; ++n)
+            for (std::int64_t c = 0; c < len[kC]; ++c)
+                for (std::int64_t s = 0; s < len[kD] * len[kH] * len[kW]; ++s) set(n, c, s, in[i++]);
+    }
     void fill_nan() {
         for (std::int64_t i = 0; i < count(); ++i) from_double(dtype, data(), i, NAN);
     }
@@ -260,7 +275,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
             ref_rstd[n * G + g] = 1.0 / std::sqrt(m2 / (Cg * S) + kEpsilon);
         }
     std::vector<double> ref_y(x.count());
-    std::vector<double> x_values(x.count());
+    const std::vector<double> x_values = x.values();
     {
         std::int64_t i = 0;
         for (std::int64_t n = 0; n < N; ++n)
@@ -269,7 +284,6 @@ void run_case(const Case& k, std::mt19937_64& rng) {
                     const std::int64_t g = c / Cg;
                     double v = (x.get(n, c, s) - ref_mean[n * G + g]) * ref_rstd[n * G + g] * w_of(c) + b_of(c);
                     ref_y[i] = k.swish ? swish(v, kBeta) : v;
-                    x_values[i] = x.get(n, c, s);
                 }
     }
     const DeviceShape device = device_shape();
@@ -281,12 +295,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         Tensor y(k.dtype, k.len, k.channels_last);
         y.fill_nan();
         Tensor& out = k.in_place ? x : y;
-        if (k.in_place) {
-            std::int64_t i = 0;  // x again (an in-place round overwrote it)
-            for (std::int64_t n = 0; n < N; ++n)
-                for (std::int64_t c = 0; c < C; ++c)
-                    for (std::int64_t s = 0; s < S; ++s) x.set(n, c, s, x_values[i++]);
-        }
+        if (k.in_place) x.assign(x_values);  // x again (an in-place round overwrote it)
         Small mean(DType::f32, N, G), rstd(DType::f32, N, G);
         for (std::int64_t i = 0; i < N * G; ++i) mean.set(i, NAN), rstd.set(i, NAN);
         GnForward p;
@@ -312,11 +321,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         }
         forward_walk = plan.tiles;
         run_gn_tile_forward(p, plan.tiles, LaunchTarget{nullptr, nullptr, nullptr});
-        std::vector<double> got(out.count());
-        std::int64_t i = 0;
-        for (std::int64_t n = 0; n < N; ++n)
-            for (std::int64_t c = 0; c < C; ++c)
-                for (std::int64_t s = 0; s < S; ++s) got[i++] = out.get(n, c, s);
+        const std::vector<double> got = out.values();
         if (round == 0) {
             compare("y", k, got, ref_y, tol.elementwise);
             std::vector<double> m(N * G), r(N * G);
@@ -333,12 +338,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
             std::printf("FAIL %s: forward wrote outside y\n", describe(k).c_str());
         }
     }
-    if (k.in_place) {
-        std::int64_t i = 0;
-        for (std::int64_t n = 0; n < N; ++n)
-            for (std::int64_t c = 0; c < C; ++c)
-                for (std::int64_t s = 0; s < S; ++s) x.set(n, c, s, x_values[i++]);
-    }
+    if (k.in_place) x.assign(x_values);
 
     // Backward from float32 saved statistics (the reference uses the same).
     Small mean(DType::f32, N, G), rstd(DType::f32, N, G);
@@ -372,13 +372,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
                     ref_dx[i] = rstd.get(j) * (w_of(c) * g - mean_wg[j] - xhat * mean_wgx[j]);
                 }
     }
-    std::vector<double> dy_values(dy.count());
-    {
-        std::int64_t i = 0;
-        for (std::int64_t n = 0; n < N; ++n)
-            for (std::int64_t c = 0; c < C; ++c)
-                for (std::int64_t s = 0; s < S; ++s) dy_values[i++] = dy.get(n, c, s);
-    }
+    const std::vector<double> dy_values = dy.values();
     std::vector<double> first_dx, first_dw, first_db;
     std::vector<unsigned long long> counters(1 << 12, 0);
     std::vector<double> scratch(1 << 20);
@@ -386,12 +380,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         Tensor dx(k.dtype, k.len, k.channels_last);
         dx.fill_nan();
         Tensor& out = k.in_place ? dy : dx;
-        if (k.in_place) {
-            std::int64_t i = 0;
-            for (std::int64_t n = 0; n < N; ++n)
-                for (std::int64_t c = 0; c < C; ++c)
-                    for (std::int64_t s = 0; s < S; ++s) dy.set(n, c, s, dy_values[i++]);
-        }
+        if (k.in_place) dy.assign(dy_values);
         Small dweight(pt, 1, C), dbias(pt, 1, C);
         for (std::int64_t c = 0; c < C; ++c) dweight.set(c, NAN), dbias.set(c, NAN);
         GnBackward p;
@@ -431,11 +420,8 @@ void run_case(const Case& k, std::mt19937_64& rng) {
                 std::printf("FAIL %s: a counter was left at %llu\n", describe(k).c_str(), v);
                 break;
             }
-        std::vector<double> got(out.count()), dw(C), db(C);
-        std::int64_t i = 0;
-        for (std::int64_t n = 0; n < N; ++n)
-            for (std::int64_t c = 0; c < C; ++c)
-                for (std::int64_t s = 0; s < S; ++s) got[i++] = out.get(n, c, s);
+        const std::vector<double> got = out.values();
+        std::vector<double> dw(C), db(C);
         for (std::int64_t c = 0; c < C; ++c) dw[c] = dweight.get(c), db[c] = dbias.get(c);
         if (round == 0) {
             compare("dx", k, got, ref_dx, tol.elementwise);
