@@ -13,8 +13,9 @@
 //   channels fastest (NHWC-like): a row is a position (rows = S) of the
 //     tile's tile_groups * C/G channels; a vector may straddle two groups
 //     (C/G >= W, so never more).
-// The cluster's K blocks split the position axis: vectors of each row
-// (positions fastest) or rows (channels fastest), in K near-equal parts.
+// The cluster's K blocks (a power of two, at most kGnTileMaxCluster) split
+// the position axis: vectors of each row (positions fastest) or rows
+// (channels fastest), in K near-equal parts.
 //
 // Inside a block, thread t is (tx, ty) = (t % columns, t / columns); it
 // holds vector tx of rows ty, ty + row_threads, ... of its part: at most
