@@ -135,12 +135,19 @@ __device__ __forceinline__ V butterfly_sum_below(V value, int end) {
 }
 
 // The sum of `value` over the cluster's blocks, in rank order, from the
-// shared variable `mine` of each (after cluster_sync).
+// shared variable `mine` of each (after cluster_sync).  Every read is issued
+// before the first add: each crosses to another multiprocessor.
 template <typename V>
 __device__ __forceinline__ V cluster_total(const V* mine, int cluster) {
     if (cluster == 1) return *mine;
-    V total = *cluster_peer(mine, 0);
-    for (int rank = 1; rank < cluster; ++rank) total = total + *cluster_peer(mine, rank);
+    V parts[kGnTileMaxCluster];
+#pragma unroll
+    for (int rank = 0; rank < kGnTileMaxCluster; ++rank)
+        if (rank < cluster) parts[rank] = *cluster_peer(mine, rank);
+    V total = parts[0];
+#pragma unroll
+    for (int rank = 1; rank < kGnTileMaxCluster; ++rank)
+        if (rank < cluster) total = total + parts[rank];
     return total;
 }
 
