@@ -11,7 +11,9 @@ mean and rstd omitted, in place, ranks 2 to 5, the Stable-Diffusion and VAE
 shapes, C/G = 1, G = 1, N = 1, C/G >= 64, N*G < 32, many tiny groups,
 groups too large to stay resident (the two-launch forward), channel-outermost
 storage, bitwise-deterministic reruns, Swish where exp overflows, and capture
-in a CUDA graph.
+in a CUDA graph.  The on-chip kernels (one launch; native/gpu/gn_tile.hpp) and
+the older paths each run on their own cases, chosen by MIOPEN_BN_GN_ONCHIP
+(2: on chip or fail, 0: never on chip).
 
 The whole module skips when torch, a CUDA device, the library's GPU backend
 or the package's group-norm API is missing.
@@ -391,3 +393,126 @@ def test_captured_in_a_cuda_graph():
     check("dx", dx, expected[0].cpu().numpy(), ELEMENTWISE)
     check("dweight", dweight, expected[1].cpu().numpy(), REDUCTION)
     check("dbias", dbias, expected[2].cpu().numpy(), REDUCTION)
+
+
+# --------------------------------------------------------------------------
+# The on-chip kernels (MIOPEN_BN_GN_ONCHIP=2: a problem they cannot take
+# fails instead of falling back) and, beside them, the older paths (=0)
+# --------------------------------------------------------------------------
+ON_CHIP_DTYPES = ("fp32", "fp16", "bf16")
+# Fits both layouts for every on-chip dtype: C/G = 10 (NHWC rows of 2 or 4
+# groups, vectors straddling groups), 24 positions (NCHW: whole vectors).
+ON_CHIP_SMALL, ON_CHIP_SMALL_GROUPS = (3, 40, 4, 6), 4
+# The UNet shapes (G = 32); one sample makes the NHWC tiles of 4 groups
+# split over clusters of 8 blocks.
+UNET_SHAPES = [(2, 320, 64, 64), (1, 320, 64, 64), (1, 640, 32, 32), (2, 1280, 16, 16), (2, 1280, 8, 8)]
+
+
+def clusters_expected():
+    """Hopper and later launch thread-block clusters: large groups must fit."""
+    return torch.cuda.get_device_capability() >= (9, 0)
+
+
+@pytest.fixture
+def on_chip(monkeypatch):
+    """Every call must run on chip (the library reads the variable per call)."""
+    monkeypatch.setenv("MIOPEN_BN_GN_ONCHIP", "2")
+
+
+@pytest.fixture
+def off_chip(monkeypatch):
+    monkeypatch.setenv("MIOPEN_BN_GN_ONCHIP", "0")
+
+
+def run_on_chip(run, *args, **options):
+    """`run`, skipping where no cluster can hold the groups on this device."""
+    try:
+        return run(*args, **options)
+    except mbn.MIOpenError as error:
+        if "cannot take this problem" in str(error) and not clusters_expected():
+            pytest.skip(f"no thread-block clusters on this device: {error}")
+        raise
+
+
+@pytest.mark.parametrize("param_dtype", ("fp32", "x"))
+@pytest.mark.parametrize("affine", (True, False), ids=("affine", "plain"))
+@pytest.mark.parametrize("activation", (None, "swish"), ids=("none", "swish"))
+@pytest.mark.parametrize("layout", ("nchw", "nhwc"))
+@pytest.mark.parametrize("dtype", ON_CHIP_DTYPES)
+def test_on_chip_small(handle, on_chip, dtype, layout, activation, affine, param_dtype):
+    """Every variant of both kernels on a small odd shape, one block per tile."""
+    if param_dtype == "x" and (dtype == "fp32" or not affine):
+        pytest.skip("the same as float32 parameters")
+    x = random_data(ON_CHIP_SMALL, dtype, 121, layout)
+    dy = random_data(ON_CHIP_SMALL, dtype, 122, layout)
+    run_forward(handle, x, ON_CHIP_SMALL_GROUPS, 121, affine=affine, activation=activation,
+                param_dtype=x.dtype if param_dtype == "x" else torch.float32)
+    run_backward(handle, x, dy, ON_CHIP_SMALL_GROUPS, 121, affine=affine, activation=activation)
+
+
+@pytest.mark.parametrize("shape, groups", [
+    ((1, 48), 4),             # rank 2: one position, rows of 2 groups (fp16)
+    ((2, 32, 9), 2),          # rank 3, odd positions (NHWC-like storage only)
+    ((2, 16, 2, 2, 4), 1),    # rank 5, G = 1
+    ((1, 64, 4, 6), 4),       # N = 1, C/G = 16
+    ((2, 80, 8, 8), 8),       # C/G = 10 over 64 positions
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else f"G{v}")
+@pytest.mark.parametrize("dtype", ON_CHIP_DTYPES)
+def test_on_chip_corners(handle, on_chip, shape, groups, dtype):
+    # Rank 3 with 9 positions fits only channels innermost (NCHW needs whole
+    # 16-byte vectors of positions).
+    for layout in ("nhwc",) if len(shape) == 3 else ("nchw", "nhwc"):
+        run_both(handle, shape, groups, dtype, layout, 131, activation="swish")
+
+
+@pytest.mark.parametrize("layout", ("nchw", "nhwc"))
+@pytest.mark.parametrize("dtype", ON_CHIP_DTYPES)
+@pytest.mark.parametrize("shape", UNET_SHAPES, ids=lambda v: "x".join(map(str, v)))
+def test_on_chip_unet(handle, on_chip, shape, dtype, layout):
+    """The UNet shapes: tiles split over clusters of up to 8 blocks."""
+    run_on_chip(run_both, handle, shape, 32, dtype, layout, 141, activation="swish")
+
+
+def test_on_chip_in_place(handle, on_chip):
+    x = random_data((2, 640, 32, 32), "fp16", 151, "nhwc")
+    run_forward(handle, x, 32, 151, activation="swish", y=x)
+    x = random_data((2, 640, 32, 32), "bf16", 152, "nchw")
+    dy = random_data((2, 640, 32, 32), "bf16", 153, "nchw")
+    run_backward(handle, x, dy, 32, 152, activation="swish", dx=dy)
+    x = random_data(ON_CHIP_SMALL, "fp32", 154, "nhwc")
+    dy = random_data(ON_CHIP_SMALL, "fp32", 155, "nhwc")
+    run_backward(handle, x, dy, ON_CHIP_SMALL_GROUPS, 154, dx=x)
+
+
+@pytest.mark.parametrize("layout", ("nchw", "nhwc"))
+def test_on_chip_is_deterministic(handle, on_chip, layout):
+    """Clusters add their blocks' sums in rank order, dweight in sample order."""
+    shape, groups = (2, 320, 64, 64), 32
+    x = random_data(shape, "fp16", 161, layout)
+    dy = random_data(shape, "fp16", 162, layout)
+    weight, bias = make_params(shape[1], 161, True)
+    runs = [mbn.groupnorm_forward(x, groups, weight, bias, epsilon=EPS, activation="swish", handle=handle)
+            for _ in range(2)]
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+    mean, rstd = runs[0][1], runs[0][2]
+    runs = [mbn.groupnorm_backward(x, dy, groups, weight, mean, rstd, bias=bias, activation="swish", handle=handle)
+            for _ in range(2)]
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+
+
+def test_on_chip_refuses_what_it_cannot_take(handle, on_chip):
+    """MIOPEN_BN_GN_ONCHIP=2 turns a fallback into an error saying why."""
+    x = random_data(ON_CHIP_SMALL, "fp64", 171)
+    with pytest.raises(NotImplementedError, match="float64"):
+        mbn.groupnorm_forward(x, ON_CHIP_SMALL_GROUPS, None, None, epsilon=EPS, handle=handle)
+
+
+@pytest.mark.parametrize("layout", ("nchw", "nhwc"))
+@pytest.mark.parametrize("dtype", ("fp32", "fp16"))
+@pytest.mark.parametrize("shape, groups", [(ON_CHIP_SMALL, ON_CHIP_SMALL_GROUPS), ((2, 320, 64, 64), 32),
+                                           ((2, 1280, 8, 8), 32)], ids=("small", "sd", "sd8"))
+def test_off_chip(handle, off_chip, shape, groups, dtype, layout):
+    """The older kernels on problems the on-chip ones take by default."""
+    run_both(handle, shape, groups, dtype, layout, 181, activation="swish")

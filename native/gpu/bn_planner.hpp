@@ -20,6 +20,7 @@ struct DeviceShape {
     int multiprocessors = 1;
     int wave_size = 32;
     int shared_bytes_per_block = 0;  // the most dynamic shared memory one block may use
+    int cluster_blocks = 1;          // blocks one thread-block cluster may hold (1: no clusters)
 };
 
 // With `vectors` false every thread takes one element of one feature per

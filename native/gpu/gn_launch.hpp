@@ -1,6 +1,7 @@
-// The kernel sequences of group norm (gn_forward.hip, gn_forward_slices.hip,
-// gn_backward.hip).  All
-// work goes to the target's stream; nothing allocates or waits on the host.
+// The kernel sequences of group norm (gn_tile_forward.hip,
+// gn_tile_backward.hip, gn_forward.hip, gn_forward_slices.hip,
+// gn_backward.hip).  All work goes to the target's stream; nothing
+// allocates or waits on the host.
 #pragma once
 
 #include "common/group_norm_problem.hpp"
@@ -9,6 +10,17 @@
 
 namespace mbn {
 namespace gpu {
+
+// On chip (gn_tile.hpp): one launch each.
+void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target);
+void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTarget& target);
+
+// The most blocks (a power of two) the on-chip kernels put in one
+// thread-block cluster on `device` (the current one): up to
+// kGnTileMaxCluster where the device launches clusters, the code it runs
+// was built for them (sm_90 on) and such clusters fit; else 1.
+int gn_tile_cluster_limit(int device);
+int gn_tile_backward_largest_cluster();  // gn_tile_backward.hip's part of it
 
 // By slices, three launches (run_gn_forward_slices); else by chunks: one
 // launch when each group fits one team, or when all chunks of every group

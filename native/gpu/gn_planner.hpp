@@ -6,6 +6,7 @@
 #include "gpu/bn_planner.hpp"
 #include "gpu/gn_layout.hpp"
 #include "gpu/gn_scratch.hpp"
+#include "gpu/gn_tile.hpp"
 
 namespace mbn {
 namespace gpu {
@@ -17,8 +18,17 @@ struct GnSlicePlan {
     GnSliceOrder order;
 };
 
+// Which kernels run a call.  On chip (gn_tile.hpp): one launch, data read
+// once; taken whenever the problem fits them (float64, mixed layouts,
+// unaligned tensors and groups too large for a cluster's registers do not),
+// except a float32 backward of small groups, whose dx cancels too much for
+// the kernels' float arithmetic.  MIOPEN_BN_GN_ONCHIP overrides the choice:
+// 0 never, 1 whenever the problem fits, 2 the same and a problem that does
+// not fit fails (NotImplemented; for tests that must run these kernels).
 struct GnForwardPlan {
-    // Channels innermost in memory and few per group: a group's elements
+    bool on_chip;
+    GnTileWalk tiles;  // when on_chip
+    // Otherwise: channels innermost in memory and few per group: a group's elements
     // are short runs a whole row apart, which the chunk walk reads poorly.
     // Then per-slice statistics over the slice layout, merged per group,
     // and a normalize over the same layout (x read twice, whole rows).
@@ -31,7 +41,9 @@ struct GnForwardPlan {
 };
 
 struct GnBackwardPlan {
-    GnSlicePlan slices;
+    bool on_chip;
+    GnTileWalk tiles;    // when on_chip
+    GnSlicePlan slices;  // otherwise
     GnScratchNeeds needs;
 };
 

@@ -10,9 +10,13 @@
 //   sum_g, sum_g_xhat  per (split, row): sums of the pre-activation gradient g
 //                      and of g * xhat
 //   group_terms        per group: mean of w g and mean of w g xhat
+// Backward on chip (gn_tile_backward.hip), when dweight / dbias are wanted:
+//   sum_g, sum_g_xhat  per (channel, sample): a tile's sums, [c * N + n]
+//   arrivals           per tile of a sample (its channels)
 #pragma once
 
 #include "gpu/gn_layout.hpp"
+#include "gpu/gn_tile.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -79,6 +83,24 @@ inline GnBackwardScratch carve_backward_scratch(void* base, std::int64_t rows, i
     s.sum_g_xhat = reinterpret_cast<double*>(p + sums);
     s.group_terms = reinterpret_cast<double*>(p + 2 * sums);
     return s;
+}
+
+struct GnTileBackwardScratch {
+    double* sum_g;
+    double* sum_g_xhat;
+    ArrivalCounter* arrivals;
+};
+
+inline GnScratchNeeds tile_backward_scratch_needs(const GnTileWalk& w, bool affine) {
+    if (!affine) return GnScratchNeeds{0, 0};
+    const std::int64_t sums = w.groups * w.channels * w.samples;
+    return GnScratchNeeds{2 * gn_padded_bytes(sums, sizeof(double)), w.tiles_per_sample};
+}
+
+inline GnTileBackwardScratch carve_tile_backward_scratch(void* base, ArrivalCounter* counters, const GnTileWalk& w) {
+    char* p = static_cast<char*>(base);
+    const std::size_t sums = gn_padded_bytes(w.groups * w.channels * w.samples, sizeof(double));
+    return GnTileBackwardScratch{reinterpret_cast<double*>(p), reinterpret_cast<double*>(p + sums), counters};
 }
 
 }  // namespace gpu

@@ -175,13 +175,23 @@ public:
     void gn_forward(const GnForward& p) override {
         const GnForwardPlan plan = plan_gn_forward(p, shape_);
         run(plan.needs.bytes, plan.needs.counters,
-            [&](const LaunchTarget& target) { run_gn_forward(p, plan, shape_, target); });
+            [&](const LaunchTarget& target) {
+                if (plan.on_chip)
+                    run_gn_tile_forward(p, plan.tiles, target);
+                else
+                    run_gn_forward(p, plan, shape_, target);
+            });
     }
 
     void gn_backward(const GnBackward& p) override {
         const GnBackwardPlan plan = plan_gn_backward(p, shape_);
         run(plan.needs.bytes, plan.needs.counters,
-            [&](const LaunchTarget& target) { run_gn_backward(p, plan, target); });
+            [&](const LaunchTarget& target) {
+                if (plan.on_chip)
+                    run_gn_tile_backward(p, plan.tiles, target);
+                else
+                    run_gn_backward(p, plan, target);
+            });
     }
 
 private:
@@ -281,6 +291,7 @@ std::unique_ptr<Backend> make_gpu_backend(void* stream) {
         (void)hipGetLastError();
         return nullptr;
     }
+    shape.cluster_blocks = gpu::gn_tile_cluster_limit(device);
     return std::make_unique<gpu::GpuBackend>(device, shape, stream);
 }
 

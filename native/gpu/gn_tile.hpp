@@ -1,0 +1,161 @@
+// How the on-chip group-norm kernels (gn_tile_forward.hip,
+// gn_tile_backward.hip) cut a problem: one launch, each element read once
+// into registers, statistics shared on chip, output written from the
+// registers.  Plain data only: shared by the host planner (g++) and the
+// kernels (hipcc / nvcc).
+//
+// A tile is what one cluster of blocks (Hopper's thread-block clusters;
+// one block elsewhere) normalizes alone: sample n and `tile_groups`
+// consecutive groups.  In memory it is `rows` rows of `vectors` 16-byte
+// vectors of W elements (contiguous along a row, `row_stride` apart):
+//   positions fastest (NCHW-like): a row is a channel (rows = C/G) of S
+//     positions; one group per tile;
+//   channels fastest (NHWC-like): a row is a position (rows = S) of the
+//     tile's tile_groups * C/G channels; a vector may straddle two groups
+//     (C/G >= W, so never more).
+// The cluster's K blocks (a power of two, at most kGnTileMaxCluster) split
+// the position axis: vectors of each row (positions fastest) or rows
+// (channels fastest), in K near-equal parts.
+//
+// Inside a block, thread t is (tx, ty) = (t % columns, t / columns); it
+// holds vector tx of rows ty, ty + row_threads, ... of its part: at most
+// `slots` rows (the kernels' register arrays).  So a thread's data are one
+// column: its lanes are fixed channels (channels fastest), or its slots are
+// fixed channels (positions fastest), and per-channel sums need no
+// division.  Channels fastest, columns = the tile's vectors (5 in Stable
+// Diffusion's rows of 80 bytes: every lane busy; threads past
+// columns * row_threads idle) and the block adds a column's partials in
+// shared memory; positions fastest, columns is a power of two (at least the
+// part's vectors) and a row's partials add by shuffles first.
+#pragma once
+
+#include "gpu/bn_layout.hpp"
+
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+
+// Per kernel: the most threads of a block and the 16-byte vectors of x each
+// thread holds, within the registers a multiprocessor has (no spills): the
+// forward 64 KB of x per block; the backward 44 KB of x (and dy, then the
+// float gradient g in dy's place).
+constexpr int kGnTileForwardThreads = 512;
+constexpr int kGnTileForwardSlots = 8;
+constexpr int kGnTileBackwardThreads = 256;
+constexpr int kGnTileBackwardSlots = 11;
+constexpr int kGnTileMaxThreads = 512;
+constexpr int kGnTileMinThreads = 64;   // at least one wave on every target
+constexpr int kGnTileMaxCluster = 8;    // the portable cluster size
+// Static limit of shared memory without an opt-in attribute.
+constexpr int kGnTileMaxSharedBytes = 48 * 1024;
+// Waves are at least this wide: shared arrays indexed by wave are sized by it.
+constexpr int kGnTileNarrowestWave = 32;
+
+struct GnTileWalk {
+    // The problem.
+    std::int64_t samples;       // N
+    std::int64_t groups;        // G
+    std::int64_t channels;      // C / G
+    std::int64_t positions;     // S
+    int tile_groups;            // groups per tile: 1 when positions are fastest
+    std::int64_t tiles_per_sample;  // G / tile_groups
+    bool channels_inner;
+    // Memory, in elements, the same for every data tensor of the call.
+    std::int64_t sample_stride;
+    std::int64_t row_stride;
+    // A tile: rows x vectors (of the kernels' vector width W).
+    std::int64_t rows;
+    std::int64_t vectors;
+    // The launch: tiles * cluster blocks of `threads` threads.
+    int cluster;      // K blocks per tile, one cluster
+    int threads;      // T, a power of two
+    int columns;      // threads along a row
+    int row_threads;  // rows of threads: T / columns, rounded down
+    int shared_bytes; // dynamic shared memory per block
+
+    MBN_HOST_DEVICE std::int64_t tiles() const { return samples * tiles_per_sample; }
+    MBN_HOST_DEVICE std::int64_t group_size() const { return channels * positions; }
+    MBN_HOST_DEVICE std::int64_t tile_channels() const { return channels * tile_groups; }
+    // Offset of the tile's first element (channel 0, position 0).
+    MBN_HOST_DEVICE std::int64_t tile_base(std::int64_t n, std::int64_t tile) const {
+        const std::int64_t channel_stride = channels_inner ? 1 : row_stride;
+        return n * sample_stride + tile * tile_channels() * channel_stride;
+    }
+    // Channels whose sums a block keeps: the tile's (channels fastest), or
+    // its rows (positions fastest, one group).
+    MBN_HOST_DEVICE std::int64_t block_channels() const { return channels_inner ? tile_channels() : rows; }
+};
+
+// The part of a tile block `rank` of its cluster holds.
+struct GnTilePart {
+    std::int64_t row0, rows;
+    std::int64_t vector0, vectors;
+};
+
+MBN_HOST_DEVICE inline GnTilePart tile_part(const GnTileWalk& w, int rank) {
+    const std::int64_t axis = w.channels_inner ? w.rows : w.vectors;
+    const std::int64_t begin = axis * rank / w.cluster;
+    const std::int64_t end = axis * (rank + 1) / w.cluster;
+    if (w.channels_inner) return GnTilePart{begin, end - begin, 0, w.vectors};
+    return GnTilePart{0, w.rows, begin, end - begin};
+}
+
+// Partials per channel (or group) before the block folds them, sized for
+// the narrowest wave:
+//   forward: `entry_rows` x `entry_columns` (lo group, hi group) triples:
+//     one per wave (positions fastest: the block is one group) or one per
+//     thread (channels fastest);
+//   backward: `entry_rows` x block_channels() pairs of sums: one per wave
+//     along a row (positions fastest) or per row of threads.
+MBN_HOST_DEVICE inline int entry_rows(const GnTileWalk& w, bool backward, int wave) {
+    if (w.channels_inner) return w.row_threads;
+    if (!backward) return w.threads / wave;
+    return w.columns > wave ? w.columns / wave : 1;
+}
+MBN_HOST_DEVICE inline int entry_columns(const GnTileWalk& w) { return w.channels_inner ? w.columns : 1; }
+
+// Byte offsets of the kernels' shared arrays (dynamic shared memory).
+struct GnTileShared {
+    int entries;  // forward: 6 doubles per entry; backward: 2 floats
+    int block;    // forward: 3 doubles per group; backward: 2 doubles per channel
+    int totals;   // forward: 2 doubles per group (offset, rstd); backward: 2 doubles per channel
+    int terms;    // backward: 2 doubles per group
+    int flag;     // backward: the last-arrival flag
+    int bytes;
+};
+
+constexpr int kGnForwardEntryDoubles = 6;  // A, B, C of the lo and hi groups
+
+MBN_HOST_DEVICE inline int round_up_16(std::int64_t bytes) { return static_cast<int>((bytes + 15) / 16 * 16); }
+
+MBN_HOST_DEVICE inline GnTileShared tile_shared(const GnTileWalk& w, bool backward) {
+    const std::int64_t rows = entry_rows(w, backward, kGnTileNarrowestWave);
+    GnTileShared s{};
+    std::int64_t at = 0;
+    s.entries = 0;
+    if (backward) {
+        const std::int64_t channels = w.block_channels();
+        at += round_up_16(rows * channels * 2 * 4);
+        s.block = static_cast<int>(at);
+        at += round_up_16(channels * 2 * 8);
+        s.totals = static_cast<int>(at);
+        at += round_up_16(channels * 2 * 8);
+        s.terms = static_cast<int>(at);
+        at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 2 * 8);
+        s.flag = static_cast<int>(at);
+        at += 16;
+    } else {
+        at += round_up_16(rows * entry_columns(w) * kGnForwardEntryDoubles * 8);
+        s.block = static_cast<int>(at);
+        at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 3 * 8);
+        s.totals = static_cast<int>(at);
+        at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 2 * 8);
+        s.terms = s.flag = static_cast<int>(at);
+    }
+    s.bytes = at > (std::int64_t(1) << 30) ? (1 << 30) : static_cast<int>(at);
+    return s;
+}
+
+}  // namespace gpu
+}  // namespace mbn

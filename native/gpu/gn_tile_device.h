@@ -1,0 +1,177 @@
+// Device-side pieces the on-chip group-norm kernels share (gn_tile.hpp
+// describes the cut): where a block's thread sits in its tile, which
+// elements its slots hold, which groups its lanes belong to, and the
+// fixed-order sums that make results bitwise repeatable.  No __global__
+// function lives here.
+#pragma once
+
+#include "gpu/bn_device_math.h"
+#include "gpu/gn_cluster.h"
+#include "gpu/gn_tile.hpp"
+
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+
+// Where this thread sits: its tile, its block's part, its column and row.
+struct GnTileThread {
+    std::int64_t n;     // sample
+    std::int64_t tile;  // tile within the sample
+    int rank;           // block within the cluster
+    GnTilePart part;
+    int tx, ty;
+    bool in_block;      // ty < row_threads (threads past them hold nothing)
+    std::int64_t base;  // offset of the tile's first element
+
+    __device__ GnTileThread(const GnTileWalk& w) {
+        const std::int64_t block = blockIdx.x;
+        const std::int64_t tile_index = block / w.cluster;
+        rank = static_cast<int>(block - tile_index * w.cluster);
+        n = tile_index / w.tiles_per_sample;
+        tile = tile_index - n * w.tiles_per_sample;
+        part = tile_part(w, rank);
+        tx = static_cast<int>(threadIdx.x) % w.columns;
+        ty = static_cast<int>(threadIdx.x) / w.columns;
+        in_block = ty < w.row_threads;
+        base = w.tile_base(n, tile);
+    }
+
+    // Row (within the tile) of slot a.
+    __device__ std::int64_t row(const GnTileWalk& w, int a) const { return part.row0 + ty + std::int64_t(a) * w.row_threads; }
+    __device__ bool holds(const GnTileWalk& w, int a) const {
+        return in_block && tx < part.vectors && ty + std::int64_t(a) * w.row_threads < part.rows;
+    }
+    // Whether the thread's column names channels of the tile.
+    __device__ bool active() const { return in_block && tx < part.vectors; }
+    // Element offset of slot a's first lane.
+    template <int W>
+    __device__ std::int64_t offset(const GnTileWalk& w, int a) const {
+        return base + row(w, a) * w.row_stride + (part.vector0 + tx) * W;
+    }
+};
+
+// The slots this thread holds, as a bit mask (slot a: bit a).
+template <int R>
+__device__ __forceinline__ unsigned held_slots(const GnTileWalk& w, const GnTileThread& at) {
+    unsigned mask = 0;
+#pragma unroll
+    for (int a = 0; a < R; ++a)
+        if (at.holds(w, a)) mask |= 1u << a;
+    return mask;
+}
+
+template <int R, int W, typename T>
+__device__ __forceinline__ void load_slots(const T* data, const GnTileWalk& w, const GnTileThread& at, unsigned held,
+                                           Pack<T, W> (&raw)[R]) {
+#pragma unroll
+    for (int a = 0; a < R; ++a)
+        if (held & (1u << a)) raw[a] = load_pack<W>(data + at.offset<W>(w, a));
+}
+
+// The groups (within the tile) of a thread's lanes: lanes below `split`
+// belong to group `lo`, the others to lo + 1.  Positions fastest: all to
+// the tile's one group.  Channels fastest: lane j is channel tx * W + j.
+struct GnLaneGroups {
+    int lo;
+    int split;
+};
+
+template <int W, bool kInner>
+__device__ __forceinline__ GnLaneGroups lane_groups(const GnTileWalk& w, int tx) {
+    if (!kInner) return GnLaneGroups{0, W};
+    const std::int64_t first = static_cast<std::int64_t>(tx) * W;
+    const std::int64_t lo = first / w.channels;
+    const std::int64_t split = (lo + 1) * w.channels - first;
+    return GnLaneGroups{static_cast<int>(lo), static_cast<int>(split < W ? split : W)};
+}
+
+// A parameter (weight or bias) of channel c as float; `absent` without one.
+template <typename P>
+__device__ __forceinline__ float channel_param(const P* p, std::int64_t stride, std::int64_t c, float absent) {
+    return p != nullptr ? static_cast<float>(widen(p[c * stride])) : absent;
+}
+
+__device__ __forceinline__ float shuffle_xor(float value, int mask) {
+#if MBN_GPU_CUDA
+    return __shfl_xor_sync(0xffffffffu, value, mask);
+#else
+    return __shfl_xor(value, mask);
+#endif
+}
+
+// A group's moments as sums (gn_tile_forward.hip): each thread takes its
+// values' mean m and M2 about it two-pass in registers and contributes
+// A = n m, B = n m^2, C = M2; then over the group M2 = C + B - A^2 / count,
+// exactly (the thread means enter only as the spread between them).  Sums
+// merge by addition, in double.
+struct GnMomentSums {
+    double a, b, c;
+};
+__device__ __forceinline__ GnMomentSums operator+(const GnMomentSums& x, const GnMomentSums& y) {
+    return GnMomentSums{x.a + y.a, x.b + y.b, x.c + y.c};
+}
+__device__ __forceinline__ GnMomentSums shuffle_xor(const GnMomentSums& v, int mask) {
+    return GnMomentSums{shuffle_xor(v.a, mask), shuffle_xor(v.b, mask), shuffle_xor(v.c, mask)};
+}
+
+template <typename A>
+__device__ __forceinline__ Sums2<A> operator+(const Sums2<A>& x, const Sums2<A>& y) {
+    return Sums2<A>{x.a + y.a, x.b + y.b};
+}
+
+// Adds over the lanes l ^ m for m = first, 2 first, ... below the wave:
+// every lane of a butterfly gets the same bits (IEEE addition commutes).
+template <typename V>
+__device__ __forceinline__ V butterfly_sum(V value, int first) {
+    for (int mask = first; mask < MBN_WAVE_SIZE; mask *= 2) value = value + shuffle_xor(value, mask);
+    return value;
+}
+// The same over masks below `end` (the lanes of one row of threads).
+template <typename V>
+__device__ __forceinline__ V butterfly_sum_below(V value, int end) {
+    for (int mask = 1; mask < end && mask < MBN_WAVE_SIZE; mask *= 2) value = value + shuffle_xor(value, mask);
+    return value;
+}
+
+// The sum of `value` over the cluster's blocks, in rank order, from the
+// shared variable `mine` of each (after cluster_sync).  Every read is issued
+// before the first add: each crosses to another multiprocessor.
+template <typename V>
+__device__ __forceinline__ V cluster_total(const V* mine, int cluster) {
+    if (cluster == 1) return *mine;
+    V parts[kGnTileMaxCluster];
+#pragma unroll
+    for (int rank = 0; rank < kGnTileMaxCluster; ++rank)
+        if (rank < cluster) parts[rank] = *cluster_peer(mine, rank);
+    V total = parts[0];
+#pragma unroll
+    for (int rank = 1; rank < kGnTileMaxCluster; ++rank)
+        if (rank < cluster) total = total + parts[rank];
+    return total;
+}
+
+// A kernel built without cluster support must never run a cluster (the host
+// checks; this stops a wrong result if it ever did).
+__device__ __forceinline__ void require_cluster_support(int cluster) {
+#if !MBN_GN_CLUSTERS
+    if (cluster > 1) {
+#if MBN_GPU_CUDA
+        __trap();
+#else
+        __builtin_trap();
+#endif
+    }
+#else
+    (void)cluster;
+#endif
+}
+
+// The tile's dynamic shared memory at a byte offset of GnTileShared.
+template <typename V>
+__device__ __forceinline__ V* shared_at(void* shared, int offset) {
+    return reinterpret_cast<V*>(static_cast<char*>(shared) + offset);
+}
+
+}  // namespace gpu
+}  // namespace mbn

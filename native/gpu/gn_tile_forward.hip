@@ -1,0 +1,304 @@
+// Forward group norm on chip (gn_tile.hpp), one launch: each block loads
+// its part of a tile into registers (x read once), takes each group's
+// moments, the tile's blocks add theirs up through the cluster's shared
+// memory, and each block writes
+//     y = act(((x - shift) - offset) * rstd * w[c] + b[c])
+// from its registers; shift is the group's first element, so float
+// arithmetic sees deviations only.
+//
+// Moments, exactly and in a fixed order (bitwise repeatable): a thread
+// takes the mean m and M2 of its values of a group two-pass in registers;
+// the block and then the cluster add (n m, n m^2, M2) in double, in an
+// order fixed by thread and rank, never by timing (GnMomentSums).
+#include "gpu/bn_dispatch.hpp"
+#include "gpu/gn_activation.h"
+#include "gpu/gn_launch.hpp"
+#include "gpu/gn_stat_io.h"
+#include "gpu/gn_tile_device.h"
+#include "gpu/gn_tile_launch.h"
+
+#include <algorithm>
+
+namespace mbn {
+namespace gpu {
+namespace {
+
+template <typename P>
+struct GnTileForwardArgs {
+    GnTileWalk walk;
+    const P* weight;  // nullptr: weight 1 and bias 0
+    const P* bias;
+    std::int64_t weight_stride;
+    std::int64_t bias_stride;
+    GnStatTensor mean;  // written when present
+    GnStatTensor rstd;
+    double epsilon;
+    bool swish;
+    float swish_beta;
+};
+
+__device__ __forceinline__ GnMomentSums moment_sums(float count, float mean, float m2) {
+    const double a = static_cast<double>(count) * static_cast<double>(mean);
+    return GnMomentSums{a, a * static_cast<double>(mean), static_cast<double>(m2)};
+}
+
+// This thread's moment sums of its lo and hi groups (lanes below / from
+// `split`), each about the group's shift (`shift[j]`, per lane).  Sums run
+// per lane and join their group once, so no element chooses a group.
+template <int R, int W, typename T>
+__device__ void thread_moments(const Pack<T, W> (&raw)[R], unsigned held, int split, const float (&shift)[W],
+                               GnMomentSums& lo, GnMomentSums& hi) {
+    float lane_sum[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) lane_sum[j] = 0.0f;
+#pragma unroll
+    for (int a = 0; a < R; ++a) {
+        if (!(held & (1u << a))) continue;
+#pragma unroll
+        for (int j = 0; j < W; ++j) lane_sum[j] += widen(raw[a].lane[j]) - shift[j];
+    }
+    float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < W; ++j) (j < split ? sum_lo : sum_hi) += lane_sum[j];
+    const int slots = __popc(held);
+    const float count_lo = static_cast<float>(slots * split);
+    const float count_hi = static_cast<float>(slots * (W - split));
+    const float mean_lo = count_lo > 0.0f ? sum_lo / count_lo : 0.0f;
+    const float mean_hi = count_hi > 0.0f ? sum_hi / count_hi : 0.0f;
+    float lane_mean[W], lane_m2[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+        lane_mean[j] = j < split ? mean_lo : mean_hi;
+        lane_m2[j] = 0.0f;
+    }
+#pragma unroll
+    for (int a = 0; a < R; ++a) {
+        if (!(held & (1u << a))) continue;
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            const float e = (widen(raw[a].lane[j]) - shift[j]) - lane_mean[j];
+            lane_m2[j] += e * e;
+        }
+    }
+    float m2_lo = 0.0f, m2_hi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < W; ++j) (j < split ? m2_lo : m2_hi) += lane_m2[j];
+    lo = moment_sums(count_lo, mean_lo, m2_lo);
+    hi = moment_sums(count_hi, mean_hi, m2_hi);
+}
+
+// The block's moment sums of each of the tile's groups into `block_sums`
+// (every thread calls).  Positions fastest, a wave's threads add theirs by
+// shuffles and one per wave stores them; channels fastest, every thread
+// stores its own.  Then a wave per group adds the entries of its columns.
+template <int W, bool kInner>
+__device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMomentSums lo, GnMomentSums hi,
+                              GnMomentSums* entries, GnMomentSums* block_sums) {
+    const int lane = static_cast<int>(threadIdx.x) % MBN_WAVE_SIZE;
+    const int wave = static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE;
+    const int columns = entry_columns(w);
+    if (!kInner) {
+        lo = butterfly_sum(lo, 1);
+        if (lane == 0) entries[2 * wave] = lo;
+    } else if (at.in_block) {
+        GnMomentSums* entry = entries + 2 * (at.ty * columns + at.tx);
+        entry[0] = lo;
+        entry[1] = hi;
+    }
+    __syncthreads();
+    const int rows = entry_rows(w, false, MBN_WAVE_SIZE);
+    const int waves = w.threads / MBN_WAVE_SIZE;
+    for (int group = wave; group < w.tile_groups; group += waves) {
+        // The columns holding lanes of this group: a straddling column adds
+        // its hi side to the group after its lo group.
+        int first = 0, count = 1;
+        if (kInner) {
+            first = static_cast<int>(group * w.channels / W);
+            count = static_cast<int>(((group + 1) * w.channels - 1) / W) - first + 1;
+        }
+        GnMomentSums sum{0.0, 0.0, 0.0};
+        for (int item = lane; item < rows * count; item += MBN_WAVE_SIZE) {
+            const int column = first + item % count;
+            const GnMomentSums* entry = entries + 2 * ((item / count) * columns + column);
+            sum = sum + (lane_groups<W, kInner>(w, column).lo == group ? entry[0] : entry[1]);
+        }
+        sum = butterfly_sum(sum, 1);
+        if (lane == 0) block_sums[group] = sum;
+    }
+    __syncthreads();
+}
+
+// Launched as tile_shared / launch_tile_kernel say.  x may be y: every
+// block reads its part (and the groups' first elements) before any block
+// of the cluster writes, and only the first block writes those elements.
+template <typename T, typename P, bool kInner>
+__global__ void __launch_bounds__(kGnTileForwardThreads, 1)
+    gn_tile_forward(const T* x, T* y, GnTileForwardArgs<P> args) {
+    constexpr int W = static_cast<int>(16 / sizeof(T));
+    constexpr int R = kGnTileForwardSlots;
+    extern __shared__ double gn_tile_forward_shared[];
+    const GnTileWalk& w = args.walk;
+    require_cluster_support(w.cluster);
+    const GnTileShared layout = tile_shared(w, false);
+    const GnTileThread at(w);
+    const unsigned held = held_slots<R>(w, at);
+    Pack<T, W> raw[R];
+    load_slots<R, W>(x, w, at, held, raw);
+
+    const GnLaneGroups lanes = lane_groups<W, kInner>(w, at.tx);
+    const int split = kInner ? lanes.split : W;
+    const std::int64_t group_step = kInner ? w.channels : 0;  // between groups' first elements
+    // A column past the part's vectors holds nothing (and names no group).
+    const bool active = at.active();
+    float shift[W];  // per lane: its group's first element
+    {
+        float shift_lo = 0.0f, shift_hi = 0.0f;
+        if (active) {
+            shift_lo = widen(x[at.base + lanes.lo * group_step]);
+            if (split < W) shift_hi = widen(x[at.base + (lanes.lo + 1) * group_step]);
+        }
+#pragma unroll
+        for (int j = 0; j < W; ++j) shift[j] = j < split ? shift_lo : shift_hi;
+    }
+    GnMomentSums lo, hi;
+    thread_moments<R, W>(raw, held, split, shift, lo, hi);
+
+    void* shared = gn_tile_forward_shared;
+    GnMomentSums* block_sums = shared_at<GnMomentSums>(shared, layout.block);
+    block_moments<W, kInner>(w, at, lo, hi, shared_at<GnMomentSums>(shared, layout.entries), block_sums);
+
+    // The tile's statistics from every block's sums, in rank order.
+    if (w.cluster > 1) cluster_sync();
+    double* stats = shared_at<double>(shared, layout.totals);  // per group: offset, rstd
+    const int group = static_cast<int>(threadIdx.x);
+    if (group < w.tile_groups) {
+        const GnMomentSums s = cluster_total(block_sums + group, w.cluster);
+        const double count = static_cast<double>(w.group_size());
+        const double offset = s.a / count;
+        const double m2 = s.c + (s.b - s.a * offset);  // the biased variance normalizes
+        const double rstd = 1.0 / sqrt(fmax(m2, 0.0) / count + args.epsilon);
+        stats[2 * group] = offset;
+        stats[2 * group + 1] = rstd;
+        if (at.rank == 0) {
+            const std::int64_t g = at.tile * w.tile_groups + group;
+            const double shift = static_cast<double>(widen(x[at.base + group * group_step]));
+            write_stat(args.mean, at.n, g, shift + offset);
+            write_stat(args.rstd, at.n, g, rstd);
+        }
+    }
+    __syncthreads();
+    if (w.cluster > 1) cluster_arrive();  // no more reads of other blocks' memory
+
+    // Per lane: its group's offset, and the scale and bias of its channel
+    // (channels fastest: fixed per thread; positions fastest: per slot).
+    float offset[W], scale[W], bias[W];
+    {
+        float offset_lo = 0.0f, rstd_lo = 0.0f, offset_hi = 0.0f, rstd_hi = 0.0f;
+        if (active) {
+            offset_lo = static_cast<float>(stats[2 * lanes.lo]);
+            rstd_lo = static_cast<float>(stats[2 * lanes.lo + 1]);
+            if (split < W) {
+                offset_hi = static_cast<float>(stats[2 * lanes.lo + 2]);
+                rstd_hi = static_cast<float>(stats[2 * lanes.lo + 3]);
+            }
+        }
+        const std::int64_t channel0 = at.tile * w.tile_channels() + static_cast<std::int64_t>(at.tx) * W;
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            const bool mine = kInner && active;
+            offset[j] = j < split ? offset_lo : offset_hi;
+            scale[j] = (j < split ? rstd_lo : rstd_hi) *
+                       (mine ? channel_param(args.weight, args.weight_stride, channel0 + j, 1.0f) : 1.0f);
+            bias[j] = mine ? channel_param(args.bias, args.bias_stride, channel0 + j, 0.0f) : 0.0f;
+        }
+    }
+    const float beta = args.swish_beta;
+#pragma unroll
+    for (int a = 0; a < R; ++a) {
+        if (!(held & (1u << a))) continue;
+        float row_scale = 0.0f, row_bias = 0.0f;
+        if (!kInner) {  // positions fastest: the row is the channel
+            const std::int64_t c = at.tile * w.tile_channels() + at.row(w, a);
+            row_scale = scale[0] * channel_param(args.weight, args.weight_stride, c, 1.0f);
+            row_bias = channel_param(args.bias, args.bias_stride, c, 0.0f);
+        }
+        Pack<T, W> out;
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            float v = ((widen(raw[a].lane[j]) - shift[j]) - offset[j]) * (kInner ? scale[j] : row_scale) +
+                      (kInner ? bias[j] : row_bias);
+            if (args.swish) v = fast_swish(v, beta);
+            out.lane[j] = narrow<T>(v);
+        }
+        *reinterpret_cast<Pack<T, W>*>(y + at.offset<W>(w, a)) = out;
+    }
+    if (w.cluster > 1) cluster_wait();
+}
+
+template <typename T, typename P, bool kInner>
+void launch_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target) {
+    GnTileForwardArgs<P> args{};
+    args.walk = walk;
+    if (p.affine) {
+        args.weight = static_cast<const P*>(p.weight.data);
+        args.bias = static_cast<const P*>(p.bias.data);
+        args.weight_stride = p.weight.stride[kC];
+        args.bias_stride = p.bias.stride[kC];
+    }
+    args.mean = stat_tensor(p.mean);
+    args.rstd = stat_tensor(p.rstd);
+    args.epsilon = p.epsilon;
+    args.swish = p.activation == Activation::swish;
+    args.swish_beta = p.swish_beta;
+    launch_tile_kernel(gn_tile_forward<T, P, kInner>, walk, target.stream, "gn_tile_forward",
+                       static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), args);
+}
+
+}  // namespace
+
+void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target) {
+    with_element_type(p.x.dtype, [&](auto x_tag) {
+        using T = typename decltype(x_tag)::type;
+        if constexpr (std::is_same<T, double>::value) {
+            fail(miopenStatusInternalError, "GPU backend: no on-chip group-norm kernel for float64");
+        } else {
+            const DType param_dtype = p.affine ? p.weight.dtype : DType::f32;
+            with_parameter_type<T>(param_dtype, [&](auto p_tag) {
+                using P = typename decltype(p_tag)::type;
+                if (walk.channels_inner)
+                    launch_forward<T, P, true>(p, walk, target);
+                else
+                    launch_forward<T, P, false>(p, walk, target);
+            });
+        }
+    });
+}
+
+int gn_tile_cluster_limit(int device) {
+#if MBN_GPU_CUDA
+    int supported = 0;
+    if (cudaDeviceGetAttribute(&supported, cudaDevAttrClusterLaunch, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    if (supported == 0) return 1;
+    // The kernels use clusters only when built for sm_90 or later: the code
+    // this device runs must come from such a build.
+    cudaFuncAttributes attributes{};
+    if (cudaFuncGetAttributes(&attributes, gn_tile_forward<float, float, true>) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    if (attributes.ptxVersion < 90) return 1;
+    // Every instance takes a whole multiprocessor's registers: one of each
+    // kernel stands for all.
+    return std::min(largest_cluster(gn_tile_forward<__half, float, true>, kGnTileForwardThreads),
+                    gn_tile_backward_largest_cluster());
+#else
+    (void)device;
+    return 1;
+#endif
+}
+
+}  // namespace gpu
+}  // namespace mbn

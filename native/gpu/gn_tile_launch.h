@@ -1,0 +1,73 @@
+// Launching an on-chip group-norm kernel (gn_tile.hpp): tiles * cluster
+// blocks, each tile's blocks one thread-block cluster where the target has
+// them (the host never asks for more than one block per tile elsewhere).
+// Host code of the .hip files only.
+#pragma once
+
+#include "gpu/bn_launch.hpp"
+#include "gpu/gn_tile.hpp"
+#include "gpu/hip_compat.h"
+
+namespace mbn {
+namespace gpu {
+
+// The most blocks (a power of two, up to kGnTileMaxCluster) a cluster of
+// `kernel` may hold on the current device with blocks of `threads` threads
+// and the most shared memory the planner gives them: 1 where clusters
+// cannot be launched or none of that size can be resident.
+template <typename... Params>
+int largest_cluster(void (*kernel)(Params...), int threads) {
+#if MBN_GPU_CUDA
+    for (int blocks = kGnTileMaxCluster; blocks > 1; blocks /= 2) {
+        cudaLaunchAttribute cluster{};
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = static_cast<unsigned>(blocks);
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = 1;
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(static_cast<unsigned>(blocks));
+        config.blockDim = dim3(static_cast<unsigned>(threads));
+        config.dynamicSmemBytes = kGnTileMaxSharedBytes;
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+        int resident = 0;
+        if (cudaOccupancyMaxActiveClusters(&resident, kernel, &config) == cudaSuccess && resident > 0) return blocks;
+        (void)cudaGetLastError();
+    }
+#else
+    (void)kernel;
+    (void)threads;
+#endif
+    return 1;
+}
+
+template <typename... Params, typename... Args>
+void launch_tile_kernel(void (*kernel)(Params...), const GnTileWalk& w, hipStream_t stream, const char* name,
+                        Args... args) {
+    const dim3 grid(static_cast<unsigned>(w.tiles() * w.cluster));
+    const dim3 block(static_cast<unsigned>(w.threads));
+    const auto shared = static_cast<std::size_t>(w.shared_bytes);
+#if MBN_GPU_CUDA
+    if (w.cluster > 1) {
+        cudaLaunchAttribute cluster{};
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = static_cast<unsigned>(w.cluster);
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = 1;
+        cudaLaunchConfig_t config{};
+        config.gridDim = grid;
+        config.blockDim = block;
+        config.dynamicSmemBytes = shared;
+        config.stream = stream;
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+        check_runtime(cudaLaunchKernelEx(&config, kernel, args...), name);
+        return;
+    }
+#endif
+    kernel<<<grid, block, shared, stream>>>(args...);
+    check_launch(name);
+}
+
+}  // namespace gpu
+}  // namespace mbn

@@ -1,0 +1,173 @@
+#include "gpu/gn_tile_planner.hpp"
+
+#include "common/dtype.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+namespace {
+
+constexpr int kPositionDims[] = {kD, kH, kW};
+
+// A tile is split over more blocks of its cluster (to use more
+// multiprocessors) only while each keeps at least this many bytes of x:
+// below that, one block loads its part in a single round trip anyway, and
+// the cluster's barriers would cost more than they save.
+constexpr std::int64_t kMinBlockBytes = 16 * 1024;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+std::int64_t pow2_at_least(std::int64_t v) {
+    std::int64_t p = 1;
+    while (p < v) p *= 2;
+    return p;
+}
+
+// The pitch of linear positions (position s at s * pitch; 0 for a single
+// position), or -1 when the spatial dimensions do not nest evenly.
+std::int64_t position_pitch(const TensorArg& t) {
+    std::int64_t pitch = 0;
+    std::int64_t next = -1;  // the stride that continues the line
+    for (int i = 2; i >= 0; --i) {
+        const int dim = kPositionDims[i];
+        if (t.len[dim] == 1) continue;
+        if (next < 0)
+            pitch = t.stride[dim];
+        else if (t.stride[dim] != next)
+            return -1;
+        next = t.stride[dim] * t.len[dim];
+    }
+    return pitch;
+}
+
+bool same_strides(const TensorArg& a, const TensorArg& b) {
+    for (int d = 0; d < kDims; ++d)
+        if (a.len[d] > 1 && a.stride[d] != b.stride[d]) return false;
+    return true;
+}
+
+// A block for parts of `rows` x `vectors` (gn_tile.hpp): `columns` threads
+// along a row (channels fastest: the vectors; positions fastest: a power of
+// two, at least the vectors), the rows spread over threads / columns rows
+// of threads, `slots` per thread at most.  threads == 0 when it does not fit.
+struct BlockShape {
+    int threads, columns, row_threads, slots_used;
+};
+
+BlockShape block_shape(bool channels_inner, std::int64_t rows, std::int64_t vectors, int threads, int slots) {
+    const std::int64_t columns = channels_inner ? vectors : pow2_at_least(vectors);
+    if (columns > threads) return BlockShape{0, 0, 0, 0};
+    const std::int64_t row_threads = threads / columns;
+    const std::int64_t used = ceil_div(rows, row_threads);
+    if (used > slots) return BlockShape{0, 0, 0, 0};
+    return BlockShape{threads, static_cast<int>(columns), static_cast<int>(row_threads), static_cast<int>(used)};
+}
+
+// The largest part of a tile among `cluster` blocks (gn_tile.hpp, tile_part).
+BlockShape part_shape(const GnTileWalk& w, int cluster, int threads, int slots) {
+    const std::int64_t rows = w.channels_inner ? ceil_div(w.rows, cluster) : w.rows;
+    const std::int64_t vectors = w.channels_inner ? w.vectors : ceil_div(w.vectors, cluster);
+    return block_shape(w.channels_inner, rows, vectors, threads, slots);
+}
+
+// Rows, vectors and strides of the tiles, or why there are none.
+const char* cut_tiles(const GnShape& shape, const TensorArg& x, int width, GnTileWalk& w) {
+    const std::int64_t channels = shape.len[kC];
+    w.samples = shape.len[kN];
+    w.groups = shape.groups;
+    w.channels = shape.channels_per_group();
+    w.positions = shape.spatial_size();
+    const std::int64_t pitch = position_pitch(x);
+    if (pitch < 0) return "its positions are not evenly spaced in memory";
+    w.channels_inner = w.positions == 1 || (channels > 1 && x.stride[kC] == 1);
+    if (w.channels_inner) {
+        if (channels > 1 && x.stride[kC] != 1) return "its channels are not contiguous";
+        if (w.channels < width) return "its groups hold fewer channels than a 16-byte vector";
+        if (w.positions > 1 && pitch % width != 0) return "its rows of channels are not 16-byte aligned";
+        // The fewest whole groups whose channels fill whole vectors.
+        w.tile_groups = 0;
+        for (std::int64_t t = 1; t <= w.groups && t * w.channels <= width * kGnTileMaxThreads; ++t)
+            if (w.groups % t == 0 && t * w.channels % width == 0) {
+                w.tile_groups = static_cast<int>(t);
+                break;
+            }
+        if (w.tile_groups == 0) return "no whole number of its groups fills whole 16-byte vectors";
+        w.rows = w.positions;
+        w.vectors = w.tile_groups * w.channels / width;
+        w.row_stride = w.positions > 1 ? pitch : 0;
+    } else {
+        if (pitch != 1) return "neither its channels nor its positions are contiguous";
+        if (w.positions % width != 0) return "its positions per channel are not a multiple of a 16-byte vector";
+        if (channels > 1 && x.stride[kC] % width != 0) return "its channels are not 16-byte aligned";
+        w.tile_groups = 1;
+        w.rows = w.channels;
+        w.vectors = w.positions / width;
+        w.row_stride = channels > 1 ? x.stride[kC] : w.positions;
+    }
+    if (w.samples > 1 && x.stride[kN] % width != 0) return "its samples are not 16-byte aligned";
+    w.sample_stride = x.stride[kN];
+    w.tiles_per_sample = w.groups / w.tile_groups;
+    return nullptr;
+}
+
+}  // namespace
+
+const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const TensorArg*> data, bool backward,
+                          const DeviceShape& device, GnTileWalk& walk) {
+    const TensorArg& x = **data.begin();
+    if (x.dtype == DType::f64) return "its data are float64";
+    const int size = static_cast<int>(dtype_size(x.dtype));
+    const int width = 16 / size;
+    for (const TensorArg* t : data) {
+        if (!same_strides(x, *t)) return "its data tensors differ in layout";
+        if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0) return "a data tensor is not 16-byte aligned";
+    }
+    GnTileWalk w{};
+    if (const char* why = cut_tiles(shape, x, width, w)) return why;
+
+    // Blocks per tile, a power of two (clusters of other sizes are not
+    // sure to launch; positions fastest, the parts' vectors stay a power of
+    // two): the fewest whose parts fit the registers, more when tiles are
+    // too few to give every multiprocessor a block.
+    const int slots = backward ? kGnTileBackwardSlots : kGnTileForwardSlots;
+    const int most_threads = backward ? kGnTileBackwardThreads : kGnTileForwardThreads;
+    const std::int64_t axis = w.channels_inner ? w.rows : w.vectors;
+    const int cluster_limit = static_cast<int>(std::min<std::int64_t>(std::max(1, device.cluster_blocks), axis));
+    int needed = 0;
+    for (int k = 1; k <= cluster_limit && needed == 0; k *= 2)
+        if (part_shape(w, k, most_threads, slots).threads != 0) needed = k;
+    if (needed == 0) return "its groups are too large to stay on chip";
+    const std::int64_t tiles = w.samples * w.tiles_per_sample;
+    const std::int64_t tile_bytes = static_cast<std::int64_t>(w.tile_groups) * w.group_size() * size;
+    const std::int64_t to_fill = std::max<std::int64_t>(1, device.multiprocessors / tiles);
+    const std::int64_t wanted = std::min<std::int64_t>({cluster_limit, to_fill, ceil_div(tile_bytes, kMinBlockBytes)});
+    w.cluster = needed;
+    while (2 * w.cluster <= wanted) w.cluster *= 2;
+
+    // Threads: the fewest that leave each at most two slots, else as many
+    // as a block takes.  The kernels are bound by instruction issue once
+    // the data arrive, so a block's work is best spread over many waves;
+    // beyond two slots a thread's loads are in flight together anyway.
+    BlockShape chosen{0, 0, 0, 0};
+    const int least = std::max(kGnTileMinThreads, device.wave_size);
+    for (int threads = least; threads <= most_threads && chosen.threads == 0; threads *= 2) {
+        const BlockShape s = part_shape(w, w.cluster, threads, slots);
+        if (s.threads != 0 && s.slots_used <= 2) chosen = s;
+    }
+    if (chosen.threads == 0) chosen = part_shape(w, w.cluster, most_threads, slots);
+    w.threads = chosen.threads;
+    w.columns = chosen.columns;
+    w.row_threads = chosen.row_threads;
+
+    w.shared_bytes = tile_shared(w, backward).bytes;
+    if (w.shared_bytes > kGnTileMaxSharedBytes) return "its tiles hold too many channels for shared memory";
+    if (tiles > INT_MAX / w.cluster) return "it has too many groups for one launch";
+    walk = w;
+    return nullptr;
+}
+
+}  // namespace gpu
+}  // namespace mbn

@@ -1,0 +1,21 @@
+// Host-side cut of a group-norm problem into tiles for the on-chip kernels
+// (gn_tile.hpp), or why they cannot take it.
+#pragma once
+
+#include "common/group_norm_problem.hpp"
+#include "gpu/bn_planner.hpp"
+#include "gpu/gn_tile.hpp"
+
+#include <initializer_list>
+
+namespace mbn {
+namespace gpu {
+
+// Fills `walk` and returns nullptr when the kernels take the problem, else
+// a phrase saying why not.  `data`: every data tensor of the call, x first
+// (x and y, or x, dy and dx); `backward` picks the kernel (its registers).
+const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const TensorArg*> data, bool backward,
+                          const DeviceShape& device, GnTileWalk& walk);
+
+}  // namespace gpu
+}  // namespace mbn

@@ -1,0 +1,508 @@
+// Runs the on-chip group-norm kernels (native/gpu/gn_tile_*.hip) on the
+// host emulator (emulator.hpp) through the real planner, and checks every
+// output against a float64 reference computed here, with the tolerance table
+// of python/miopen_bn/tolerances.py: forward (with and without swish,
+// affine or not, parameters float32 or of x's type) and backward, float32,
+// float16 and bfloat16, NCHW and NHWC, the UNet shapes and odd small ones,
+// in place, and bitwise-equal reruns.  Outputs start as NaN.
+//
+//   gn_tile_check [quick]    exit status 0 when every case passes
+#include "common/group_norm_problem.hpp"
+#include "gpu/gn_launch.hpp"
+#include "gpu/gn_planner.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace mbn;
+using namespace mbn::gpu;
+
+namespace {
+
+constexpr double kEpsilon = 1e-5;
+constexpr float kBeta = 1.25f;
+
+// ---- elements ------------------------------------------------------------
+
+double to_double(DType t, const void* p, std::int64_t i) {
+    switch (t) {
+        case DType::f32: return static_cast<const float*>(p)[i];
+        case DType::f64: return static_cast<const double*>(p)[i];
+        case DType::f16: return __half2float(static_cast<const __half*>(p)[i]);
+        case DType::bf16: {
+            std::uint32_t bits = static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(p)[i]) << 16;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            return f;
+        }
+    }
+    return 0.0;
+}
+
+void from_double(DType t, void* p, std::int64_t i, double v) {
+    switch (t) {
+        case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); return;
+        case DType::f64: static_cast<double*>(p)[i] = v; return;
+        case DType::f16: static_cast<__half*>(p)[i] = __float2half_rn(static_cast<float>(v)); return;
+        case DType::bf16: {  // round to nearest even, as the kernels
+            const float f = static_cast<float>(v);
+            std::uint32_t u;
+            std::memcpy(&u, &f, 4);
+            std::uint16_t bits = std::isnan(f) ? static_cast<std::uint16_t>((u >> 16) | 0x40u)
+                                               : static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+            static_cast<std::uint16_t*>(p)[i] = bits;
+            return;
+        }
+    }
+}
+
+struct Tolerance {
+    double elementwise, reduction;  // atol == rtol
+};
+Tolerance tolerance(DType t) {
+    switch (t) {
+        case DType::f32: return {1e-5, 1e-4};
+        case DType::f16: return {2e-3, 2e-3};
+        case DType::bf16: return {1.6e-2, 1.6e-2};
+        case DType::f64: return {1e-12, 1e-12};
+    }
+    return {0, 0};
+}
+
+// A tensor of (N, C, D, H, W) lengths in host memory, 64 bytes of slack on
+// either side (poisoned, checked untouched).
+struct Tensor {
+    DType dtype;
+    Lengths len;
+    Strides stride;
+    std::vector<unsigned char> bytes;
+    static constexpr std::size_t kSlack = 64;
+
+    Tensor(DType t, const Lengths& l, bool channels_last) : dtype(t), len(l) {
+        if (channels_last) {  // N, D, H, W, C
+            stride[kC] = 1;
+            stride[kW] = len[kC];
+            stride[kH] = stride[kW] * len[kW];
+            stride[kD] = stride[kH] * len[kH];
+            stride[kN] = stride[kD] * len[kD];
+        } else {
+            stride[kW] = 1;
+            stride[kH] = len[kW];
+            stride[kD] = stride[kH] * len[kH];
+            stride[kC] = stride[kD] * len[kD];
+            stride[kN] = stride[kC] * len[kC];
+        }
+        bytes.assign(static_cast<std::size_t>(count()) * dtype_size(t) + 2 * kSlack, 0x7F);
+    }
+    std::int64_t count() const { return len[kN] * len[kC] * len[kD] * len[kH] * len[kW]; }
+    void* data() { return bytes.data() + kSlack; }
+    const void* data() const { return bytes.data() + kSlack; }
+    std::int64_t at(std::int64_t n, std::int64_t c, std::int64_t s) const {
+        const std::int64_t w = s % len[kW], h = s / len[kW] % len[kH], d = s / (len[kW] * len[kH]);
+        return n * stride[kN] + c * stride[kC] + d * stride[kD] + h * stride[kH] + w * stride[kW];
+    }
+    double get(std::int64_t n, std::int64_t c, std::int64_t s) const { return to_double(dtype, data(), at(n, c, s)); }
+    void set(std::int64_t n, std::int64_t c, std::int64_t s, double v) { from_double(dtype, data(), at(n, c, s), v); }
+    // Every element in logical (n, c, position) order, and back.
+    std::vector<double> values() const {
+        std::vector<double> out;
+        out.reserve(static_cast<std::size_t>(count()));
+        for (std::int64_t n = 0; n < len[kN]; ++n)
+            for (std::int64_t c = 0; c < len[kC]; ++c)
+                for (std::int64_t s = 0; s < len[kD] * len[kH] * len[kW]; ++s) out.push_back(get(n, c, s));
+        return out;
+    }
+    void assign(const std::vector<double>& in) {
+        std::size_t i = 0;
+        for (std::int64_t n = 0; n < len[kN]; ++n)
+            for (std::int64_t c = 0; c < len[kC]; ++c)
+                for (std::int64_t s = 0; s < len[kD] * len[kH] * len[kW]; ++s) set(n, c, s, in[i++]);
+    }
+    void fill_nan() {
+        for (std::int64_t i = 0; i < count(); ++i) from_double(dtype, data(), i, NAN);
+    }
+    bool slack_intact() const {
+        for (std::size_t i = 0; i < kSlack; ++i)
+            if (bytes[i] != 0x7F || bytes[bytes.size() - 1 - i] != 0x7F) return false;
+        return true;
+    }
+    TensorArg arg() {
+        TensorArg a;
+        a.data = data();
+        a.dtype = dtype;
+        a.len = len;
+        a.stride = stride;
+        a.order = MemoryOrder::strided;
+        return a;
+    }
+};
+
+// A (1, C) or (N, G) tensor.
+struct Small {
+    DType dtype;
+    std::vector<double> storage;  // wide enough for any type
+    std::int64_t rows, columns;
+    Small(DType t, std::int64_t r, std::int64_t c) : dtype(t), storage(static_cast<std::size_t>(r * c) + 1), rows(r), columns(c) {}
+    double get(std::int64_t i) const { return to_double(dtype, storage.data(), i); }
+    void set(std::int64_t i, double v) { from_double(dtype, storage.data(), i, v); }
+    TensorArg arg() {
+        TensorArg a;
+        a.data = storage.data();
+        a.dtype = dtype;
+        a.len = Lengths{rows, columns, 1, 1, 1};
+        a.stride = Strides{columns, 1, 1, 1, 1};
+        return a;
+    }
+};
+
+// ---- cases -------------------------------------------------------------------
+
+struct Case {
+    Lengths len;  // N, C, D, H, W
+    std::int64_t groups;
+    DType dtype;
+    bool channels_last;
+    bool swish;
+    bool affine;
+    bool params_like_x;  // weight and bias in x's type (else float32)
+    bool in_place;
+};
+
+std::string describe(const Case& k) {
+    char text[200];
+    std::snprintf(text, sizeof text, "%lldx%lldx%lldx%lldx%lld G%lld %s %s%s%s%s%s",
+                  static_cast<long long>(k.len[kN]), static_cast<long long>(k.len[kC]),
+                  static_cast<long long>(k.len[kD]), static_cast<long long>(k.len[kH]),
+                  static_cast<long long>(k.len[kW]), static_cast<long long>(k.groups), dtype_name(k.dtype),
+                  k.channels_last ? "NHWC" : "NCHW", k.swish ? " swish" : "", k.affine ? "" : " plain",
+                  k.params_like_x ? " params-like-x" : "", k.in_place ? " in-place" : "");
+    return text;
+}
+
+double swish(double z, double beta) { return z / (1.0 + std::exp(-beta * z)); }
+double swish_derivative(double z, double beta) {
+    const double s = 1.0 / (1.0 + std::exp(-beta * z));
+    return s + beta * z * s * (1.0 - s);
+}
+
+int failures = 0;
+
+std::string walk_text(const GnTileWalk& w) {
+    char text[160];
+    std::snprintf(text, sizeof text, "%lld tiles of %d groups x %d blocks of %d threads (%d x %d), %d B shared",
+                  static_cast<long long>(w.tiles()), w.tile_groups, w.cluster, w.threads, w.columns, w.row_threads,
+                  w.shared_bytes);
+    return text;
+}
+
+// Compares got with expected under atol == rtol == tol; reports the worst.
+void compare(const char* what, const Case& k, const std::vector<double>& got, const std::vector<double>& expected,
+             double tol) {
+    std::size_t bad = 0, worst = 0;
+    double worst_excess = -1.0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const double allowed = tol + tol * std::fabs(expected[i]);
+        const double error = std::fabs(got[i] - expected[i]);
+        const double excess = std::isnan(got[i]) ? INFINITY : error - allowed;
+        if (excess > 0) ++bad;
+        if (excess > worst_excess) {
+            worst_excess = excess;
+            worst = i;
+        }
+    }
+    if (bad != 0) {
+        ++failures;
+        std::printf("FAIL %s: %s: %zu of %zu off; worst [%zu] got %.9g expected %.9g\n", describe(k).c_str(), what, bad,
+                    got.size(), worst, got[worst], expected[worst]);
+    }
+}
+
+// An H100 (132 multiprocessors, clusters of 8); built for 64-lane waves,
+// an AMD CDNA device (110 compute units, no clusters).
+DeviceShape device_shape() {
+    DeviceShape d;
+    d.wave_size = EMU_WAVE_SIZE;
+    d.multiprocessors = EMU_WAVE_SIZE == 64 ? 110 : 132;
+    d.cluster_blocks = EMU_WAVE_SIZE == 64 ? 1 : 8;
+    return d;
+}
+
+// One case: forward, then backward from the forward's statistics; each
+// twice, the reruns compared bitwise.
+void run_case(const Case& k, std::mt19937_64& rng) {
+    const std::int64_t N = k.len[kN], C = k.len[kC], G = k.groups, Cg = C / G;
+    const std::int64_t S = k.len[kD] * k.len[kH] * k.len[kW];
+    const DType pt = k.params_like_x ? k.dtype : DType::f32;
+    Tensor x(k.dtype, k.len, k.channels_last), dy(k.dtype, k.len, k.channels_last);
+    std::normal_distribution<double> normal;
+    std::uniform_real_distribution<double> uniform;
+    for (std::int64_t c = 0; c < C; ++c) {
+        const double mean = uniform(rng) * 4 - 2, spread = uniform(rng) * 1.5 + 0.5;
+        for (std::int64_t n = 0; n < N; ++n)
+            for (std::int64_t s = 0; s < S; ++s) {
+                x.set(n, c, s, normal(rng) * spread + mean);
+                dy.set(n, c, s, normal(rng));
+            }
+    }
+    Small weight(pt, 1, C), bias(pt, 1, C);
+    for (std::int64_t c = 0; c < C; ++c) {
+        weight.set(c, 0.5 + uniform(rng));
+        bias.set(c, uniform(rng) - 0.5);
+    }
+    auto w_of = [&](std::int64_t c) { return k.affine ? weight.get(c) : 1.0; };
+    auto b_of = [&](std::int64_t c) { return k.affine ? bias.get(c) : 0.0; };
+
+    // Reference forward from the stored (rounded) inputs.
+    std::vector<double> ref_mean(N * G), ref_rstd(N * G);
+    for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t g = 0; g < G; ++g) {
+            double sum = 0, m2 = 0;
+            for (std::int64_t c = g * Cg; c < (g + 1) * Cg; ++c)
+                for (std::int64_t s = 0; s < S; ++s) sum += x.get(n, c, s);
+            const double mean = sum / (Cg * S);
+            for (std::int64_t c = g * Cg; c < (g + 1) * Cg; ++c)
+                for (std::int64_t s = 0; s < S; ++s) m2 += (x.get(n, c, s) - mean) * (x.get(n, c, s) - mean);
+            ref_mean[n * G + g] = mean;
+            ref_rstd[n * G + g] = 1.0 / std::sqrt(m2 / (Cg * S) + kEpsilon);
+        }
+    std::vector<double> ref_y(x.count());
+    const std::vector<double> x_values = x.values();
+    {
+        std::int64_t i = 0;
+        for (std::int64_t n = 0; n < N; ++n)
+            for (std::int64_t c = 0; c < C; ++c)
+                for (std::int64_t s = 0; s < S; ++s, ++i) {
+                    const std::int64_t g = c / Cg;
+                    double v = (x.get(n, c, s) - ref_mean[n * G + g]) * ref_rstd[n * G + g] * w_of(c) + b_of(c);
+                    ref_y[i] = k.swish ? swish(v, kBeta) : v;
+                }
+    }
+    const DeviceShape device = device_shape();
+    const Tolerance tol = tolerance(k.dtype);
+
+    GnTileWalk forward_walk{}, backward_walk{};
+    std::vector<double> first_y;
+    for (int round = 0; round < 2; ++round) {
+        Tensor y(k.dtype, k.len, k.channels_last);
+        y.fill_nan();
+        Tensor& out = k.in_place ? x : y;
+        if (k.in_place) x.assign(x_values);  // x again (an in-place round overwrote it)
+        Small mean(DType::f32, N, G), rstd(DType::f32, N, G);
+        for (std::int64_t i = 0; i < N * G; ++i) mean.set(i, NAN), rstd.set(i, NAN);
+        GnForward p;
+        p.shape.len = k.len;
+        p.shape.groups = G;
+        p.x = x.arg();
+        p.y = out.arg();
+        p.affine = k.affine;
+        if (k.affine) {
+            p.weight = weight.arg();
+            p.bias = bias.arg();
+        }
+        p.mean = mean.arg();
+        p.rstd = rstd.arg();
+        p.epsilon = kEpsilon;
+        p.activation = k.swish ? Activation::swish : Activation::none;
+        p.swish_beta = kBeta;
+        const GnForwardPlan plan = plan_gn_forward(p, device);
+        if (!plan.on_chip) {
+            ++failures;
+            std::printf("FAIL %s: the forward did not go on chip\n", describe(k).c_str());
+            return;
+        }
+        forward_walk = plan.tiles;
+        run_gn_tile_forward(p, plan.tiles, LaunchTarget{nullptr, nullptr, nullptr});
+        const std::vector<double> got = out.values();
+        if (round == 0) {
+            compare("y", k, got, ref_y, tol.elementwise);
+            std::vector<double> m(N * G), r(N * G);
+            for (std::int64_t j = 0; j < N * G; ++j) m[j] = mean.get(j), r[j] = rstd.get(j);
+            compare("mean", k, m, ref_mean, tolerance(DType::f32).reduction);
+            compare("rstd", k, r, ref_rstd, tolerance(DType::f32).reduction);
+            first_y = got;
+        } else if (std::memcmp(got.data(), first_y.data(), got.size() * sizeof(double)) != 0) {
+            ++failures;
+            std::printf("FAIL %s: forward rerun differs\n", describe(k).c_str());
+        }
+        if (!x.slack_intact() || !out.slack_intact()) {
+            ++failures;
+            std::printf("FAIL %s: forward wrote outside y\n", describe(k).c_str());
+        }
+    }
+    if (k.in_place) x.assign(x_values);
+
+    // Backward from float32 saved statistics (the reference uses the same).
+    Small mean(DType::f32, N, G), rstd(DType::f32, N, G);
+    for (std::int64_t i = 0; i < N * G; ++i) mean.set(i, ref_mean[i]), rstd.set(i, ref_rstd[i]);
+    std::vector<double> ref_dx(x.count()), ref_dw(C, 0.0), ref_db(C, 0.0);
+    {
+        std::vector<double> mean_wg(N * G, 0.0), mean_wgx(N * G, 0.0);
+        auto gradient = [&](std::int64_t n, std::int64_t c, std::int64_t s, double& xhat, double& g) {
+            const std::int64_t j = n * G + c / Cg;
+            xhat = (x.get(n, c, s) - mean.get(j)) * rstd.get(j);
+            g = dy.get(n, c, s);
+            if (k.swish) g *= swish_derivative(xhat * w_of(c) + b_of(c), kBeta);
+        };
+        for (std::int64_t n = 0; n < N; ++n)
+            for (std::int64_t c = 0; c < C; ++c)
+                for (std::int64_t s = 0; s < S; ++s) {
+                    double xhat, g;
+                    gradient(n, c, s, xhat, g);
+                    ref_db[c] += g;
+                    ref_dw[c] += g * xhat;
+                    mean_wg[n * G + c / Cg] += w_of(c) * g / (Cg * S);
+                    mean_wgx[n * G + c / Cg] += w_of(c) * g * xhat / (Cg * S);
+                }
+        std::int64_t i = 0;
+        for (std::int64_t n = 0; n < N; ++n)
+            for (std::int64_t c = 0; c < C; ++c)
+                for (std::int64_t s = 0; s < S; ++s, ++i) {
+                    double xhat, g;
+                    gradient(n, c, s, xhat, g);
+                    const std::int64_t j = n * G + c / Cg;
+                    ref_dx[i] = rstd.get(j) * (w_of(c) * g - mean_wg[j] - xhat * mean_wgx[j]);
+                }
+    }
+    const std::vector<double> dy_values = dy.values();
+    std::vector<double> first_dx, first_dw, first_db;
+    std::vector<unsigned long long> counters(1 << 12, 0);
+    std::vector<double> scratch(1 << 20);
+    for (int round = 0; round < 2; ++round) {
+        Tensor dx(k.dtype, k.len, k.channels_last);
+        dx.fill_nan();
+        Tensor& out = k.in_place ? dy : dx;
+        if (k.in_place) dy.assign(dy_values);
+        Small dweight(pt, 1, C), dbias(pt, 1, C);
+        for (std::int64_t c = 0; c < C; ++c) dweight.set(c, NAN), dbias.set(c, NAN);
+        GnBackward p;
+        p.shape.len = k.len;
+        p.shape.groups = G;
+        p.x = x.arg();
+        p.dy = dy.arg();
+        p.dx = out.arg();
+        p.affine = k.affine;
+        if (k.affine) {
+            p.weight = weight.arg();
+            if (k.swish) p.bias = bias.arg();
+            p.dweight = dweight.arg();
+            p.dbias = dbias.arg();
+        }
+        p.mean = mean.arg();
+        p.rstd = rstd.arg();
+        p.activation = k.swish ? Activation::swish : Activation::none;
+        p.swish_beta = kBeta;
+        const GnBackwardPlan plan = plan_gn_backward(p, device);
+        if (!plan.on_chip) {
+            ++failures;
+            std::printf("FAIL %s: the backward did not go on chip\n", describe(k).c_str());
+            return;
+        }
+        if (plan.needs.bytes > scratch.size() * sizeof(double) ||
+            plan.needs.counters > static_cast<std::int64_t>(counters.size())) {
+            std::printf("FAIL %s: the checker's scratch is too small\n", describe(k).c_str());
+            ++failures;
+            return;
+        }
+        backward_walk = plan.tiles;
+        run_gn_tile_backward(p, plan.tiles, LaunchTarget{nullptr, scratch.data(), counters.data()});
+        for (unsigned long long v : counters)
+            if (v != 0) {
+                ++failures;
+                std::printf("FAIL %s: a counter was left at %llu\n", describe(k).c_str(), v);
+                break;
+            }
+        const std::vector<double> got = out.values();
+        std::vector<double> dw(C), db(C);
+        for (std::int64_t c = 0; c < C; ++c) dw[c] = dweight.get(c), db[c] = dbias.get(c);
+        if (round == 0) {
+            compare("dx", k, got, ref_dx, tol.elementwise);
+            if (k.affine) {
+                compare("dweight", k, dw, ref_dw, tolerance(pt).reduction);
+                compare("dbias", k, db, ref_db, tolerance(pt).reduction);
+            }
+            first_dx = got, first_dw = dw, first_db = db;
+        } else if (std::memcmp(got.data(), first_dx.data(), got.size() * sizeof(double)) != 0 ||
+                   (k.affine && (std::memcmp(dw.data(), first_dw.data(), C * sizeof(double)) != 0 ||
+                                 std::memcmp(db.data(), first_db.data(), C * sizeof(double)) != 0))) {
+            ++failures;
+            std::printf("FAIL %s: backward rerun differs\n", describe(k).c_str());
+        }
+        if (!dy.slack_intact() || !out.slack_intact() || !x.slack_intact()) {
+            ++failures;
+            std::printf("FAIL %s: backward wrote outside dx\n", describe(k).c_str());
+        }
+    }
+    std::printf("done %s: forward %s; backward %s\n", describe(k).c_str(), walk_text(forward_walk).c_str(),
+                walk_text(backward_walk).c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const bool quick = argc > 1 && std::strcmp(argv[1], "quick") == 0;
+    setenv("MIOPEN_BN_GN_ONCHIP", "2", 1);  // every case must go on chip
+    std::mt19937_64 rng(19);
+    std::vector<Case> cases;
+    const DType types[] = {DType::f32, DType::f16, DType::bf16};
+    // Odd small shapes: C/G not a multiple of the vector (vectors straddle
+    // groups), one sample, one position, ranks 2, 3 and 5.  NCHW needs
+    // positions in whole 16-byte vectors, so odd positions go NHWC only.
+    struct Shape {
+        Lengths len;
+        std::int64_t groups;
+        bool nchw_too;
+    };
+    const Shape odd[] = {
+        {{3, 40, 1, 5, 7}, 4, false},  // C/G = 10: fp16 rows of 4 groups; 35 positions
+        {{2, 24, 1, 3, 3}, 2, false},  // C/G = 12
+        {{1, 64, 1, 4, 6}, 4, true},   // N = 1, C/G = 16
+        {{5, 48, 1, 1, 1}, 4, true},   // one position (rank 2)
+        {{2, 32, 1, 1, 9}, 2, false},  // rank 3
+        {{2, 16, 2, 2, 4}, 1, true},   // rank 5, G = 1
+        {{2, 80, 1, 8, 8}, 8, true},   // C/G = 10, 64 positions
+    };
+    for (const Shape& s : odd)
+        for (DType t : types)
+            for (bool last : {false, true})
+                for (bool swish : {false, true})
+                    if (last || s.nchw_too) cases.push_back(Case{s.len, s.groups, t, last, swish, true, false, false});
+    // Affine off, parameters of x's type, in place.
+    cases.push_back(Case{{3, 40, 1, 5, 8}, 4, DType::f16, true, true, false, false, false});
+    cases.push_back(Case{{3, 40, 1, 5, 8}, 4, DType::bf16, false, true, true, true, false});
+    cases.push_back(Case{{2, 64, 1, 4, 8}, 8, DType::f32, true, true, true, false, true});
+    cases.push_back(Case{{2, 64, 1, 4, 8}, 8, DType::f16, false, false, true, false, true});
+    // UNet shapes (clusters of several blocks).
+    const Shape unet[] = {
+        {{1, 320, 1, 64, 64}, 32, true},
+        {{2, 640, 1, 32, 32}, 32, true},
+        {{2, 1280, 1, 16, 16}, 32, true},
+        {{2, 1280, 1, 8, 8}, 32, true},
+    };
+    for (const Shape& s : unet)
+        for (DType t : types)
+            for (bool last : {false, true}) {
+                if (quick && t != DType::f16) continue;
+                cases.push_back(Case{s.len, s.groups, t, last, true, true, false, false});
+            }
+    int skipped = 0;
+    for (const Case& k : cases) {
+        try {
+            run_case(k, rng);
+        } catch (const mbn::Error& e) {  // the planner refused it (MIOPEN_BN_GN_ONCHIP=2)
+            std::printf("skip %s: %s\n", describe(k).c_str(), e.what());
+            ++skipped;
+        }
+    }
+    std::printf("%d skipped\n", skipped);
+    std::printf("%d failure(s) in %zu cases\n", failures, cases.size());
+    return failures == 0 ? 0 : 1;
+}
