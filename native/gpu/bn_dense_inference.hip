@@ -11,6 +11,7 @@
 #include "common/environment.hpp"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
+#include "gpu/param_io.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -26,27 +27,11 @@ constexpr int kMaxChannels = 2048;
 // Elements a block walks at least (fewer, larger blocks for small tensors).
 constexpr std::int64_t kMinChunkBytes = 32 << 10;
 
-struct ParamView {
-    const void* data;
-    long long stride;
-    DType dtype;
-};
-
-__device__ __forceinline__ double read_param(const ParamView& p, int c) {
-    const long long at = c * p.stride;
-    switch (p.dtype) {
-        case DType::f16: return widen(static_cast<const __half*>(p.data)[at]);
-        case DType::bf16: return widen(static_cast<const mbn_bfloat16*>(p.data)[at]);
-        case DType::f64: return static_cast<const double*>(p.data)[at];
-        default: return static_cast<const float*>(p.data)[at];
-    }
-}
-
 struct InferenceArgs {
     const void* x;
     void* y;
     int channels, spatial, elements, chunk;  // chunk: elements per block, a multiple of 16
-    ParamView scale, bias, mean, var;
+    ChannelParam scale, bias, mean, var;
     bool var_is_inv_std;
     double epsilon;
     float alpha, beta;
@@ -66,11 +51,11 @@ __global__ void __launch_bounds__(kThreads) bn_dense_inference_planes(InferenceA
     const int c_count = min(a.channels, (end - 1) / a.spatial - plane_first + 1);
     for (int i = threadIdx.x; i < c_count; i += kThreads) {
         const int c = (c_first + i) % a.channels;
-        const double v = read_param(a.var, c);
+        const double v = a.var.load(c);
         const double inv_std = a.var_is_inv_std ? v : 1.0 / sqrt(v + a.epsilon);
-        table[c * 3] = static_cast<float>(read_param(a.mean, c));
-        table[c * 3 + 1] = static_cast<float>(read_param(a.scale, c) * inv_std);
-        table[c * 3 + 2] = static_cast<float>(read_param(a.bias, c));
+        table[c * 3] = static_cast<float>(a.mean.load(c));
+        table[c * 3 + 1] = static_cast<float>(a.scale.load(c) * inv_std);
+        table[c * 3 + 2] = static_cast<float>(a.bias.load(c));
     }
     __syncthreads();
     const T* x = static_cast<const T*>(a.x);
@@ -115,8 +100,6 @@ int dense_inference_use() {
     return use;
 }
 
-ParamView view_of(const TensorArg& t) { return ParamView{t.data, static_cast<long long>(t.stride[kC]), t.dtype}; }
-
 }  // namespace
 
 bool dense_inference_fits(const BnForwardInference& p) {
@@ -158,10 +141,10 @@ void run_dense_inference(const BnForwardInference& p, const DeviceShape& device,
     a.spatial = static_cast<int>(spatial);
     a.elements = static_cast<int>(elements);
     a.chunk = static_cast<int>(chunk);
-    a.scale = view_of(p.scale);
-    a.bias = view_of(p.bias);
-    a.mean = view_of(p.mean);
-    a.var = view_of(p.var);
+    a.scale = channel_param(p.scale);
+    a.bias = channel_param(p.bias);
+    a.mean = channel_param(p.mean);
+    a.var = channel_param(p.var);
     a.var_is_inv_std = p.var_is_inv_std;
     a.epsilon = p.epsilon;
     a.alpha = p.out.alpha;

@@ -26,6 +26,7 @@
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
 #include "gpu/grid_barrier.h"
+#include "gpu/param_io.h"
 
 #include <algorithm>
 #include <atomic>
@@ -46,58 +47,15 @@ constexpr int kReduceDoubles = 4096;
 // tensors: fewer partials to fold and a cheaper barrier).
 constexpr std::int64_t kMinShareBytes = 16 << 10;
 
-// A parameter tensor read or written by run-time type.
-struct ParamRef {
-    void* data = nullptr;  // nullptr: absent
-    long long stride = 0;  // along C, in elements
-    DType dtype = DType::f32;
-};
-
-ParamRef param_ref(const TensorArg& t) {
-    ParamRef r;
-    if (!t.present()) return r;
-    r.data = t.data;
-    r.stride = t.stride[kC];
-    r.dtype = t.dtype;
-    return r;
-}
-
-__device__ double load_param(const ParamRef& p, int c) {
-    const long long at = c * p.stride;
-    switch (p.dtype) {
-        case DType::f16: return widen(static_cast<const __half*>(p.data)[at]);
-        case DType::bf16: return widen(static_cast<const mbn_bfloat16*>(p.data)[at]);
-        case DType::f64: return static_cast<const double*>(p.data)[at];
-        default: return static_cast<const float*>(p.data)[at];
-    }
-}
-
-__device__ void store_param(const ParamRef& p, int c, double v) {
-    const long long at = c * p.stride;
-    switch (p.dtype) {
-        case DType::f16: static_cast<__half*>(p.data)[at] = narrow<__half>(v); return;
-        case DType::bf16: static_cast<mbn_bfloat16*>(p.data)[at] = narrow<mbn_bfloat16>(v); return;
-        case DType::f64: static_cast<double*>(p.data)[at] = v; return;
-        default: static_cast<float*>(p.data)[at] = static_cast<float>(v); return;
-    }
-}
-
-// out = alpha * v + beta * prior, the prior read only when beta != 0.
-__device__ void store_param_blended(const ParamRef& p, int c, double v, float alpha, float beta) {
-    double value = static_cast<double>(alpha) * v;
-    if (beta != 0.0f) value += static_cast<double>(beta) * load_param(p, c);
-    store_param(p, c, value);
-}
-
 struct ResidentArgs {
     const void* x;
     const void* dy;  // backward
     void* out;       // y, or dx
     ResidentGeometry g;
-    ParamRef scale, bias;
-    ParamRef prev_mean, prev_var, running_mean, running_var;  // training
-    ParamRef saved_mean, saved_inv_std;                        // written (training) or read (backward)
-    ParamRef dscale, dbias;                                    // backward
+    ChannelParam scale, bias;
+    ChannelParam prev_mean, prev_var, running_mean, running_var;  // training
+    ChannelParam saved_mean, saved_inv_std;                        // written (training) or read (backward)
+    ChannelParam dscale, dbias;                                    // backward
     double epsilon;
     double exp_avg_factor;
     float alpha, beta;              // y or dx
@@ -411,13 +369,13 @@ enum ChannelInput {
 template <typename T, bool kNhwc>
 __device__ double load_channel_input(const ResidentArgs& a, int c, int which) {
     switch (which) {
-        case kScale: return a.scale.data ? load_param(a.scale, c) : 0.0;
-        case kBias: return a.bias.data ? load_param(a.bias, c) : 0.0;
-        case kPrevMean: return a.prev_mean.data ? load_param(a.prev_mean, c) : 0.0;
-        case kPrevVar: return a.prev_var.data ? load_param(a.prev_var, c) : 0.0;
+        case kScale: return a.scale.present() ? a.scale.load(c) : 0.0;
+        case kBias: return a.bias.present() ? a.bias.load(c) : 0.0;
+        case kPrevMean: return a.prev_mean.present() ? a.prev_mean.load(c) : 0.0;
+        case kPrevVar: return a.prev_var.present() ? a.prev_var.load(c) : 0.0;
         case kSample: return channel_sample<T, kNhwc>(a.g, static_cast<const T*>(a.x), c);
-        case kSavedMean: return a.saved && a.saved_mean.data ? load_param(a.saved_mean, c) : 0.0;
-        case kSavedInvStd: return a.saved && a.saved_inv_std.data ? load_param(a.saved_inv_std, c) : 0.0;
+        case kSavedMean: return a.saved && a.saved_mean.present() ? a.saved_mean.load(c) : 0.0;
+        case kSavedInvStd: return a.saved && a.saved_inv_std.present() ? a.saved_inv_std.load(c) : 0.0;
         case kStatMeanOffset: return a.stats_ready ? load_after_barrier(a.stats + c * 2) : 0.0;
         case kStatInvStd: return a.stats_ready ? load_after_barrier(a.stats + c * 2 + 1) : 0.0;
         default: return 0.0;
@@ -492,16 +450,16 @@ __device__ void finish_training(const ResidentArgs& a, int c, const double (&sum
     const ChannelStatistics st = channel_statistics(sum[0], sum[1], m, a.epsilon);
     const double center = in[kSample];
     const double mean = center + st.mean_offset;
-    if (a.running_mean.data != nullptr) {
+    if (a.running_mean.present()) {
         const double unbiased = m > 1.0 ? st.variance * m / (m - 1.0) : st.variance;
         const double f = a.exp_avg_factor;
         const double rm = in[kPrevMean], rv = in[kPrevVar];
-        store_param(a.running_mean, c, (1.0 - f) * rm + f * mean);
-        store_param(a.running_var, c, (1.0 - f) * rv + f * unbiased);
+        a.running_mean.store(c, (1.0 - f) * rm + f * mean);
+        a.running_var.store(c, (1.0 - f) * rv + f * unbiased);
     }
-    if (a.saved_mean.data != nullptr) {
-        store_param(a.saved_mean, c, mean);
-        store_param(a.saved_inv_std, c, st.inv_std);
+    if (a.saved_mean.present()) {
+        a.saved_mean.store(c, mean);
+        a.saved_inv_std.store(c, st.inv_std);
     }
     const double factor = in[kScale] * st.inv_std;
     double* k = a.coefs + static_cast<std::size_t>(c) * 4;
@@ -539,8 +497,8 @@ __device__ void finish_backward(const ResidentArgs& a, int c, const double (&sum
     const double g2 = sum[1];  // sum(dy * (x - cx))
     const double centered = g2 - mean_offset * g1;  // sum(dy * (x - mean))
     const double dy_xhat = centered * inv_std;
-    store_param_blended(a.dscale, c, dy_xhat, a.param_alpha, a.param_beta);
-    store_param_blended(a.dbias, c, g1, a.param_alpha, a.param_beta);
+    a.dscale.store_blended(c, dy_xhat, a.param_alpha, a.param_beta);
+    a.dbias.store_blended(c, g1, a.param_alpha, a.param_beta);
     const double factor = in[kScale] * inv_std;
     const double c1 = -factor * inv_std * dy_xhat / m;
     double* k = a.coefs + static_cast<std::size_t>(c) * 4;
@@ -557,7 +515,7 @@ __device__ void finish_backward(const ResidentArgs& a, int c, const double (&sum
 template <typename T, bool kNhwc>
 __device__ void load_centers(const ResidentArgs& a, const SharedLayout<T>& s, bool saved_mean) {
     for (int c = threadIdx.x; c < a.g.channels; c += kThreads)
-        s.table[c * 4] = saved_mean ? static_cast<float>(load_param(a.saved_mean, c))
+        s.table[c * 4] = saved_mean ? static_cast<float>(a.saved_mean.load(c))
                                     : channel_sample<T, kNhwc>(a.g, static_cast<const T*>(a.x), c);
     __syncthreads();
 }
@@ -924,14 +882,14 @@ void run_resident(const BnForwardTraining& p, const ResidentPlan& plan, const La
     ResidentArgs a = common_args(plan, target);
     a.x = p.x.data;
     a.out = p.y.data;
-    a.scale = param_ref(p.scale);
-    a.bias = param_ref(p.bias);
-    a.prev_mean = param_ref(p.prev_running_mean);
-    a.prev_var = param_ref(p.prev_running_var);
-    a.running_mean = param_ref(p.running_mean);
-    a.running_var = param_ref(p.running_var);
-    a.saved_mean = param_ref(p.saved_mean);
-    a.saved_inv_std = param_ref(p.saved_inv_std);
+    a.scale = channel_param(p.scale);
+    a.bias = channel_param(p.bias);
+    a.prev_mean = channel_param(p.prev_running_mean);
+    a.prev_var = channel_param(p.prev_running_var);
+    a.running_mean = channel_param(p.running_mean);
+    a.running_var = channel_param(p.running_var);
+    a.saved_mean = channel_param(p.saved_mean);
+    a.saved_inv_std = channel_param(p.saved_inv_std);
     a.epsilon = p.epsilon;
     a.exp_avg_factor = p.exp_avg_factor;
     a.alpha = p.out.alpha;
@@ -944,11 +902,11 @@ void run_resident(const BnBackward& p, const ResidentPlan& plan, const LaunchTar
     a.x = p.x.data;
     a.dy = p.dy.data;
     a.out = p.dx.data;
-    a.scale = param_ref(p.scale);
-    a.saved_mean = param_ref(p.saved_mean);
-    a.saved_inv_std = param_ref(p.saved_inv_std);
-    a.dscale = param_ref(p.dscale);
-    a.dbias = param_ref(p.dbias);
+    a.scale = channel_param(p.scale);
+    a.saved_mean = channel_param(p.saved_mean);
+    a.saved_inv_std = channel_param(p.saved_inv_std);
+    a.dscale = channel_param(p.dscale);
+    a.dbias = channel_param(p.dbias);
     a.epsilon = p.epsilon;
     a.alpha = p.data.alpha;
     a.beta = p.data.beta;

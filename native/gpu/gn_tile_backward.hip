@@ -344,7 +344,13 @@ void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const Lau
 }
 
 int gn_tile_backward_largest_cluster() {
+#if MBN_GPU_CUDA
     return largest_cluster(gn_tile_backward<__half, float, true>, kGnTileBackwardThreads);
+#else
+    // No clusters on AMD; naming the kernel here would ask hipcc for a host
+    // stub of an instance it never emits (a link error).
+    return 1;
+#endif
 }
 
 }  // namespace gpu

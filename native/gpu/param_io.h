@@ -63,5 +63,22 @@ inline ParamRef param_ref(const TensorArg* t) {
 }
 inline ParamRef param_ref(const TensorArg& t) { return param_ref(&t); }
 
+// A spatial parameter tensor indexed by channel (its C stride applied).
+struct ChannelParam {
+    ParamRef ref;
+    long long stride;
+
+    __host__ __device__ bool present() const { return ref.present(); }
+    __device__ __forceinline__ double load(int c) const { return ref.load(c * stride); }
+    __device__ __forceinline__ void store(int c, double value) const { ref.store(c * stride, value); }
+    __device__ __forceinline__ void store_blended(int c, double value, float alpha, float beta) const {
+        ref.store_blended(c * stride, value, alpha, beta);
+    }
+};
+
+inline ChannelParam channel_param(const TensorArg& t) {
+    return ChannelParam{param_ref(t), t.present() ? static_cast<long long>(t.stride[kC]) : 0};
+}
+
 }  // namespace gpu
 }  // namespace mbn
