@@ -10,10 +10,14 @@ planes), odd plane lengths that leave vectors straddling planes, 3-D
 tensors, reductions short enough for the double-precision dx, tensors near
 the on-chip capacity, in-place calls, blending, repeatability and CUDA graph
 replay (the grid barrier's counter must be back at zero after every launch).
-Each result is checked against the float64 reference with NaN-poisoned
-outputs.  MIOPEN_BN_GPU_RESIDENT=0 / MIOPEN_BN_GPU_DENSE_INFERENCE=0 turn the
-paths off; the device run repeats the C GPU-versus-CPU program that way so
-the multi-pass kernels stay checked too.
+By default, NCHW shapes with at most 2048 values per channel take one block
+per channel (bn_channel_block.hip) and the rest of these shapes the size rules
+of both paths; the device run repeats this module with
+MIOPEN_BN_GPU_RESIDENT=force MIOPEN_BN_GPU_DENSE_INFERENCE=force, which puts
+every shape that fits on the one-launch and dense kernels.  Each result is
+checked against the float64 reference with NaN-poisoned outputs.  Setting
+the variables to 0 turns the paths off; the device run repeats the C
+GPU-versus-CPU program that way so the multi-pass kernels stay checked too.
 """
 import pytest
 

@@ -868,6 +868,8 @@ void launch(const ResidentArgs& a, const ResidentPlan& plan, DType dtype, const 
 
 }  // namespace
 
+bool resident_forced() { return resident_use() == ResidentUse::forced; }
+
 ResidentPlan plan_resident(const BnForwardTraining& p, const DeviceShape& device) {
     if (!p.activation.identity()) return ResidentPlan{};
     return plan_geometry<false>(p.geom, p.x, {&p.x, &p.y}, device);

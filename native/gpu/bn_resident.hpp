@@ -51,6 +51,9 @@ struct ResidentPlan {
     std::int64_t counters = 0;
 };
 
+// MIOPEN_BN_GPU_RESIDENT=force: the one launch goes before every other path.
+bool resident_forced();
+
 ResidentPlan plan_resident(const BnForwardTraining& p, const DeviceShape& device);
 ResidentPlan plan_resident(const BnBackward& p, const DeviceShape& device);
 

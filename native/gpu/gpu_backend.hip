@@ -12,6 +12,7 @@
 #include "common/backend.hpp"
 #include "gpu/bn_launch.hpp"
 #include "gpu/bn_planner.hpp"
+#include "gpu/bn_channel_block.hpp"
 #include "gpu/bn_dense_inference.hpp"
 #include "gpu/bn_resident.hpp"
 #include "gpu/bn_scratch.hpp"
@@ -109,6 +110,10 @@ public:
         t.slot[kFwdSavedInvStd] = &p.saved_inv_std;
         t.slot[kFwdPrevMean] = &p.prev_running_mean;
         t.slot[kFwdPrevVar] = &p.prev_running_var;
+        if (!resident_forced() && channel_blocks_fit(p)) {
+            run(0, 0, [&](const LaunchTarget& target) { run_channel_blocks(p, target); });
+            return;
+        }
         const ResidentPlan resident = plan_resident(p, shape_);
         if (resident.usable) {
             run(resident.scratch_bytes, resident.counters,
@@ -146,6 +151,10 @@ public:
         t.slot[kBwdSavedMean] = &p.saved_mean;
         t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
         t.slot[kBwdBias] = &p.bias;
+        if (!resident_forced() && channel_blocks_fit(p)) {
+            run(0, 0, [&](const LaunchTarget& target) { run_channel_blocks(p, target); });
+            return;
+        }
         const ResidentPlan resident = plan_resident(p, shape_);
         if (resident.usable) {
             run(resident.scratch_bytes, resident.counters,
