@@ -106,3 +106,18 @@ def test_fused_activation_v3_and_inverse_variance(backend, rng, name, x_dtype, m
         check(dx, expected["dx"], x_dtype, "elementwise", "dx")
         check(dscale, expected["dscale"], x_dtype, "reduction", "dscale")
         check(dbias, expected["dbias"], x_dtype, "reduction", "dbias")
+
+
+def test_fused_activation_backward_recomputing_statistics_in_float(backend, rng):
+    """NHWC float32 with M >= 256 values a feature: dx in float, statistics
+    recomputed for the activation's input.  That call takes the most working
+    arrays of any (it once ran out of them: AllocFailed)."""
+    shape = (4, 3, 8, 10)
+    x = filled(rng.normal(0.3, 1.4, shape), "float32", CHANNELS_LAST)
+    dy = filled(rng.standard_normal(shape), "float32", CHANNELS_LAST)
+    scale, bias = filled(rng.uniform(0.5, 2, 3), "float32"), filled(rng.uniform(-1, 1, 3), "float32")
+    dx, dscale, dbias = backend.backward(x, dy, scale, bias=bias, activation="elu", activation_params=(1.0, 0, 0))
+    expected = reference.batchnorm_backward(x, dy, scale, bias=bias, fused_activation=("elu", 1.0, 0.0, 0.0))
+    check(dx, expected["dx"], "float32", "elementwise", "dx")
+    check(dscale, expected["dscale"], "float32", "reduction", "dscale")
+    check(dbias, expected["dbias"], "float32", "reduction", "dbias")

@@ -57,9 +57,14 @@ struct BackpropArrays {
     // Float copies when dx is computed in float: the mean rounded to float,
     // the rest of it folded into k_0 (null otherwise).
     float *mean_f = nullptr, *k_dy_f = nullptr, *k_x_f = nullptr, *k_0_f = nullptr;
-    BackpropArrays(Workspace& ws, std::int64_t n, bool in_float = false)
-        : mean(ws.take<double>(n)), k_dy(ws.take<double>(n)), k_x(ws.take<double>(n)), k_0(ws.take<double>(n)) {
-        if (in_float) mean_f = ws.take<float>(n), k_dy_f = ws.take<float>(n), k_x_f = ws.take<float>(n), k_0_f = ws.take<float>(n);
+    // Two workspace arrays, not eight: a backward through an activation that
+    // recomputes its statistics takes nearly all of the Workspace's buffers.
+    BackpropArrays(Workspace& ws, std::int64_t n, bool in_float = false) {
+        double* d = ws.take<double>(4 * n);
+        mean = d, k_dy = d + n, k_x = d + 2 * n, k_0 = d + 3 * n;
+        if (!in_float) return;
+        float* f = ws.take<float>(4 * n);
+        mean_f = f, k_dy_f = f + n, k_x_f = f + 2 * n, k_0_f = f + 3 * n;
     }
     void set(std::int64_t p, const BackpropCoefficients& c) const {
         mean[p] = c.mean, k_dy[p] = c.k_dy, k_x[p] = c.k_x, k_0[p] = c.k_0;
