@@ -31,7 +31,7 @@ void local_statistics_run(const BnLocalStatistics& pb) {
     const Scratch<C> scratch(plan, ws);
     const Tx* x = static_cast<const Tx*>(pb.x.data);
     first_values(plan, kWholePlan, x, center);
-    statistics_pass<Tx, C>(plan, kWholePlan, x, center, scratch, part_s1, part_s2);
+    traverse(plan, kWholePlan, scratch, StatisticsPass<Tx, C>{{x}, center, part_s1, part_s2});
     sum_blocks<2>(plan, kWholePlan, {part_s1, part_s2}, {mean, m2});  // Σ(x - c), Σ(x - c)² until replaced
     const double M = static_cast<double>(plan.reduction);
     run_features(plan, 1, [&](std::int64_t p) {
@@ -89,8 +89,9 @@ void backward_reduce_run(const BnBackwardReduce& pb) {
     double* sum_dy = ws.take<double>(F);
     double* sum_dy_xmu = ws.take<double>(F);
     const Scratch<C> scratch(plan, ws);
-    gradient_pass<Tx, Tg, C>(plan, kWholePlan, static_cast<const Tx*>(pb.x.data), static_cast<const Tg*>(pb.dy.data),
-                             mean, scratch, sums);
+    const Tx* x = static_cast<const Tx*>(pb.x.data);
+    const Tg* dy = static_cast<const Tg*>(pb.dy.data);
+    traverse(plan, kWholePlan, scratch, GradientPass<Tx, Tg, C>{{x, dy}, mean, sums});
     sum_blocks<2>(plan, kWholePlan, {sums.sdy, sums.dot}, {sum_dy, sum_dy_xmu});
     write_param(plan, pb.sum_dy, sum_dy);
     write_param(plan, pb.sum_dy_xmu, sum_dy_xmu);
@@ -117,8 +118,9 @@ void backward_elementwise_run(const BnBackwardElementwise& pb) {
         coef.set(p, backprop_coefficients(mean[p], invstd[p], scale[p], sum_dy[p], sum_dy_xmu[p] * invstd[p], count[p],
                                           pb.data.alpha));
     });
-    backprop_pass<Tx, Tg, C>(plan, kWholePlan, static_cast<const Tx*>(pb.x.data), static_cast<const Tg*>(pb.dy.data),
-                             static_cast<Tg*>(pb.dx.data), coef, pb.data.beta, scratch);
+    traverse(plan, kWholePlan, scratch,
+             BackpropPass<Tx, Tg, C>(plan, static_cast<const Tx*>(pb.x.data), static_cast<const Tg*>(pb.dy.data),
+                                     static_cast<Tg*>(pb.dx.data), coef, pb.data.beta));
 }
 
 template <typename Fn>
