@@ -145,24 +145,18 @@ void merge_statistics(const BnMergeStatistics& p) {
     const bool running = p.running_mean.present();
     if (running) run_mean = gather(p.running_mean), run_var = gather(p.running_var);
     for (std::size_t f = 0; f < F; ++f) {
-        // Chan's merge, rank by rank in order: the result does not depend on
-        // how ranks are grouped, only on their order.
-        double n = 0.0, mu = 0.0, sq = 0.0;
+        MergedMoments m;  // rank by rank, in order
         for (std::int64_t k = 0; k < K; ++k) {
             const std::size_t i = static_cast<std::size_t>(k) * F + f;
-            if (count[i] == 0.0) continue;  // an empty rank adds nothing, whatever its mean holds
-            const double total = n + count[i], delta = mean[i] - mu;
-            mu += delta * (count[i] / total);
-            sq += m2[i] + delta * delta * (n * count[i] / total);
-            n = total;
+            m.add(count[i], mean[i], m2[i]);
         }
-        if (n == 0.0) mu = sq = std::nan("");
-        const double var = sq / n;
-        out_mean[f] = mu;
-        out_inv_std[f] = 1.0 / std::sqrt(var + p.epsilon);
+        if (m.count == 0.0) m.mean = m.m2 = std::nan("");
+        const double var = biased_variance(m.m2, m.count);
+        out_mean[f] = m.mean;
+        out_inv_std[f] = inverse_std(var, p.epsilon);
         if (running) {
-            run_mean[f] = running_update(run_mean[f], mu, p.exp_avg_factor);
-            run_var[f] = running_update(run_var[f], unbiased_variance(var, n), p.exp_avg_factor);
+            run_mean[f] = running_update(run_mean[f], m.mean, p.exp_avg_factor);
+            run_var[f] = running_update(run_var[f], unbiased_variance(var, m.count), p.exp_avg_factor);
         }
     }
     scatter(p.saved_mean, out_mean);

@@ -42,7 +42,7 @@ struct NormalizeArrays {
 // faster than the rows, keep double.
 template <typename C>
 bool backprop_in_float(const WalkPlan& plan) {
-    return std::is_same_v<C, float> && plan.rows() && plan.reduction >= kFloatBackpropMinCount;
+    return std::is_same_v<C, float> && plan.rows() && float_backprop_enough(plan.reduction);
 }
 
 struct BackpropArrays {
@@ -152,13 +152,14 @@ struct GradientInput {
 
 // ---- the passes ------------------------------------------------------------
 
-// center[p] = feature p's first value (sample 0, position 0): the shift of
-// its sums when its mean is not known.  One repetition (batch norm).
-template <typename Tx>
+// center[p] = the shift of feature p's sums when its mean is not known: its
+// first value (sample 0, position 0; common/numerics.hpp).  One repetition
+// (batch norm).
+template <typename Tx, typename C = typename Element<Tx>::Compute>
 void first_values(const WalkPlan& plan, const PassScope& scope, const Tx* x, double* center) {
     run_feature_ranges(plan, scope, 1, [&](std::int64_t begin, std::int64_t end) {
         for_each_feature(plan, plan.strides[0], begin, end,
-                         [&](std::int64_t p, std::int64_t at) { center[p] = load_as<double>(x[at]); });
+                         [&](std::int64_t p, std::int64_t at) { center[p] = statistics_shift(load_as<C>(x[at])); });
     });
 }
 
