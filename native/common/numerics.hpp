@@ -6,14 +6,10 @@
 // data) and merges them pairwise (gpu/bn_device_math.h).
 #pragma once
 
+#include "common/host_device.hpp"
+
 #include <cmath>
 #include <cstdint>
-
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define MBN_HOST_DEVICE __host__ __device__
-#else
-#define MBN_HOST_DEVICE
-#endif
 
 namespace mbn {
 

@@ -139,7 +139,7 @@ __device__ void block_moments(const T* __restrict__ x, const BnLayout& layout, c
 #pragma unroll
         for (int j = 0; j < VF; ++j) {
             narrow_shift[j] = static_cast<A>(widen(x[base[0] + j]));
-            shift[j] = static_cast<double>(narrow_shift[j]);
+            shift[j] = statistics_shift(narrow_shift[j]);
         }
         std::int64_t r = share.first;
         NestCursor<Rank, 1> cursor;
@@ -199,8 +199,8 @@ __device__ __forceinline__ FeatureStatistics finish_statistics(const ShiftedMome
                                                                double epsilon) {
     FeatureStatistics s;
     s.mean_offset = total.sum / count;
-    s.variance = total.welford.m2 / count;
-    s.inv_std = 1.0 / sqrt(s.variance + epsilon);
+    s.variance = biased_variance(total.welford.m2, count);
+    s.inv_std = inverse_std(s.variance, epsilon);
     return s;
 }
 
@@ -268,8 +268,8 @@ __device__ ForwardCoefficients write_statistics(const StatsOutputs<P>& out, cons
         const double f = out.exp_avg_factor;
         P* rm = out.running_mean + at[kFwdMean - kSlotParam0];
         P* rv = out.running_var + at[kFwdVar - kSlotParam0];
-        *rm = narrow<P>((1.0 - f) * static_cast<double>(widen(*rm)) + f * mean);
-        *rv = narrow<P>((1.0 - f) * static_cast<double>(widen(*rv)) + f * unbiased);
+        *rm = narrow<P>(running_update(static_cast<double>(widen(*rm)), mean, f));
+        *rv = narrow<P>(running_update(static_cast<double>(widen(*rv)), unbiased, f));
     }
     if (out.saved_mean != nullptr) {
         out.saved_mean[at[kFwdSavedMean - kSlotParam0]] = narrow<P>(mean);

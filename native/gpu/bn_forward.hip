@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int j = 0; j < VF; ++j) {
         std::int64_t at[4];
         nest_offsets<4>(layout.feature, share.feature0 + j, kFwdScale, at);
-        const double inv_std = 1.0 / sqrt(static_cast<double>(widen(var[at[kFwdVar - kFwdScale]])) + epsilon);
+        const double inv_std = inverse_std(static_cast<double>(widen(var[at[kFwdVar - kFwdScale]])), epsilon);
         shift[j] = static_cast<A>(static_cast<double>(widen(mean[at[kFwdMean - kFwdScale]])));
         zero[j] = A(0);
         factor[j] = static_cast<A>(static_cast<double>(widen(scale[at[0]])) * inv_std);
