@@ -163,9 +163,9 @@ void first_values(const WalkPlan& plan, const PassScope& scope, const Tx* x, dou
     });
 }
 
-// The output options of a pass writing `values_bytes` in all: blended when
-// beta != 0; results written straight to the output stream past the cache
-// when `may_stream` and the pass outgrows the last-level cache.
+// A pass's output options: blended when beta != 0; results written straight
+// to the output stream past the cache when `may_stream` and the pass reads
+// and writes `pass_bytes`, as much as the last-level cache holds or more.
 template <typename C>
 struct PassOutput {
     OutputMode<C> staged, direct;
