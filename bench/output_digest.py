@@ -96,6 +96,9 @@ def worker(quick: bool) -> None:
                 sha.update(b"none")
                 continue
             a = np.asarray(out)
+            # -0.0 as 0.0: an exact zero's sign can depend on where the
+            # tensors lie (a clipped-ReLU backward's all-zero dx; RESULTS.md).
+            a = np.where(a == 0, np.zeros_like(a), a) if a.dtype.kind == "f" or "float" in str(a.dtype) else a
             sha.update(str((a.dtype, a.shape)).encode())
             sha.update(np.ascontiguousarray(a).view(np.uint8).tobytes())
         print(name, sha.hexdigest(), flush=True)
