@@ -182,3 +182,18 @@ def test_multi_launch_kernels_on_the_gpu(gpu_side, rng, geometry, name, x_dtype)
         shape = (shape[0] // 4,) + shape[1:] if mode == "per_activation" else (2, 3, 64, 80)
     types = {"scale": x_dtype, "bias": "float32", "mean": "float32", "var": x_dtype}
     _exercise(gpu_side, rng, shape, x_dtype, types, mode=mode, layout=layout, activation=name, v3=name is not None)
+
+
+def test_fused_activation_backward_recomputing_statistics_in_float(backend, rng):
+    """NHWC float32 with M >= 256 values a feature: dx in float, statistics
+    recomputed for the activation's input.  That call takes the most working
+    arrays of any (it once ran out of them: AllocFailed)."""
+    shape = (4, 3, 8, 10)
+    x = filled(rng.normal(0.3, 1.4, shape), "float32", CHANNELS_LAST)
+    dy = filled(rng.standard_normal(shape), "float32", CHANNELS_LAST)
+    scale, bias = filled(rng.uniform(0.5, 2, 3), "float32"), filled(rng.uniform(-1, 1, 3), "float32")
+    dx, dscale, dbias = backend.backward(x, dy, scale, bias=bias, activation="elu", activation_params=(1.0, 0, 0))
+    expected = reference.batchnorm_backward(x, dy, scale, bias=bias, fused_activation=("elu", 1.0, 0.0, 0.0))
+    check(dx, expected["dx"], "float32", "elementwise", "dx")
+    check(dscale, expected["dscale"], "float32", "reduction", "dscale")
+    check(dbias, expected["dbias"], "float32", "reduction", "dbias")

@@ -75,7 +75,7 @@ void run(const BnBackward& pb) {
         if (stats_alongside) first_values(plan, scope, x, center);
         if (stats_first) {
             first_values(plan, scope, x, first);
-            statistics_pass<Tx, C>(plan, scope, x, first, scratch, part_s1, part_s2);
+            traverse(plan, scope, scratch, StatisticsPass<Tx, C>{{x}, first, part_s1, part_s2});
             sum_blocks<2>(plan, scope, {part_s1, part_s2}, {s1, s2});
             run_feature_ranges(plan, scope, 1,
                                [&](std::int64_t begin, std::int64_t end) { take_statistics(first, begin, end); });
@@ -86,7 +86,7 @@ void run(const BnBackward& pb) {
                     z->set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], 1.0f));
             });
         }
-        gradient_pass<Tx, Tg, C>(plan, scope, x, dy, center, scratch, sums, input);
+        traverse(plan, scope, scratch, GradientPass<Tx, Tg, C>{{x, dy}, center, sums, input});
 
         // Per-feature totals: Σg in dbias, Σg·(x - c) in dscale until replaced.
         if (stats_alongside) sum_blocks<4>(plan, scope, {sums.sdy, sums.dot, sums.s1, sums.s2}, {dbias, dscale, s1, s2});
@@ -100,8 +100,8 @@ void run(const BnBackward& pb) {
             }
         });
 
-        backprop_pass<Tx, Tg, C>(plan, scope, x, dy, static_cast<Tg*>(pb.dx.data), coef, pb.data.beta, scratch,
-                                 input);
+        traverse(plan, scope, scratch,
+                 BackpropPass<Tx, Tg, C>(plan, x, dy, static_cast<Tg*>(pb.dx.data), coef, pb.data.beta, input));
     });
     write_param_blended(plan, pb.dscale, dscale, pb.param);
     write_param_blended(plan, pb.dbias, dbias, pb.param);

@@ -36,8 +36,9 @@ void run(const BnForwardInference& pb) {
     run_features(plan, 1, [&](std::int64_t p) {
         coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], act.coefficient_alpha(pb.out)));
     });
-    normalize_pass<Tx, C>(plan, kWholePlan, static_cast<const Tx*>(pb.x.data), static_cast<Tx*>(pb.y.data), coef,
-                          pb.out.beta, scratch, act);
+    traverse(plan, kWholePlan, scratch,
+             NormalizePass<Tx, C>(plan, static_cast<const Tx*>(pb.x.data), static_cast<Tx*>(pb.y.data), coef,
+                                  pb.out.beta, act));
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ void run(const BnForwardTraining& pb) {
     // computed while its x is still in cache.
     run_scopes(plan, [&](const PassScope& scope) {
         first_values(plan, scope, x, center);
-        statistics_pass<Tx, C>(plan, scope, x, center, scratch, part_s1, part_s2);
+        traverse(plan, scope, scratch, StatisticsPass<Tx, C>{{x}, center, part_s1, part_s2});
 
         // Σ(x - c) and Σ(x - c)² per feature, held in mean and var until replaced.
         sum_blocks<2>(plan, scope, {part_s1, part_s2}, {mean, var});
@@ -63,7 +63,7 @@ void run(const BnForwardTraining& pb) {
                 coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], coef_alpha));
         });
 
-        normalize_pass<Tx, C>(plan, scope, x, y, coef, pb.out.beta, scratch, act);
+        traverse(plan, scope, scratch, NormalizePass<Tx, C>(plan, x, y, coef, pb.out.beta, act));
     });
 
     if (pb.saved_mean.present()) {

@@ -31,7 +31,7 @@ void local_statistics_run(const BnLocalStatistics& pb) {
     const Scratch<C> scratch(plan, ws);
     const Tx* x = static_cast<const Tx*>(pb.x.data);
     first_values(plan, kWholePlan, x, center);
-    statistics_pass<Tx, C>(plan, kWholePlan, x, center, scratch, part_s1, part_s2);
+    traverse(plan, kWholePlan, scratch, StatisticsPass<Tx, C>{{x}, center, part_s1, part_s2});
     sum_blocks<2>(plan, kWholePlan, {part_s1, part_s2}, {mean, m2});  // Σ(x - c), Σ(x - c)² until replaced
     const double M = static_cast<double>(plan.reduction);
     run_features(plan, 1, [&](std::int64_t p) {
@@ -89,8 +89,9 @@ void backward_reduce_run(const BnBackwardReduce& pb) {
     double* sum_dy = ws.take<double>(F);
     double* sum_dy_xmu = ws.take<double>(F);
     const Scratch<C> scratch(plan, ws);
-    gradient_pass<Tx, Tg, C>(plan, kWholePlan, static_cast<const Tx*>(pb.x.data), static_cast<const Tg*>(pb.dy.data),
-                             mean, scratch, sums);
+    const Tx* x = static_cast<const Tx*>(pb.x.data);
+    const Tg* dy = static_cast<const Tg*>(pb.dy.data);
+    traverse(plan, kWholePlan, scratch, GradientPass<Tx, Tg, C>{{x, dy}, mean, sums});
     sum_blocks<2>(plan, kWholePlan, {sums.sdy, sums.dot}, {sum_dy, sum_dy_xmu});
     write_param(plan, pb.sum_dy, sum_dy);
     write_param(plan, pb.sum_dy_xmu, sum_dy_xmu);
@@ -117,8 +118,9 @@ void backward_elementwise_run(const BnBackwardElementwise& pb) {
         coef.set(p, backprop_coefficients(mean[p], invstd[p], scale[p], sum_dy[p], sum_dy_xmu[p] * invstd[p], count[p],
                                           pb.data.alpha));
     });
-    backprop_pass<Tx, Tg, C>(plan, kWholePlan, static_cast<const Tx*>(pb.x.data), static_cast<const Tg*>(pb.dy.data),
-                             static_cast<Tg*>(pb.dx.data), coef, pb.data.beta, scratch);
+    traverse(plan, kWholePlan, scratch,
+             BackpropPass<Tx, Tg, C>(plan, static_cast<const Tx*>(pb.x.data), static_cast<const Tg*>(pb.dy.data),
+                                     static_cast<Tg*>(pb.dx.data), coef, pb.data.beta));
 }
 
 template <typename Fn>
@@ -143,24 +145,18 @@ void merge_statistics(const BnMergeStatistics& p) {
     const bool running = p.running_mean.present();
     if (running) run_mean = gather(p.running_mean), run_var = gather(p.running_var);
     for (std::size_t f = 0; f < F; ++f) {
-        // Chan's merge, rank by rank in order: the result does not depend on
-        // how ranks are grouped, only on their order.
-        double n = 0.0, mu = 0.0, sq = 0.0;
+        MergedMoments m;  // rank by rank, in order
         for (std::int64_t k = 0; k < K; ++k) {
             const std::size_t i = static_cast<std::size_t>(k) * F + f;
-            if (count[i] == 0.0) continue;  // an empty rank adds nothing, whatever its mean holds
-            const double total = n + count[i], delta = mean[i] - mu;
-            mu += delta * (count[i] / total);
-            sq += m2[i] + delta * delta * (n * count[i] / total);
-            n = total;
+            m.add(count[i], mean[i], m2[i]);
         }
-        if (n == 0.0) mu = sq = std::nan("");
-        const double var = sq / n;
-        out_mean[f] = mu;
-        out_inv_std[f] = 1.0 / std::sqrt(var + p.epsilon);
+        if (m.count == 0.0) m.mean = m.m2 = std::nan("");
+        const double var = biased_variance(m.m2, m.count);
+        out_mean[f] = m.mean;
+        out_inv_std[f] = inverse_std(var, p.epsilon);
         if (running) {
-            run_mean[f] = running_update(run_mean[f], mu, p.exp_avg_factor);
-            run_var[f] = running_update(run_var[f], unbiased_variance(var, n), p.exp_avg_factor);
+            run_mean[f] = running_update(run_mean[f], m.mean, p.exp_avg_factor);
+            run_var[f] = running_update(run_var[f], unbiased_variance(var, m.count), p.exp_avg_factor);
         }
     }
     scatter(p.saved_mean, out_mean);

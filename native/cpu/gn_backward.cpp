@@ -65,7 +65,8 @@ void run(const GnBackward& pb) {
 
     const Tx* x = static_cast<const Tx*>(pb.x.data);
     const Tx* dy = static_cast<const Tx*>(pb.dy.data);
-    gradient_pass<Tx, Tx, C>(plan, kWholePlan, x, dy, center, scratch, {part_sdy, part_dot, nullptr, nullptr}, input);
+    const GradientSums part{part_sdy, part_dot, nullptr, nullptr};
+    traverse(plan, kWholePlan, scratch, GradientPass<Tx, Tx, C>{{x, dy}, center, part, input});
     sum_blocks<2>(plan, kWholePlan, {part_sdy, part_dot}, {sdy, dot});
 
     // S1 = Σ w*g and S2 = rstd * Σ w*g*(x - mean) per group.
@@ -78,7 +79,8 @@ void run(const GnBackward& pb) {
             coef.set(q, {mean[g], r * weight[gi.channel_of(q)], -r * r * s2 / gi.size, -r * s1[g] / gi.size});
         }
     });
-    backprop_pass<Tx, Tx, C>(plan, kWholePlan, x, dy, static_cast<Tx*>(pb.dx.data), coef, 0.0f, scratch, input);
+    Tx* dx = static_cast<Tx*>(pb.dx.data);
+    traverse(plan, kWholePlan, scratch, BackpropPass<Tx, Tx, C>(plan, x, dy, dx, coef, 0.0f, input));
 
     if (!pb.affine) return;
     run_ranges(channels, gi.samples, [&](std::int64_t begin, std::int64_t end) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "common/group_norm_problem.hpp"
+#include "common/numerics.hpp"
 #include "cpu/element.hpp"
 
 #include <cstdint>
@@ -38,13 +39,14 @@ void read_group_values(const TensorArg& t, const GroupIndex& gi, double* values)
 void write_group_values(const TensorArg& t, const GroupIndex& gi, const double* values);
 
 // center[n*G + g] = x[n, g*C/G, 0, 0, 0]: each group's first value, the
-// shift of its sums (see span_kernels.hpp).
+// shift of its sums (common/numerics.hpp).
 template <typename Tx>
 void group_first_values(const TensorArg& x, const GroupIndex& gi, double* center) {
     const Tx* data = static_cast<const Tx*>(x.data);
     for (std::int64_t n = 0; n < gi.samples; ++n)
         for (std::int64_t g = 0; g < gi.groups; ++g)
-            center[n * gi.groups + g] = load_as<double>(data[x.offset(n, g * gi.per_group, 0, 0, 0)]);
+            center[n * gi.groups + g] =
+                statistics_shift(load_as<typename Element<Tx>::Compute>(data[x.offset(n, g * gi.per_group, 0, 0, 0)]));
 }
 
 }  // namespace mbn::cpu

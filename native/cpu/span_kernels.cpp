@@ -2,6 +2,8 @@
 // arithmetic and the order of every reduction are fixed by the source, so a
 // result never depends on how the work was split between threads.
 #include "cpu/span_kernels.hpp"
+
+#include "common/numerics.hpp"
 #include "cpu/vector_clones.hpp"
 #include "cpu/vector_types.hpp"
 
@@ -654,8 +656,9 @@ MBN_INLINE void segments_backprop_body(const C* x, const C* dy, C* dx, std::int6
         stream_fence(mode.stream);                                                                        \
     }
 
-// SSE2's sqrtpd is in every clone and, unlike std::sqrt, has no errno path
-// that would keep the loop scalar.
+// inverse_std (common/numerics.hpp) over an array: SSE2's sqrtpd is in every
+// clone and, unlike std::sqrt, has no errno path that would keep the loop
+// scalar.
 MBN_VECTOR_CLONES void inverse_std_span(const double* variance, double epsilon, double* out, std::int64_t n) {
     std::int64_t i = 0;
 #if defined(__x86_64__)
@@ -663,7 +666,7 @@ MBN_VECTOR_CLONES void inverse_std_span(const double* variance, double epsilon, 
     const D2 one = {1.0, 1.0};
     for (; i + 2 <= n; i += 2) store(out + i, one / __builtin_ia32_sqrtpd(load<D2>(variance + i) + eps));
 #endif
-    for (; i < n; ++i) out[i] = 1.0 / std::sqrt(variance[i] + epsilon);
+    for (; i < n; ++i) out[i] = inverse_std(variance[i], epsilon);
 }
 
 MBN_DEFINE_SPAN_KERNELS(float)

@@ -66,39 +66,38 @@ bool channels_unit_stride(const WalkPlan& plan) {
 }
 
 void plan_columns(WalkPlan& plan) {
-    plan.walk = Walk::columns;
+    ColumnWalk w;
     const ReductionDims dims = plan.mode == BnMode::spatial ? collapse(plan, {kN, kD, kH, kW})
                                                              : collapse(plan, {kN});
-    plan.outer = dims;
-    if (dims.count == 0) {  // a single value per feature
-        plan.inner_len = 1;
-        plan.inner_stride.fill(0);
-    } else {
-        plan.outer.count = dims.count - 1;
-        plan.inner_len = dims.len[dims.count - 1];
-        for (int s = 0; s < plan.slots; ++s) plan.inner_stride[s] = dims.stride[s][dims.count - 1];
+    w.outer = dims;
+    if (dims.count > 0) {  // else a single value per feature
+        w.outer.count = dims.count - 1;
+        w.inner_len = dims.len[dims.count - 1];
+        for (int s = 0; s < plan.slots; ++s) w.inner_stride[s] = dims.stride[s][dims.count - 1];
     }
-    const std::int64_t L = plan.inner_len;
-    plan.runs = plan.reduction / L;
-    plan.chunk = ceil_div(L, ceil_div(L, kTaskValues));
-    plan.pieces = ceil_div(L, plan.chunk);  // no empty last piece, whatever L
-    plan.blocks = plan.runs * plan.pieces;
-    plan.group = plan.pieces == 1 ? std::max<std::int64_t>(1, kTaskValues / L) : 1;
-    plan.group = std::min(plan.group, plan.features);
-    plan.groups = ceil_div(plan.features, plan.group);
-    plan.segmented = plan.mode == BnMode::spatial;
+    const std::int64_t L = w.inner_len;
+    w.runs = plan.reduction / L;
+    w.chunk = ceil_div(L, ceil_div(L, kTaskValues));
+    w.pieces = ceil_div(L, w.chunk);  // no empty last piece, whatever L
+    w.task_features = w.pieces == 1 ? std::max<std::int64_t>(1, kTaskValues / L) : 1;
+    w.task_features = std::min(w.task_features, plan.features);
+    w.feature_tasks = ceil_div(plan.features, w.task_features);
+    w.segmented = plan.mode == BnMode::spatial;
     for (int s = 0; s < plan.slots; ++s)
-        plan.segmented = plan.segmented && (plan.inner_stride[s] == 1 || L == 1) &&
-                         (plan.strides[s][kC] == L || plan.len[kC] == 1);
+        w.segmented = w.segmented && (w.inner_stride[s] == 1 || L == 1) &&
+                      (plan.strides[s][kC] == L || plan.len[kC] == 1);
+    plan.blocks = w.runs * w.pieces;
+    plan.walk = w;
 }
 
 void plan_rows(WalkPlan& plan) {
-    plan.walk = Walk::rows;
-    plan.row_dims = plan.mode == BnMode::spatial ? collapse(plan, {kN, kD, kH, kW}) : collapse(plan, {kN});
-    plan.feature_block = std::min(plan.features, kMaxFeatureBlock);
-    plan.feature_blocks = ceil_div(plan.features, plan.feature_block);
-    plan.row_block = std::clamp<std::int64_t>(kRowTileValues / plan.feature_block, 1, plan.reduction);
-    plan.blocks = ceil_div(plan.reduction, plan.row_block);
+    RowWalk w;
+    w.dims = plan.mode == BnMode::spatial ? collapse(plan, {kN, kD, kH, kW}) : collapse(plan, {kN});
+    w.tile_features = std::min(plan.features, kMaxFeatureBlock);
+    w.feature_tiles = ceil_div(plan.features, w.tile_features);
+    w.tile_rows = std::clamp<std::int64_t>(kRowTileValues / w.tile_features, 1, plan.reduction);
+    plan.blocks = ceil_div(plan.reduction, w.tile_rows);
+    plan.walk = w;
 }
 
 // Regroups the features of a planned column walk into cache-sized units, or
@@ -109,16 +108,17 @@ void plan_rows(WalkPlan& plan) {
 // keep their locality another way: each thread takes the same range of row
 // tiles in every pass.
 void fuse(WalkPlan& plan, std::int64_t unit_values, std::int64_t cache_share_values) {
-    if (plan.walk != Walk::columns) return;
+    ColumnWalk* w = std::get_if<ColumnWalk>(&plan.walk);
+    if (!w) return;
     std::int64_t fit = unit_values / plan.reduction;  // features whose values fit
     if (fit < 1) fit = cache_share_values / plan.reduction;
     if (fit < 1) return;
     std::int64_t features = std::min(fit, ceil_div(plan.features, kFusedMinUnits));
-    if (plan.pieces > 1) features = 1;  // a group's runs lie back to back only when whole
+    if (w->pieces > 1) features = 1;  // a task's runs lie back to back only when whole
     features = std::clamp<std::int64_t>(features, 1, plan.features);
     if (features == plan.features) return;  // one unit: nothing to spread over the threads
-    plan.group = features;
-    plan.groups = ceil_div(plan.features, plan.group);
+    w->task_features = features;
+    w->feature_tasks = ceil_div(plan.features, features);
     plan.fused = true;
 }
 
@@ -169,7 +169,7 @@ WalkPlan plan_walk(const BnGeometry& geom, std::array<const TensorArg*, kMaxSlot
     bool same_packed = order != MemoryOrder::strided && plan.features >= 2;
     for (int s = 1; s < count; ++s) same_packed = same_packed && tensors[s]->order == order;
     if (same_packed) {
-        plan.rows_in_dhwc = order == MemoryOrder::packed_nhwc;
+        plan.channels_fastest = order == MemoryOrder::packed_nhwc;
         plan_rows(plan);
     } else {
         plan_columns(plan);
@@ -204,15 +204,15 @@ WalkPlan plan_per_sample_walk(const Lengths& len, std::array<const TensorArg*, k
 }
 
 std::int64_t WalkPlan::block_count(std::int64_t k) const {
-    if (walk == Walk::columns) return std::min(chunk, inner_len - (k % pieces) * chunk);
-    return std::min(row_block, reduction - k * row_block);
+    if (const ColumnWalk* w = columns()) return std::min(w->chunk, w->inner_len - (k % w->pieces) * w->chunk);
+    return std::min(rows()->tile_rows, reduction - k * rows()->tile_rows);
 }
 
 std::array<std::int64_t, 4> WalkPlan::feature_coords(std::int64_t p) const {
     if (mode == BnMode::spatial) return {p, 0, 0, 0};
     const std::int64_t D = len[kD], H = len[kH], W = len[kW], C = len[kC];
     std::int64_t c, dhw;
-    if (walk == Walk::rows && rows_in_dhwc) {
+    if (channels_fastest) {
         c = p % C;
         dhw = p / C;
     } else {

@@ -14,9 +14,12 @@
 // Both cut the work into tasks of a fixed size that depends only on the
 // shape, so results do not depend on the thread count.
 //
+// Each is a struct of its own (ColumnWalk, RowWalk), the plan holding one;
+// walk_traversal.hpp has one traversal for each.
+//
 // A fused plan (spatial training and backward on small reductions, column
 // walks) is cut into units of features whose values all fit in a core's L2
-// cache: one feature group with every reduction block.  Each unit is then
+// cache: one task's features with every reduction block.  Each unit is then
 // taken from statistics to output by one thread, so the output pass reads
 // the unit's data from cache instead of memory.
 //
@@ -29,6 +32,7 @@
 
 #include <array>
 #include <cstdint>
+#include <variant>
 
 namespace mbn::cpu {
 
@@ -42,37 +46,43 @@ struct ReductionDims {
     std::array<std::array<std::int64_t, 4>, kMaxSlots> stride{};  // [slot][dim]
 };
 
-enum class Walk : std::uint8_t { columns, rows };
+// Columns: the innermost reduction dim is split off as runs of inner_len;
+// block k is piece k % pieces of run k / pieces, and a task is one block of
+// task_features consecutive features.
+struct ColumnWalk {
+    ReductionDims outer;  // dims outside the runs (count may be 0)
+    std::int64_t inner_len = 1;
+    std::array<std::int64_t, kMaxSlots> inner_stride{};
+    std::int64_t runs = 1;           // per feature
+    std::int64_t pieces = 1;         // per run
+    std::int64_t chunk = 0;          // values per piece (the last piece of a run may be shorter)
+    std::int64_t task_features = 1;  // features per task
+    std::int64_t feature_tasks = 1;  // tasks across the features, per block
+    bool segmented = false;          // a task's runs lie back to back in every slot (packed NCHW)
+};
+
+// Rows: every reduction dim is a row index; a task is a tile of
+// tile_features consecutive features by tile_rows rows.
+struct RowWalk {
+    ReductionDims dims;
+    std::int64_t tile_rows = 0;
+    std::int64_t tile_features = 0;
+    std::int64_t feature_tiles = 0;  // tiles across the features, per block of rows
+};
 
 struct WalkPlan {
-    Walk walk = Walk::columns;
     BnMode mode = BnMode::spatial;
     Lengths len{};
     int slots = 0;
     std::array<Strides, kMaxSlots> strides{};  // each tensor's own
-    bool rows_in_dhwc = false;  // rows walk per activation over packed NHWC: features ordered (d,h,w,c)
+    // Feature p's (c, d, h, w) order: c slowest, or (per activation over
+    // packed NHWC, walked as rows) c fastest.
+    bool channels_fastest = false;
 
     std::int64_t features = 0;   // F
     std::int64_t reduction = 0;  // M
     std::int64_t blocks = 0;     // reduction blocks per feature (column pieces, row blocks)
-
-    // columns: the innermost reduction dim is split off as runs of inner_len;
-    // block k is piece k % pieces of run k / pieces.
-    ReductionDims outer;  // dims outside the runs (count may be 0)
-    std::int64_t inner_len = 1;
-    std::array<std::int64_t, kMaxSlots> inner_stride{};
-    std::int64_t runs = 1;          // per feature
-    std::int64_t pieces = 1;        // per run
-    std::int64_t chunk = 0;         // values per piece (the last piece of a run may be shorter)
-    std::int64_t group = 1;         // features per task
-    std::int64_t groups = 1;        // feature groups
-    bool segmented = false;         // a group's runs lie back to back in every slot (packed NCHW)
-
-    // rows: every reduction dim is a row index.
-    ReductionDims row_dims;
-    std::int64_t row_block = 0;
-    std::int64_t feature_block = 0;
-    std::int64_t feature_blocks = 0;
+    std::variant<ColumnWalk, RowWalk> walk;
 
     // Repetitions: copy r of slot s starts r * repeat_stride[s] elements on.
     // Per-feature arrays hold repeats * features entries and partial-sum
@@ -80,20 +90,22 @@ struct WalkPlan {
     std::int64_t repeats = 1;
     std::array<std::int64_t, kMaxSlots> repeat_stride{};
 
-    bool fused = false;
+    bool fused = false;  // column walks only
 
-    // Units a fused scope counts in (feature groups, or feature blocks of
-    // rows), and the features of one.
-    std::int64_t units() const { return walk == Walk::columns ? groups : feature_blocks; }
-    std::int64_t unit_features() const { return walk == Walk::columns ? group : feature_block; }
+    const ColumnWalk* columns() const { return std::get_if<ColumnWalk>(&walk); }
+    const RowWalk* rows() const { return std::get_if<RowWalk>(&walk); }
 
+    // Units a fused scope counts in (feature tasks of columns, feature
+    // tiles of rows), and the features of one.
+    std::int64_t units() const { return columns() ? columns()->feature_tasks : rows()->feature_tiles; }
+    std::int64_t unit_features() const { return columns() ? columns()->task_features : rows()->tile_features; }
     // Tasks of one repetition.
-    std::int64_t tasks() const { return walk == Walk::columns ? groups * blocks : blocks * feature_blocks; }
+    std::int64_t tasks() const { return units() * blocks; }
     // Values of one feature that reduction block k covers.
     std::int64_t block_count(std::int64_t k) const;
     // Where the partial result of (feature p, block k) is kept.
     std::int64_t partial_index(std::int64_t p, std::int64_t k) const {
-        return walk == Walk::columns ? p * blocks + k : k * features + p;
+        return columns() ? p * blocks + k : k * features + p;
     }
     // Logical (c, d, h, w) of feature p.
     std::array<std::int64_t, 4> feature_coords(std::int64_t p) const;
@@ -134,9 +146,7 @@ void walk_features(const WalkPlan& plan, const std::array<const Strides*, Sets>&
     // order; spatially only c moves.
     static constexpr int kCanonical[4] = {3, 2, 1, 0};
     static constexpr int kChannelsLast[4] = {0, 3, 2, 1};
-    const int* order = plan.mode == BnMode::spatial || (plan.walk == Walk::rows && plan.rows_in_dhwc)
-                           ? kChannelsLast
-                           : kCanonical;
+    const int* order = plan.mode == BnMode::spatial || plan.channels_fastest ? kChannelsLast : kCanonical;
     for (std::int64_t p = begin; p < end; ++p) {
         fn(p, offset);
         for (int k = 0; k < 4; ++k) {

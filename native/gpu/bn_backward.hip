@@ -150,7 +150,7 @@ void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarge
 
     const Scratch scratch = carve_scratch(target.scratch, layout);
     const BackwardParams params = backward_params(p);
-    const bool float_math = layout.reduction_size() >= kFloatBackpropMinCount;
+    const bool float_math = float_backprop_enough(layout.reduction_size());
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
         with_gradient_type<T>(p.x.dtype, p.dy.dtype, [&](auto g_tag) {

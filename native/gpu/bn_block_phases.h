@@ -141,7 +141,7 @@ __device__ void block_moments(const T* __restrict__ x, const BnLayout& layout, c
 #pragma unroll
         for (int j = 0; j < VF; ++j) {
             narrow_shift[j] = static_cast<A>(widen(x[base[0] + j]));
-            shift[j] = static_cast<double>(narrow_shift[j]);
+            shift[j] = statistics_shift(narrow_shift[j]);
         }
         std::int64_t r = share.first;
         NestCursor<Rank, 1> cursor;
@@ -201,8 +201,8 @@ __device__ __forceinline__ FeatureStatistics finish_statistics(const ShiftedMome
                                                                double epsilon) {
     FeatureStatistics s;
     s.mean_offset = total.sum / count;
-    s.variance = total.welford.m2 / count;
-    s.inv_std = 1.0 / sqrt(s.variance + epsilon);
+    s.variance = biased_variance(total.welford.m2, count);
+    s.inv_std = inverse_std(s.variance, epsilon);
     return s;
 }
 
@@ -259,14 +259,12 @@ __device__ inline ForwardCoefficients write_statistics(const StatsOutputs& out, 
         c.coef1 = out.bias.load(at[kFwdBias - kSlotParam0]);
     }
     if (out.running_mean.present()) {
-        // Unbiased for the running estimate; a single value has no M - 1.
-        const double unbiased =
-            m > 1 ? s.variance * static_cast<double>(m) / static_cast<double>(m - 1) : s.variance;
+        const double unbiased = unbiased_variance(s.variance, static_cast<double>(m));
         const double f = out.exp_avg_factor;
         const double prior_mean = out.prev_running_mean.load(at[kFwdPrevMean - kSlotParam0]);
         const double prior_var = out.prev_running_var.load(at[kFwdPrevVar - kSlotParam0]);
-        out.running_mean.store(at[kFwdMean - kSlotParam0], (1.0 - f) * prior_mean + f * mean);
-        out.running_var.store(at[kFwdVar - kSlotParam0], (1.0 - f) * prior_var + f * unbiased);
+        out.running_mean.store(at[kFwdMean - kSlotParam0], running_update(prior_mean, mean, f));
+        out.running_var.store(at[kFwdVar - kSlotParam0], running_update(prior_var, unbiased, f));
     }
     if (out.saved_mean.present()) {
         out.saved_mean.store(at[kFwdSavedMean - kSlotParam0], mean);

@@ -124,17 +124,17 @@ __global__ void __launch_bounds__(kMaxThreads) bn_channel_block(ChannelBlockArgs
         block_sum(d1, d2, scratch);
         mean_offset = d1 / count;
         variance = fmax((d2 - d1 * mean_offset) / count, 0.0);
-        inv_std = 1.0 / sqrt(variance + a.epsilon);
+        inv_std = inverse_std(variance, a.epsilon);
     }
 
     if (!kBackward) {
         if (threadIdx.x == 0) {
             const double mean = center + mean_offset;
             if (a.running_mean.present()) {
-                const double unbiased = count > 1.0 ? variance * count / (count - 1.0) : variance;
+                const double unbiased = unbiased_variance(variance, count);
                 const double f = a.exp_avg_factor;
-                a.running_mean.store(c, (1.0 - f) * a.prev_mean.load(c) + f * mean);
-                a.running_var.store(c, (1.0 - f) * a.prev_var.load(c) + f * unbiased);
+                a.running_mean.store(c, running_update(a.prev_mean.load(c), mean, f));
+                a.running_var.store(c, running_update(a.prev_var.load(c), unbiased, f));
             }
             if (a.saved_mean.present()) {
                 a.saved_mean.store(c, mean);
@@ -274,7 +274,7 @@ void run_channel_blocks(const BnBackward& p, const LaunchTarget& target) {
     a.param_alpha = p.param.alpha;
     a.param_beta = p.param.beta;
     a.saved = p.saved_mean.present();
-    a.double_math = p.geom.reduction_size() < kFloatBackpropMinCount;
+    a.double_math = !float_backprop_enough(p.geom.reduction_size());
     launch<true>(a, p.x.dtype, p.geom.reduction_size(), 2, target);
 }
 

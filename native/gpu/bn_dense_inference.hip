@@ -9,6 +9,7 @@
 #include "gpu/bn_dense_inference.hpp"
 
 #include "common/environment.hpp"
+#include "common/numerics.hpp"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
 #include "gpu/param_io.h"
@@ -52,7 +53,7 @@ __global__ void __launch_bounds__(kThreads) bn_dense_inference_planes(InferenceA
     for (int i = threadIdx.x; i < c_count; i += kThreads) {
         const int c = (c_first + i) % a.channels;
         const double v = a.var.load(c);
-        const double inv_std = a.var_is_inv_std ? v : 1.0 / sqrt(v + a.epsilon);
+        const double inv_std = a.var_is_inv_std ? v : inverse_std(v, a.epsilon);
         table[c * 3] = static_cast<float>(a.mean.load(c));
         table[c * 3 + 1] = static_cast<float>(a.scale.load(c) * inv_std);
         table[c * 3 + 2] = static_cast<float>(a.bias.load(c));

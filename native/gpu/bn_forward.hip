@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         std::int64_t at[4];
         nest_offsets<4>(layout.feature, share.feature0 + j, kFwdScale, at);
         const double var = p.var.load(at[kFwdVar - kFwdScale]);
-        const double inv_std = p.var_is_inv_std ? var : 1.0 / sqrt(var + p.epsilon);
+        const double inv_std = p.var_is_inv_std ? var : inverse_std(var, p.epsilon);
         shift[j] = static_cast<A>(p.mean.load(at[kFwdMean - kFwdScale]));
         zero[j] = A(0);
         factor[j] = static_cast<A>(p.scale.load(at[0]) * inv_std);

@@ -11,14 +11,9 @@
 // by hipcc / nvcc), and passed to kernels by value.
 #pragma once
 
-#include <cstdint>
+#include "common/host_device.hpp"
 
-// Functions both sides call (this header is also read by g++).
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define MBN_HOST_DEVICE __host__ __device__
-#else
-#define MBN_HOST_DEVICE
-#endif
+#include <cstdint>
 
 namespace mbn {
 namespace gpu {

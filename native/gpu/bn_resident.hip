@@ -439,7 +439,7 @@ __device__ __forceinline__ ChannelStatistics channel_statistics(double s1, doubl
     ChannelStatistics st;
     st.mean_offset = s1 / m;
     st.variance = fmax((s2 - s1 * st.mean_offset) / m, 0.0);
-    st.inv_std = 1.0 / sqrt(st.variance + epsilon);
+    st.inv_std = inverse_std(st.variance, epsilon);
     return st;
 }
 
@@ -451,11 +451,11 @@ __device__ void finish_training(const ResidentArgs& a, int c, const double (&sum
     const double center = in[kSample];
     const double mean = center + st.mean_offset;
     if (a.running_mean.present()) {
-        const double unbiased = m > 1.0 ? st.variance * m / (m - 1.0) : st.variance;
+        const double unbiased = unbiased_variance(st.variance, m);
         const double f = a.exp_avg_factor;
         const double rm = in[kPrevMean], rv = in[kPrevVar];
-        a.running_mean.store(c, (1.0 - f) * rm + f * mean);
-        a.running_var.store(c, (1.0 - f) * rv + f * unbiased);
+        a.running_mean.store(c, running_update(rm, mean, f));
+        a.running_var.store(c, running_update(rv, unbiased, f));
     }
     if (a.saved_mean.present()) {
         a.saved_mean.store(c, mean);
@@ -916,7 +916,7 @@ void run_resident(const BnBackward& p, const ResidentPlan& plan, const LaunchTar
     a.param_beta = p.param.beta;
     a.saved = p.saved_mean.present();
     a.stats_ready = !a.saved;
-    a.double_math = p.geom.reduction_size() < kFloatBackpropMinCount;
+    a.double_math = !float_backprop_enough(p.geom.reduction_size());
     launch<true>(a, plan, p.x.dtype, target);
 }
 

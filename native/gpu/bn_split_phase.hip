@@ -12,6 +12,7 @@
 // served by the same kernels.  Statistics and parameter tensors are read and
 // written through a run-time type switch: only x and dy are template types.
 #include "common/bn_split_problem.hpp"
+#include "common/numerics.hpp"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
 #include "gpu/bn_launch.hpp"
@@ -152,7 +153,7 @@ __global__ void local_statistics_kernel(FeatureWalk walk, View x, View count, Vi
     const Coords feature = walk.feature(blockIdx.x);
     const std::int64_t m = walk.reduction();
     const T* data = static_cast<const T*>(x.data);
-    const double center = widen(data[offset_of(x, walk.value(feature, 0))]);
+    const double center = statistics_shift(widen(data[offset_of(x, walk.value(feature, 0))]));
     Sums2<double> sums{0.0, 0.0};
     for (std::int64_t r = threadIdx.y; r < m; r += blockDim.y) {
         const double d = static_cast<double>(widen(data[offset_of(x, walk.value(feature, r))])) - center;
@@ -185,27 +186,23 @@ __global__ void merge_statistics_kernel(MergeArgs a) {
     if (p >= a.features) return;
     Coords at{};
     decompose(p, a.count.len, kC, at);
-    double n = 0.0, mu = 0.0, sq = 0.0;
+    MergedMoments m;
     for (std::int64_t k = 0; k < a.count.len[kN]; ++k) {
         at.i[kN] = k;
         const double nk = load_any(a.count, offset_of(a.count, at));
-        if (nk == 0.0) continue;  // an empty rank adds nothing, whatever its mean holds
-        const double mk = load_any(a.mean, offset_of(a.mean, at));
-        const double total = n + nk, delta = mk - mu;
-        mu += delta * (nk / total);
-        sq += load_any(a.m2, offset_of(a.m2, at)) + delta * delta * (n * nk / total);
-        n = total;
+        if (nk == 0.0) continue;  // skips the loads; add() would skip it too
+        m.add(nk, load_any(a.mean, offset_of(a.mean, at)), load_any(a.m2, offset_of(a.m2, at)));
     }
-    if (n == 0.0) mu = sq = __longlong_as_double(0x7ff8000000000000LL);  // NaN
-    const double var = sq / n;
+    if (m.count == 0.0) m.mean = m.m2 = __longlong_as_double(0x7ff8000000000000LL);  // NaN
+    const double var = biased_variance(m.m2, m.count);
     at.i[kN] = 0;
-    store_any(a.saved_mean, offset_of(a.saved_mean, at), mu);
-    store_any(a.saved_inv_std, offset_of(a.saved_inv_std, at), 1.0 / sqrt(var + a.epsilon));
+    store_any(a.saved_mean, offset_of(a.saved_mean, at), m.mean);
+    store_any(a.saved_inv_std, offset_of(a.saved_inv_std, at), inverse_std(var, a.epsilon));
     if (!a.running) return;
-    const double unbiased = n > 1.0 ? var * (n / (n - 1.0)) : var;
+    const double unbiased = unbiased_variance(var, m.count);
     const std::int64_t rm = offset_of(a.running_mean, at), rv = offset_of(a.running_var, at);
-    store_any(a.running_mean, rm, (1.0 - a.factor) * load_any(a.running_mean, rm) + a.factor * mu);
-    store_any(a.running_var, rv, (1.0 - a.factor) * load_any(a.running_var, rv) + a.factor * unbiased);
+    store_any(a.running_mean, rm, running_update(load_any(a.running_mean, rm), m.mean, a.factor));
+    store_any(a.running_var, rv, running_update(load_any(a.running_var, rv), unbiased, a.factor));
 }
 
 // y = alpha * ((x - mean) * inv_std * scale + bias) + beta * y.

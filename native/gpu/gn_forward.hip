@@ -18,6 +18,7 @@
 //               blocks are a small share of what the device holds at once;
 //   statistics, apply    groups too large to be resident: the statistics are
 //               handed over only, and a second launch normalizes (x read twice).
+#include "common/numerics.hpp"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
 #include "gpu/gn_activation.h"
@@ -162,8 +163,7 @@ __device__ Moments<double> chunk_moments(const Pack<T, W> (&raw)[R], A shift, co
 
 // The moments of a whole group (count = M) as its statistics.
 __device__ __forceinline__ GnGroupStats finish_group(const Moments<double>& m, double shift, double epsilon) {
-    const double var = m.m2 / m.count;  // biased: it normalizes
-    return GnGroupStats{shift, m.mean, 1.0 / sqrt(var + epsilon)};
+    return GnGroupStats{shift, m.mean, inverse_std(biased_variance(m.m2, m.count), epsilon)};
 }
 
 template <typename P>
@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(kBlockThreads) gn_forward_chunks(const T* x, T
         if (a.pass == GnPass::apply) {
             stats = a.scratch.stats[c.group];
         } else {
-            const double shift = static_cast<double>(widen(x[group_base(a.walk.shape, a.walk.x, c.n, c.g)]));
+            const double shift = statistics_shift(widen(x[group_base(a.walk.shape, a.walk.x, c.n, c.g)]));
             const Moments<double> moments = chunk_moments(raw, static_cast<A>(shift), c, slots, team, wave_totals);
             if (a.pass == GnPass::whole) {
                 stats = finish_group(moments, shift, a.epsilon);

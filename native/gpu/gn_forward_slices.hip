@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         m2 += q.m2 + q.count * (q.mean - mean) * (q.mean - mean);
     }
     m2 = reduce_team(Total<double>{m2}, threads, wave_totals).value;
-    const double rstd = 1.0 / sqrt(m2 / size + a.epsilon);  // the biased variance normalizes
+    const double rstd = inverse_std(biased_variance(m2, size), a.epsilon);
     if (threadIdx.x == 0) {
         write_stat(a.mean, n, g, mean);
         write_stat(a.rstd, n, g, rstd);
