@@ -10,11 +10,14 @@ planes), odd plane lengths that leave vectors straddling planes, 3-D
 tensors, reductions short enough for the double-precision dx, tensors near
 the on-chip capacity, in-place calls, blending, repeatability and CUDA graph
 replay (the grid barrier's counter must be back at zero after every launch).
-By default, NCHW shapes with at most 2048 values per channel take one block
-per channel (bn_channel_block.hip) and the rest of these shapes the size rules
-of both paths; the device run repeats this module with
-MIOPEN_BN_GPU_RESIDENT=force MIOPEN_BN_GPU_DENSE_INFERENCE=force, which puts
-every shape that fits on the one-launch and dense kernels.  Each result is
+By default, training and backward shapes whose channels fit a block's or a
+cluster's registers take the channel tiles (bn_channel_tile.hip: one channel
+per tile in NCHW, 8-16 in NHWC; 64x256x14x14 and 16x128x56x56 NCHW need
+clusters of blocks) and the rest of these shapes the size rules of the other
+paths, and inference the dense pass; the device run repeats this module with
+MIOPEN_BN_GPU_CHANNEL_TILES=force and with MIOPEN_BN_GPU_RESIDENT=force, which
+put every shape that fits on the tiles (clusters included), or on the
+one-launch kernel.  Each result is
 checked against the float64 reference with NaN-poisoned outputs.  Setting
 the variables to 0 turns the paths off; the device run repeats the C
 GPU-versus-CPU program that way so the multi-pass kernels stay checked too.

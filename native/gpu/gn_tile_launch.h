@@ -5,6 +5,7 @@
 #pragma once
 
 #include "gpu/bn_launch.hpp"
+#include "gpu/cluster_launch.h"
 #include "gpu/gn_tile.hpp"
 #include "gpu/hip_compat.h"
 
@@ -44,29 +45,8 @@ int largest_cluster(void (*kernel)(Params...), int threads) {
 template <typename... Params, typename... Args>
 void launch_tile_kernel(void (*kernel)(Params...), const GnTileWalk& w, hipStream_t stream, const char* name,
                         Args... args) {
-    const dim3 grid(static_cast<unsigned>(w.tiles() * w.cluster));
-    const dim3 block(static_cast<unsigned>(w.threads));
-    const auto shared = static_cast<std::size_t>(w.shared_bytes);
-#if MBN_GPU_CUDA
-    if (w.cluster > 1) {
-        cudaLaunchAttribute cluster{};
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = static_cast<unsigned>(w.cluster);
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = 1;
-        cudaLaunchConfig_t config{};
-        config.gridDim = grid;
-        config.blockDim = block;
-        config.dynamicSmemBytes = shared;
-        config.stream = stream;
-        config.attrs = &cluster;
-        config.numAttrs = 1;
-        check_runtime(cudaLaunchKernelEx(&config, kernel, args...), name);
-        return;
-    }
-#endif
-    kernel<<<grid, block, shared, stream>>>(args...);
-    check_launch(name);
+    launch_clustered(kernel, dim3(static_cast<unsigned>(w.tiles() * w.cluster)), dim3(static_cast<unsigned>(w.threads)),
+                     static_cast<std::size_t>(w.shared_bytes), w.cluster, stream, name, args...);
 }
 
 }  // namespace gpu

@@ -12,7 +12,7 @@
 #include "common/backend.hpp"
 #include "gpu/bn_launch.hpp"
 #include "gpu/bn_planner.hpp"
-#include "gpu/bn_channel_block.hpp"
+#include "gpu/bn_channel_tile.hpp"
 #include "gpu/bn_dense_inference.hpp"
 #include "gpu/bn_resident.hpp"
 #include "gpu/bn_scratch.hpp"
@@ -110,8 +110,9 @@ public:
         t.slot[kFwdSavedInvStd] = &p.saved_inv_std;
         t.slot[kFwdPrevMean] = &p.prev_running_mean;
         t.slot[kFwdPrevVar] = &p.prev_running_var;
-        if (!resident_forced() && channel_blocks_fit(p)) {
-            run(0, 0, [&](const LaunchTarget& target) { run_channel_blocks(p, target); });
+        const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
+        if (!resident_forced() && tiles.usable) {
+            run(0, 0, [&](const LaunchTarget& target) { run_channel_tiles(p, tiles, target); });
             return;
         }
         const ResidentPlan resident = plan_resident(p, shape_);
@@ -133,7 +134,7 @@ public:
         t.slot[kFwdMean] = &p.mean;
         t.slot[kFwdVar] = &p.var;
         if (dense_inference_fits(p)) {
-            run(0, 0, [&](const LaunchTarget& target) { run_dense_inference(p, shape_, target); });
+            run(0, 0, [&](const LaunchTarget& target) { run_dense_inference(p, target); });
             return;
         }
         const BnLayout layout = plan_layout(p.geom, t, shape_, p.activation.identity());
@@ -151,8 +152,9 @@ public:
         t.slot[kBwdSavedMean] = &p.saved_mean;
         t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
         t.slot[kBwdBias] = &p.bias;
-        if (!resident_forced() && channel_blocks_fit(p)) {
-            run(0, 0, [&](const LaunchTarget& target) { run_channel_blocks(p, target); });
+        const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
+        if (!resident_forced() && tiles.usable) {
+            run(0, 0, [&](const LaunchTarget& target) { run_channel_tiles(p, tiles, target); });
             return;
         }
         const ResidentPlan resident = plan_resident(p, shape_);

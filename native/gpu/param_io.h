@@ -70,6 +70,18 @@ struct ChannelParam {
 
     __host__ __device__ bool present() const { return ref.present(); }
     __device__ __forceinline__ double load(int c) const { return ref.load(c * stride); }
+    // Inlined: a kernel that reads a few parameters while its data loads are
+    // in flight must not wait on each in turn across out-of-line calls.
+    __device__ __forceinline__ double load_inline(int c) const {
+        const long long at = c * stride;
+        switch (ref.dtype) {
+            case DType::f16: return static_cast<double>(widen(static_cast<const __half*>(ref.data)[at]));
+            case DType::bf16: return static_cast<double>(widen(static_cast<const mbn_bfloat16*>(ref.data)[at]));
+            case DType::f32: return static_cast<double>(static_cast<const float*>(ref.data)[at]);
+            case DType::f64: return static_cast<const double*>(ref.data)[at];
+        }
+        return 0.0;
+    }
     __device__ __forceinline__ void store(int c, double value) const { ref.store(c * stride, value); }
     __device__ __forceinline__ void store_blended(int c, double value, float alpha, float beta) const {
         ref.store_blended(c * stride, value, alpha, beta);

@@ -1,0 +1,42 @@
+// Launching a kernel whose grid is made of thread-block clusters of
+// `cluster` consecutive blocks (gn_cluster.h): with the cluster attribute
+// where the target has clusters and `cluster` > 1, else as a plain launch
+// (the planners never ask for more than one block per cluster elsewhere).
+// Host code of the .hip files only.
+#pragma once
+
+#include "gpu/bn_launch.hpp"
+#include "gpu/hip_compat.h"
+
+namespace mbn {
+namespace gpu {
+
+template <typename... Params, typename... Args>
+void launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared, int cluster,
+                      hipStream_t stream, const char* name, Args... args) {
+#if MBN_GPU_CUDA
+    if (cluster > 1) {
+        cudaLaunchAttribute attribute{};
+        attribute.id = cudaLaunchAttributeClusterDimension;
+        attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+        attribute.val.clusterDim.y = 1;
+        attribute.val.clusterDim.z = 1;
+        cudaLaunchConfig_t config{};
+        config.gridDim = grid;
+        config.blockDim = block;
+        config.dynamicSmemBytes = shared;
+        config.stream = stream;
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+        check_runtime(cudaLaunchKernelEx(&config, kernel, args...), name);
+        return;
+    }
+#else
+    (void)cluster;
+#endif
+    kernel<<<grid, block, shared, stream>>>(args...);
+    check_launch(name);
+}
+
+}  // namespace gpu
+}  // namespace mbn
