@@ -11,23 +11,34 @@
 namespace mbn {
 namespace gpu {
 
+#if MBN_GPU_CUDA
+// A launch configuration of clusters of `cluster` blocks along x; `attribute`
+// must outlive the configuration.
+inline cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, std::size_t shared, hipStream_t stream, int cluster,
+                                         cudaLaunchAttribute& attribute) {
+    attribute = cudaLaunchAttribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = shared;
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    return config;
+}
+#endif
+
 template <typename... Params, typename... Args>
 void launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared, int cluster,
                       hipStream_t stream, const char* name, Args... args) {
 #if MBN_GPU_CUDA
     if (cluster > 1) {
-        cudaLaunchAttribute attribute{};
-        attribute.id = cudaLaunchAttributeClusterDimension;
-        attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-        attribute.val.clusterDim.y = 1;
-        attribute.val.clusterDim.z = 1;
-        cudaLaunchConfig_t config{};
-        config.gridDim = grid;
-        config.blockDim = block;
-        config.dynamicSmemBytes = shared;
-        config.stream = stream;
-        config.attrs = &attribute;
-        config.numAttrs = 1;
+        cudaLaunchAttribute attribute;
+        const cudaLaunchConfig_t config = cluster_config(grid, block, shared, stream, cluster, attribute);
         check_runtime(cudaLaunchKernelEx(&config, kernel, args...), name);
         return;
     }

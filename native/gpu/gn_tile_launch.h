@@ -20,17 +20,10 @@ template <typename... Params>
 int largest_cluster(void (*kernel)(Params...), int threads) {
 #if MBN_GPU_CUDA
     for (int blocks = kGnTileMaxCluster; blocks > 1; blocks /= 2) {
-        cudaLaunchAttribute cluster{};
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = static_cast<unsigned>(blocks);
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = 1;
-        cudaLaunchConfig_t config{};
-        config.gridDim = dim3(static_cast<unsigned>(blocks));
-        config.blockDim = dim3(static_cast<unsigned>(threads));
-        config.dynamicSmemBytes = kGnTileMaxSharedBytes;
-        config.attrs = &cluster;
-        config.numAttrs = 1;
+        cudaLaunchAttribute attribute;
+        const cudaLaunchConfig_t config = cluster_config(dim3(static_cast<unsigned>(blocks)),
+                                                         dim3(static_cast<unsigned>(threads)), kGnTileMaxSharedBytes,
+                                                         nullptr, blocks, attribute);
         int resident = 0;
         if (cudaOccupancyMaxActiveClusters(&resident, kernel, &config) == cudaSuccess && resident > 0) return blocks;
         (void)cudaGetLastError();
