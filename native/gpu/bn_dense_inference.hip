@@ -40,6 +40,12 @@ struct InferenceArgs {
     float alpha, beta;
 };
 
+struct alignas(16) ChannelTable {
+    float mean[kMaxChannels];
+    float factor[kMaxChannels];
+    float bias[kMaxChannels];
+};
+
 // A block walks one contiguous chunk; the channels of its elements get their
 // factors in a shared table while the chunk's loads are in flight.  NHWC is
 // the same walk with planes of one element (spatial = 1).
@@ -47,9 +53,10 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) bn_dense_inference_planes(InferenceArgs a) {
     constexpr int V = 16 / sizeof(T);
     // Per channel, one array each: NHWC vectors read V neighbours at once.
-    __shared__ alignas(16) float mean[kMaxChannels];
-    __shared__ alignas(16) float factor[kMaxChannels];
-    __shared__ alignas(16) float bias[kMaxChannels];
+    __shared__ ChannelTable table;
+    float* mean = table.mean;
+    float* factor = table.factor;
+    float* bias = table.bias;
     const int first = static_cast<int>(blockIdx.x) * a.chunk;
     const int end = min(a.elements, first + a.chunk);
     const T* x = static_cast<const T*>(a.x);
