@@ -25,4 +25,14 @@ inline bool switch_from_environment(const char* name, bool fallback) {
     return std::strcmp(text, "0") != 0;
 }
 
+// A kernel path's variable: "0" never, "force" wherever the path can serve
+// the call (tests and comparisons), anything else its own size rule; unset
+// or empty keeps the rule.
+enum class PathUse { never, automatic, forced };
+inline PathUse path_use_from_environment(const char* name) {
+    const char* text = std::getenv(name);
+    if (text != nullptr && std::strcmp(text, "force") == 0) return PathUse::forced;
+    return switch_from_environment(name, true) ? PathUse::automatic : PathUse::never;
+}
+
 }  // namespace mbn

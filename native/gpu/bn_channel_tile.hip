@@ -24,8 +24,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 namespace mbn {
 namespace gpu {
@@ -343,12 +341,8 @@ __global__ void __launch_bounds__(kMaxThreads) bn_channel_tile(TileArgs a) {
 
 // MIOPEN_BN_GPU_CHANNEL_TILES: "0" never, "force" whenever the call fits,
 // otherwise where the tiles keep the device busy or the tensor is small.
-int channel_tiles_use() {
-    static const int use = [] {
-        const char* text = std::getenv("MIOPEN_BN_GPU_CHANNEL_TILES");
-        if (text != nullptr && std::strcmp(text, "force") == 0) return 2;
-        return switch_from_environment("MIOPEN_BN_GPU_CHANNEL_TILES", true) ? 1 : 0;
-    }();
+PathUse channel_tiles_use() {
+    static const PathUse use = path_use_from_environment("MIOPEN_BN_GPU_CHANNEL_TILES");
     return use;
 }
 
@@ -359,8 +353,8 @@ bool aligned16(const TensorArg& t) { return reinterpret_cast<std::uintptr_t>(t.d
 ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
                      bool identity, const DeviceShape& device) {
     ChannelTilePlan p{};
-    const int use = channel_tiles_use();
-    if (use == 0 || !identity || geom.mode != BnMode::spatial) return p;
+    const PathUse use = channel_tiles_use();
+    if (use == PathUse::never || !identity || geom.mode != BnMode::spatial) return p;
     if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return p;
     const bool nhwc = x.order == MemoryOrder::packed_nhwc;
     if (x.order != MemoryOrder::packed_nchw && !nhwc) return p;
@@ -426,7 +420,7 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
     const std::int64_t bytes = x.element_count() * element;
     const bool busy = p.tiles * p.cluster * 2 >= device.multiprocessors || bytes <= (std::int64_t(1) << 20);
     const bool cluster_ok = p.cluster == 1 || p.block_units * p.lanes <= kMostClusteredUnits;
-    p.usable = use == 2 || (busy && cluster_ok);
+    p.usable = use == PathUse::forced || (busy && cluster_ok);
     return p;
 }
 

@@ -17,8 +17,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 namespace mbn {
 namespace gpu {

@@ -31,8 +31,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 
 namespace mbn {
@@ -685,14 +683,8 @@ __global__ void __launch_bounds__(kThreads, 1) bn_resident(ResidentArgs a) {
 // MIOPEN_BN_GPU_RESIDENT: "0" never, "force" whenever the tensors fit
 // (the tests use it to reach every branch on small shapes), otherwise the
 // size rule in worth_one_launch.
-enum class ResidentUse { never, automatic, forced };
-
-ResidentUse resident_use() {
-    static const ResidentUse use = [] {
-        const char* text = std::getenv("MIOPEN_BN_GPU_RESIDENT");
-        if (text != nullptr && std::strcmp(text, "force") == 0) return ResidentUse::forced;
-        return switch_from_environment("MIOPEN_BN_GPU_RESIDENT", true) ? ResidentUse::automatic : ResidentUse::never;
-    }();
+PathUse resident_use() {
+    static const PathUse use = path_use_from_environment("MIOPEN_BN_GPU_RESIDENT");
     return use;
 }
 
@@ -759,7 +751,7 @@ template <bool kBackward>
 ResidentPlan plan_geometry(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
                            const DeviceShape& device) {
     ResidentPlan plan;
-    if (resident_use() == ResidentUse::never || geom.mode != BnMode::spatial || device.shared_bytes_per_block <= 0)
+    if (resident_use() == PathUse::never || geom.mode != BnMode::spatial || device.shared_bytes_per_block <= 0)
         return plan;
     if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return plan;
     if (x.order != MemoryOrder::packed_nchw && x.order != MemoryOrder::packed_nhwc) return plan;
@@ -775,7 +767,7 @@ ResidentPlan plan_geometry(const BnGeometry& geom, const TensorArg& x, std::init
     if (nhwc && channels % kLaneChannels != 0) return plan;
 
     const int tensors = kBackward ? 2 : 1;
-    if (resident_use() == ResidentUse::automatic &&
+    if (resident_use() == PathUse::automatic &&
         !worth_one_launch(elements * element * tensors, nhwc, spatial))
         return plan;
     const std::size_t fixed = table_bytes(static_cast<int>(channels)) + reduce_bytes(nhwc);
@@ -868,7 +860,7 @@ void launch(const ResidentArgs& a, const ResidentPlan& plan, DType dtype, const 
 
 }  // namespace
 
-bool resident_forced() { return resident_use() == ResidentUse::forced; }
+bool resident_forced() { return resident_use() == PathUse::forced; }
 
 ResidentPlan plan_resident(const BnForwardTraining& p, const DeviceShape& device) {
     if (!p.activation.identity()) return ResidentPlan{};

@@ -15,10 +15,8 @@
 namespace mbn {
 namespace gpu {
 
-// Out of line: inlined, a kernel's type switches (several parameters times
-// its features per thread) inflate its code and the compiler's memory, for
-// nothing measurable at one call per parameter and feature.
-static __device__ __noinline__ double load_param(const void* data, DType dtype, std::int64_t offset) {
+// One element of a parameter tensor of run-time type, as double.
+__device__ __forceinline__ double load_param_inline(const void* data, DType dtype, std::int64_t offset) {
     switch (dtype) {
         case DType::f16: return static_cast<double>(widen(static_cast<const __half*>(data)[offset]));
         case DType::bf16: return static_cast<double>(widen(static_cast<const mbn_bfloat16*>(data)[offset]));
@@ -26,6 +24,13 @@ static __device__ __noinline__ double load_param(const void* data, DType dtype, 
         case DType::f64: return static_cast<const double*>(data)[offset];
     }
     return 0.0;
+}
+
+// Out of line: inlined, a kernel's type switches (several parameters times
+// its features per thread) inflate its code and the compiler's memory, for
+// nothing measurable at one call per parameter and feature.
+static __device__ __noinline__ double load_param(const void* data, DType dtype, std::int64_t offset) {
+    return load_param_inline(data, dtype, offset);
 }
 
 static __device__ __noinline__ void store_param(void* data, DType dtype, std::int64_t offset, double value) {
@@ -73,14 +78,7 @@ struct ChannelParam {
     // Inlined: a kernel that reads a few parameters while its data loads are
     // in flight must not wait on each in turn across out-of-line calls.
     __device__ __forceinline__ double load_inline(int c) const {
-        const long long at = c * stride;
-        switch (ref.dtype) {
-            case DType::f16: return static_cast<double>(widen(static_cast<const __half*>(ref.data)[at]));
-            case DType::bf16: return static_cast<double>(widen(static_cast<const mbn_bfloat16*>(ref.data)[at]));
-            case DType::f32: return static_cast<double>(static_cast<const float*>(ref.data)[at]);
-            case DType::f64: return static_cast<const double*>(ref.data)[at];
-        }
-        return 0.0;
+        return load_param_inline(ref.data, ref.dtype, c * stride);
     }
     __device__ __forceinline__ void store(int c, double value) const { ref.store(c * stride, value); }
     __device__ __forceinline__ void store_blended(int c, double value, float alpha, float beta) const {
