@@ -36,6 +36,11 @@ template <typename V>
 __device__ __forceinline__ const V* cluster_peer(const V* mine, int rank) {
     return cooperative_groups::this_cluster().map_shared_rank(const_cast<V*>(mine), rank);
 }
+// The same, for writing into block `rank`'s shared memory.
+template <typename V>
+__device__ __forceinline__ V* cluster_peer_writable(V* mine, int rank) {
+    return cooperative_groups::this_cluster().map_shared_rank(mine, rank);
+}
 
 #else
 
@@ -45,6 +50,10 @@ __device__ __forceinline__ void cluster_arrive() {}
 __device__ __forceinline__ void cluster_wait() {}
 template <typename V>
 __device__ __forceinline__ const V* cluster_peer(const V* mine, int) {
+    return mine;
+}
+template <typename V>
+__device__ __forceinline__ V* cluster_peer_writable(V* mine, int) {
     return mine;
 }
 

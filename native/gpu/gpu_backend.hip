@@ -14,6 +14,7 @@
 #include "gpu/bn_planner.hpp"
 #include "gpu/bn_channel_tile.hpp"
 #include "gpu/bn_dense_inference.hpp"
+#include "gpu/bn_nhwc_slab.hpp"
 #include "gpu/bn_resident.hpp"
 #include "gpu/bn_scratch.hpp"
 #include "gpu/gn_launch.hpp"
@@ -110,10 +111,19 @@ public:
         t.slot[kFwdSavedInvStd] = &p.saved_inv_std;
         t.slot[kFwdPrevMean] = &p.prev_running_mean;
         t.slot[kFwdPrevVar] = &p.prev_running_var;
-        const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
-        if (!resident_forced() && tiles.usable) {
-            run(0, 0, [&](const LaunchTarget& target) { run_channel_tiles(p, tiles, target); });
-            return;
+        if (!resident_forced()) {
+            // Channel tiles first (no barrier), NHWC slabs where tiles do not fit.
+            const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
+            const NhwcSlabPlan slabs = plan_nhwc_slabs(p, shape_);
+            if (slabs.usable && (slabs.forced || !tiles.usable)) {
+                run(slabs.scratch_bytes, slabs.counters,
+                    [&](const LaunchTarget& target) { run_nhwc_slabs(p, slabs, target); });
+                return;
+            }
+            if (tiles.usable) {
+                run(0, 0, [&](const LaunchTarget& target) { run_channel_tiles(p, tiles, target); });
+                return;
+            }
         }
         const ResidentPlan resident = plan_resident(p, shape_);
         if (resident.usable) {
@@ -152,10 +162,19 @@ public:
         t.slot[kBwdSavedMean] = &p.saved_mean;
         t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
         t.slot[kBwdBias] = &p.bias;
-        const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
-        if (!resident_forced() && tiles.usable) {
-            run(0, 0, [&](const LaunchTarget& target) { run_channel_tiles(p, tiles, target); });
-            return;
+        if (!resident_forced()) {
+            // Channel tiles first (no barrier), NHWC slabs where tiles do not fit.
+            const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
+            const NhwcSlabPlan slabs = plan_nhwc_slabs(p, shape_);
+            if (slabs.usable && (slabs.forced || !tiles.usable)) {
+                run(slabs.scratch_bytes, slabs.counters,
+                    [&](const LaunchTarget& target) { run_nhwc_slabs(p, slabs, target); });
+                return;
+            }
+            if (tiles.usable) {
+                run(0, 0, [&](const LaunchTarget& target) { run_channel_tiles(p, tiles, target); });
+                return;
+            }
         }
         const ResidentPlan resident = plan_resident(p, shape_);
         if (resident.usable) {

@@ -12,6 +12,7 @@
 // replay) finds it as this one did.
 #pragma once
 
+#include "gpu/gn_cluster.h"
 #include "gpu/hip_compat.h"
 
 namespace mbn {
@@ -66,6 +67,37 @@ __device__ __forceinline__ void grid_barrier_exit(BarrierCounter* counter, unsig
     if (threadIdx.x == 0) {
         const BarrierCounter blocks = gridDim.x;
         if (atomicAdd(counter, 1ull) + 1 == (barriers + 1) * blocks) atomicExch(counter, 0ull);
+    }
+}
+
+// The same two for a grid of thread-block clusters of `cluster` blocks: one
+// arrival per cluster, after the cluster's own barrier, so the counter sees
+// `cluster` times fewer atomics and pollers.  Every thread of every block
+// calls them; `cluster` is 1 where the grid has no clusters.
+__device__ __forceinline__ void cluster_grid_barrier(BarrierCounter* counter, unsigned number, int cluster) {
+    if (cluster == 1) {
+        grid_barrier(counter, number);
+        return;
+    }
+    cluster_sync();
+    if (threadIdx.x == 0 && blockIdx.x % cluster == 0) {
+        const BarrierCounter arrivals = gridDim.x / cluster;
+        __threadfence();  // the cluster's stores (ordered before by its barrier) before its arrival
+        atomicAdd(counter, 1ull);
+        while (load_counter(counter) < number * arrivals) pause_briefly();
+        __threadfence();
+    }
+    cluster_sync();
+}
+
+__device__ __forceinline__ void cluster_grid_barrier_exit(BarrierCounter* counter, unsigned barriers, int cluster) {
+    if (cluster == 1) {
+        grid_barrier_exit(counter, barriers);
+        return;
+    }
+    if (threadIdx.x == 0 && blockIdx.x % cluster == 0) {
+        const BarrierCounter arrivals = gridDim.x / cluster;
+        if (atomicAdd(counter, 1ull) + 1 == (barriers + 1) * arrivals) atomicExch(counter, 0ull);
     }
 }
 
