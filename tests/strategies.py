@@ -22,6 +22,20 @@ DIM_VALUES = (1, 2, 3, 5, 7, 8, 11, 13)
 MODES = ("spatial", "per_activation")
 IO_DTYPES = (dtypes.FLOAT32, dtypes.FLOAT16, dtypes.BFLOAT16, dtypes.FLOAT64)
 MAX_ELEMENTS = 6000
+# Every batch-norm activation mode with parameters that exercise it (alpha, beta, gamma).
+ACTIVATIONS = {
+    "pasthru": (0.0, 0.0, 0.0),
+    "logistic": (0.0, 0.0, 0.0),
+    "tanh": (0.7, 1.3, 0.0),
+    "relu": (0.0, 0.0, 0.0),
+    "softrelu": (0.0, 0.0, 0.0),
+    "abs": (0.0, 0.0, 0.0),
+    "power": (0.5, 0.8, 2.0),
+    "clippedrelu": (1.0, 0.0, 0.0),
+    "leakyrelu": (0.1, 0.0, 0.0),
+    "elu": (0.6, 0.0, 0.0),
+    "clamp": (-0.5, 0.8, 0.0),
+}
 
 
 # --------------------------------------------------------------------------- #

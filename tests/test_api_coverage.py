@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from strategies import filled, nan_filled
+from strategies import ACTIVATIONS, filled, nan_filled
 
 import miopen_bn
 from miopen_bn import reference
@@ -19,21 +19,6 @@ from miopen_bn.tolerances import check
 
 SUCCESS, BAD_PARM, NOT_IMPLEMENTED = 0, 3, 6
 SHAPE = (3, 4, 5, 6)
-
-# Every activation mode with parameters that exercise it (alpha, beta, gamma).
-ACTIVATIONS = {
-    "pasthru": (0.0, 0.0, 0.0),
-    "logistic": (0.0, 0.0, 0.0),
-    "tanh": (0.7, 1.3, 0.0),
-    "relu": (0.0, 0.0, 0.0),
-    "softrelu": (0.0, 0.0, 0.0),
-    "abs": (0.0, 0.0, 0.0),
-    "power": (0.5, 0.8, 2.0),
-    "clippedrelu": (1.0, 0.0, 0.0),
-    "leakyrelu": (0.1, 0.0, 0.0),
-    "elu": (0.6, 0.0, 0.0),
-    "clamp": (-0.5, 0.8, 0.0),
-}
 
 
 class Call:

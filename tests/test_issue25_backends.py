@@ -13,8 +13,7 @@ import itertools
 
 import numpy as np
 import pytest
-from strategies import CHANNELS_LAST, PACKED, filled, nan_filled
-from test_api_coverage import ACTIVATIONS
+from strategies import ACTIVATIONS, CHANNELS_LAST, PACKED, filled, nan_filled
 
 from miopen_bn import reference
 from miopen_bn.tolerances import check
