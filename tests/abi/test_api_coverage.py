@@ -241,7 +241,7 @@ def test_training_with_activation(lib, ffi, cpu_handle, rng, name, dtype):
         )
         check(y, expected["y"], dtype, "elementwise", f"{entry} y")
         check(run_mean, expected["running_mean"], "float32", "reduction", "running mean")
-        check(saved_inv, expected["saved_inv_var"], "float32", "reduction", "saved inverse std")
+        check(saved_inv, expected["saved_inv_std"], "float32", "reduction", "saved inverse std")
 
 
 @pytest.mark.parametrize("inverse", [False, True])
@@ -281,7 +281,7 @@ def test_backward_with_activation(lib, ffi, cpu_handle, rng, name, dtype, saved)
     scale, bias = _stats_input(rng, c, dtype), _stats_input(rng, c, "float32")
     stats = reference.batchnorm_forward_training(x, scale, bias, mode=mode)
     saved_mean = c.param(stats["saved_mean"], "float32") if saved else None
-    saved_inv = c.param(stats["saved_inv_var"], "float32") if saved else None
+    saved_inv = c.param(stats["saved_inv_std"], "float32") if saved else None
     dx = c.poisoned(SHAPE, dtype)
     dscale, dbias = c.poisoned(c.pshape, dtype), c.poisoned(c.pshape, "float32")
     status = lib.miopenBatchNormBackwardActivation(
@@ -291,7 +291,7 @@ def test_backward_with_activation(lib, ffi, cpu_handle, rng, name, dtype, saved)
         c.ptr(saved_inv), c.activation(name, ACTIVATIONS[name]))  # fmt: skip
     assert status == SUCCESS, _message(lib, ffi)
     expected = reference.batchnorm_backward(
-        x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv, mode=mode, bias=bias,
+        x, dy, scale, saved_mean=saved_mean, saved_inv_std=saved_inv, mode=mode, bias=bias,
         fused_activation=_fused(name))  # fmt: skip
     check(dx, expected["dx"], dtype, "elementwise", "dx")
     check(dscale, expected["dscale"], dtype, "reduction", "dscale")
@@ -409,7 +409,7 @@ def test_fusion_plan_training_with_activation(lib, ffi, cpu_handle, rng, running
         x, scale, bias, exp_avg_factor=0.2, running_mean=before[0], running_var=before[1],
         fused_activation=("leakyrelu", 0.2, 0.0, 0.0))  # fmt: skip
     check(y, expected["y"], "float32", "elementwise", "y")
-    check(saved_inv, expected["saved_inv_var"], "float32", "reduction", "saved inverse std")
+    check(saved_inv, expected["saved_inv_std"], "float32", "reduction", "saved inverse std")
     if running:
         check(run_var, expected["running_var"], "float32", "reduction", "running variance")
     else:
@@ -422,7 +422,7 @@ def test_fusion_plan_backward_with_activation(lib, ffi, cpu_handle, rng):
     x, dy = c.data(rng.normal(0.2, 1.2, SHAPE)), c.data(rng.standard_normal(SHAPE))
     scale, bias = _stats_input(rng, c, "float32"), _stats_input(rng, c, "float32")
     stats = reference.batchnorm_forward_training(x, scale, bias)
-    saved_mean, saved_inv = c.param(stats["saved_mean"], "float32"), c.param(stats["saved_inv_var"], "float32")
+    saved_mean, saved_inv = c.param(stats["saved_mean"], "float32"), c.param(stats["saved_inv_std"], "float32")
     dx, dscale, dbias = c.poisoned(SHAPE, "float32"), *(c.poisoned(c.pshape, "float32") for _ in "sb")
     plan = Plan(lib, ffi, c.desc(x))
     bn = plan.op("miopenCreateOpBatchNormBackward", c.bn_mode())
@@ -436,7 +436,7 @@ def test_fusion_plan_backward_with_activation(lib, ffi, cpu_handle, rng):
     assert lib.miopenExecuteFusionPlan(cpu_handle.ptr, plan.plan, c.desc(dy), c.ptr(dy), c.desc(dx), c.ptr(dx),
                                        plan.args) == SUCCESS, _message(lib, ffi)  # fmt: skip
     expected = reference.batchnorm_backward(
-        x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv, bias=bias,
+        x, dy, scale, saved_mean=saved_mean, saved_inv_std=saved_inv, bias=bias,
         fused_activation=("tanh", 0.9, 1.1, 0.0))  # fmt: skip
     check(dx, expected["dx"], "float32", "elementwise", "dx")
     check(dscale, expected["dscale"], "float32", "reduction", "dscale")

@@ -225,7 +225,7 @@ def test_training_with_both_pairs(problem, function):
     a = problem.arrays
     check(a["y"], expected["y"], "float32", "elementwise", "y")
     check(a["resultSaveMean"], expected["saved_mean"], "float32", "reduction", "saved mean")
-    check(a["resultSaveInvVariance"], expected["saved_inv_var"], "float32", "reduction", "saved inv std")
+    check(a["resultSaveInvVariance"], expected["saved_inv_std"], "float32", "reduction", "saved inv std")
     check(a["resultRunningMean"], expected["running_mean"], "float32", "reduction", "running mean")
     check(a["resultRunningVariance"], expected["running_var"], "float32", "reduction", "running var")
 
@@ -279,7 +279,7 @@ def test_backward_saved_statistics_used_or_recomputed(problem, ffi, function, sa
         a["bnScale"],
         epsilon=1e-5,
         saved_mean=a["savedMean"] if saved else None,
-        saved_inv_var=a["savedInvVariance"] if saved else None,
+        saved_inv_std=a["savedInvVariance"] if saved else None,
     )
     nulls = {}
     if not saved:
@@ -312,7 +312,7 @@ def test_in_place_forward(problem, function):
 def test_in_place_backward(problem, function):
     a = problem.arrays
     expected = reference.batchnorm_backward(
-        a["x"], a["dy"], a["bnScale"], saved_mean=a["savedMean"], saved_inv_var=a["savedInvVariance"]
+        a["x"], a["dy"], a["bnScale"], saved_mean=a["savedMean"], saved_inv_std=a["savedInvVariance"]
     )
     assert problem.call(function, dx=problem.values["dy"]) == 0, problem.message()
     check(a["dy"], expected["dx"], "float32", "elementwise", "dx written over dy")
@@ -526,7 +526,7 @@ def test_training_pair_patterns(lib, ffi, function, mode, seed, running, saved):
         ("resultRunningMean", "running_mean", running == "both"),
         ("resultRunningVariance", "running_var", running == "both"),
         ("resultSaveMean", "saved_mean", saved == "both"),
-        ("resultSaveInvVariance", "saved_inv_var", saved == "both"),
+        ("resultSaveInvVariance", "saved_inv_std", saved == "both"),
     ]:
         if used:
             check(a[name], expected[key], "float32", "reduction", name)
@@ -565,7 +565,7 @@ def test_backward_pair_patterns(lib, ffi, function, mode, seed, saved):
         before["dy"],
         before["bnScale"],
         saved_mean=stats[0],
-        saved_inv_var=stats[1],
+        saved_inv_std=stats[1],
         mode=mode,
         epsilon=1e-5,
     )

@@ -95,7 +95,7 @@ CASES = [
      ["resultSaveMean", "resultSaveInvVariance"]),
     (
         training,
-        dict(save_stats=False, saved_mean=np.full(3, np.nan, np.float32), saved_inv_var=np.full(3, np.nan, np.float32)),
+        dict(save_stats=False, saved_mean=np.full(3, np.nan, np.float32), saved_inv_std=np.full(3, np.nan, np.float32)),
         ValueError,
         ["save_stats"],
     ),

@@ -156,13 +156,13 @@ def test_torch_cpu_tensors(rng, torch, dtype):
     assert isinstance(mean, torch.Tensor) and mean.dtype == torch.float32
     expected = reference.batchnorm_forward_training(tx.float().numpy(), scale, bias)
     check(y.float().numpy(), expected["y"], dtype, "elementwise", "y")
-    check(inv_std.numpy(), expected["saved_inv_var"], "float32", "reduction", "inv std")
+    check(inv_std.numpy(), expected["saved_inv_std"], "float32", "reduction", "inv std")
     dx, dscale, dbias = miopen_bn.batchnorm_backward(
-        tx, torch.ones_like(tx), torch.from_numpy(scale), saved_mean=mean, saved_inv_var=inv_std
+        tx, torch.ones_like(tx), torch.from_numpy(scale), saved_mean=mean, saved_inv_std=inv_std
     )
     assert isinstance(dx, torch.Tensor) and dx.stride() == tx.stride()
     grads = reference.batchnorm_backward(
-        tx.float().numpy(), np.ones(x.shape), scale, saved_mean=mean.numpy(), saved_inv_var=inv_std.numpy()
+        tx.float().numpy(), np.ones(x.shape), scale, saved_mean=mean.numpy(), saved_inv_std=inv_std.numpy()
     )
     check(dbias.numpy(), grads["dbias"], "float32", "reduction", "dbias")
 

@@ -91,7 +91,7 @@ def test_forward_training(data, mode, dtype, form, scaling, epsilon, factor, run
         running_var=None if run_var is None else run_var.copy(),
     )
 
-    out, saved_mean, saved_inv_var = miopen_bn.batchnorm_forward_training(
+    out, saved_mean, saved_inv_std = miopen_bn.batchnorm_forward_training(
         x,
         scale,
         bias,
@@ -102,7 +102,7 @@ def test_forward_training(data, mode, dtype, form, scaling, epsilon, factor, run
         running_var=run_var,
         save_stats=save != "no",
         saved_mean=saved_out[0],
-        saved_inv_var=saved_out[1],
+        saved_inv_std=saved_out[1],
         alpha=alpha,
         beta=beta,
         y=y,
@@ -111,14 +111,14 @@ def test_forward_training(data, mode, dtype, form, scaling, epsilon, factor, run
     assert out is y
     check(y, expected["y"], dtype, ELEMENTWISE, "y")
     if given:
-        assert saved_mean is saved_out[0] and saved_inv_var is saved_out[1]
+        assert saved_mean is saved_out[0] and saved_inv_std is saved_out[1]
     if save != "no":
         saved_dtype = sdtype if (given or running) else pdtype  # new ones follow the running ones, else the scale
         assert saved_mean.shape == scale.shape and saved_mean.dtype == np.dtype(saved_dtype)
         check(saved_mean, expected["saved_mean"], saved_dtype, REDUCTION, "saved_mean")
-        check(saved_inv_var, expected["saved_inv_var"], saved_dtype, REDUCTION, "saved_inv_var")
+        check(saved_inv_std, expected["saved_inv_std"], saved_dtype, REDUCTION, "saved_inv_std")
     else:
-        assert saved_mean is None and saved_inv_var is None
+        assert saved_mean is None and saved_inv_std is None
     if running:
         check(run_mean, expected["running_mean"], sdtype, REDUCTION, "running_mean")
         check(run_var, expected["running_var"], sdtype, REDUCTION, "running_var")
@@ -187,12 +187,12 @@ def test_backward(data, mode, dtype, form, data_scaling, param_scaling, epsilon,
     x = filled(activations(rng, shape, mode), dtype, x_layout)
     dy = filled(rng.standard_normal(shape), gdtype, dy_layout)
     scale = filled(params(rng, shape, mode, form), pdtype)
-    saved_mean = saved_inv_var = None
+    saved_mean = saved_inv_std = None
     if saved:
         stats = reference.batchnorm_forward_training(x, scale, scale, mode=mode, epsilon=epsilon)
         pshape = param_shape(shape, mode, form)
         saved_mean = filled(stats["saved_mean"].reshape(pshape), sdtype)
-        saved_inv_var = filled(stats["saved_inv_var"].reshape(pshape), sdtype)
+        saved_inv_std = filled(stats["saved_inv_std"].reshape(pshape), sdtype)
     dx = prior_or_poison(rng, shape, gdtype, dx_layout, beta_data)
     dscale = prior_or_poison(rng, scale.shape, pdtype, PACKED, beta_param)
     dbias = prior_or_poison(rng, scale.shape, bdtype, PACKED, beta_param)
@@ -201,7 +201,7 @@ def test_backward(data, mode, dtype, form, data_scaling, param_scaling, epsilon,
         dy,
         scale,
         saved_mean=saved_mean,
-        saved_inv_var=saved_inv_var,
+        saved_inv_std=saved_inv_std,
         mode=mode,
         epsilon=epsilon,
         alpha_data=alpha_data,
@@ -218,7 +218,7 @@ def test_backward(data, mode, dtype, form, data_scaling, param_scaling, epsilon,
         dy,
         scale,
         saved_mean=saved_mean,
-        saved_inv_var=saved_inv_var,
+        saved_inv_std=saved_inv_std,
         mode=mode,
         epsilon=epsilon,
         alpha_data=alpha_data,
@@ -245,7 +245,7 @@ def test_allocated_outputs_follow_x(mode, dtype, seed, data):
     x = filled(activations(rng, shape, mode), dtype, layout)
     scale = filled(params(rng, shape, mode, "short"), "float32")
     bias = filled(params(rng, shape, mode, "short"), "float32")
-    y, saved_mean, saved_inv_var = miopen_bn.batchnorm_forward_training(x, scale, bias, mode=mode)
+    y, saved_mean, saved_inv_std = miopen_bn.batchnorm_forward_training(x, scale, bias, mode=mode)
     expected = reference.batchnorm_forward_training(x, scale, bias, mode=mode)
     assert y.dtype == x.dtype and y.shape == x.shape
     assert np.argsort(y.strides).tolist() == np.argsort(x.strides).tolist() or min(shape) == 1
@@ -271,7 +271,7 @@ def test_in_place(mode, dtype, seed, data):
 
     x = filled(values, dtype, layout)
     expected = reference.batchnorm_forward_training(x, scale, bias, mode=mode)
-    y, saved_mean, saved_inv_var = miopen_bn.batchnorm_forward_training(x, scale, bias, mode=mode, y=x)
+    y, saved_mean, saved_inv_std = miopen_bn.batchnorm_forward_training(x, scale, bias, mode=mode, y=x)
     assert y is x
     check(x, expected["y"], dtype, ELEMENTWISE, "y over x (training)")
 
@@ -286,10 +286,10 @@ def test_in_place(mode, dtype, seed, data):
     x = filled(values, dtype, layout)
     dy = filled(rng.standard_normal(shape), dtype, layout)
     grads = reference.batchnorm_backward(
-        x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv_var, mode=mode
+        x, dy, scale, saved_mean=saved_mean, saved_inv_std=saved_inv_std, mode=mode
     )
     dx, _, _ = miopen_bn.batchnorm_backward(
-        x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv_var, mode=mode, dx=dy
+        x, dy, scale, saved_mean=saved_mean, saved_inv_std=saved_inv_std, mode=mode, dx=dy
     )
     assert dx is dy
     check(dy, grads["dx"], dtype, ELEMENTWISE, "dx over dy")

@@ -354,7 +354,7 @@ def test_batch_norm_saved_statistics_at_one_address_are_refused(rng):
     x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
     ones, zeros, stats = np.ones(3, np.float32), np.zeros(3, np.float32), np.full(3, np.nan, np.float32)
     with pytest.raises(miopen_bn.MIOpenBadParmError, match="overlaps"):
-        miopen_bn.batchnorm_forward_training(x, ones, zeros, saved_mean=stats, saved_inv_var=stats)
+        miopen_bn.batchnorm_forward_training(x, ones, zeros, saved_mean=stats, saved_inv_std=stats)
     assert np.isnan(stats).all()
 
 

@@ -83,14 +83,14 @@ def _exercise(backend, rng, shape, x_dtype, types, mode="spatial", layout=CHANNE
         running["next_running_var"] = nan_filled(pshape, types["var"])
     y, saved_mean, saved_inv = backend.forward_training(
         x, scale, bias, mode=mode, saved_mean=nan_filled(pshape, types["mean"]),
-        saved_inv_var=nan_filled(pshape, types["var"]), y=nan_filled(shape, x_dtype, layout), alpha=0.75,
+        saved_inv_std=nan_filled(pshape, types["var"]), y=nan_filled(shape, x_dtype, layout), alpha=0.75,
         **running, **act)  # fmt: skip
     expected = reference.batchnorm_forward_training(
         x, scale, bias, mode=mode, running_mean=before[0], running_var=before[1], alpha=0.75, fused_activation=fused
     )
     check(y, expected["y"], x_dtype, "elementwise", "y")
     check(saved_mean, expected["saved_mean"], types["mean"], "reduction", "saved mean")
-    check(saved_inv, expected["saved_inv_var"], types["var"], "reduction", "saved inverse std")
+    check(saved_inv, expected["saved_inv_std"], types["var"], "reduction", "saved inverse std")
     written = (running["next_running_mean"], running["next_running_var"]) if v3 else (run_mean, run_var)
     check(written[0], expected["running_mean"], types["mean"], "reduction", "running mean")
     check(written[1], expected["running_var"], types["var"], "reduction", "running variance")
@@ -120,10 +120,10 @@ def _exercise(backend, rng, shape, x_dtype, types, mode="spatial", layout=CHANNE
         outputs = {"dx": nan_filled(shape, x_dtype, layout), "dscale": nan_filled(pshape, types["scale"]),
                    "dbias": nan_filled(pshape, types["bias"])}  # fmt: skip
         dx, dscale, dbias = backend.backward(
-            x, dy, scale, saved_mean=stats[0], saved_inv_var=stats[1], mode=mode, **outputs, **backward_act
+            x, dy, scale, saved_mean=stats[0], saved_inv_std=stats[1], mode=mode, **outputs, **backward_act
         )
         expected = reference.batchnorm_backward(
-            x, dy, scale, saved_mean=stats[0], saved_inv_var=stats[1], mode=mode, bias=bias, fused_activation=fused
+            x, dy, scale, saved_mean=stats[0], saved_inv_std=stats[1], mode=mode, bias=bias, fused_activation=fused
         )
         how = "saved" if stats[0] is not None else "recomputed"
         check(dx, expected["dx"], x_dtype, "elementwise", f"dx ({how} statistics)")

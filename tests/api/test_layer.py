@@ -38,11 +38,11 @@ def test_layer_trains_infers_and_differentiates_like_the_reference(rng, mode, mo
                                                 running_mean=mean0, running_var=var0)
     tolerances.check(y, want["y"], "float32", "elementwise", "y")
     tolerances.check(layer.running_var, want["running_var"], "float32", "reduction", "running_var")
-    tolerances.check(layer.saved_inv_var, want["saved_inv_var"], "float32", "reduction", "saved_inv_var")
+    tolerances.check(layer.saved_inv_std, want["saved_inv_std"], "float32", "reduction", "saved_inv_std")
     dy = rng.standard_normal(x.shape).astype(np.float32)
     dx = layer.backward(x, dy)
     grads = reference.batchnorm_backward(x, dy, layer.weight, saved_mean=want["saved_mean"],
-                                         saved_inv_var=want["saved_inv_var"], mode=mode)
+                                         saved_inv_std=want["saved_inv_std"], mode=mode)
     tolerances.check(dx, grads["dx"], "float32", "elementwise", "dx")
     tolerances.check(layer.grad_weight, grads["dscale"], "float32", "reduction", "dweight")
     got = layer.forward_inference(x)
@@ -61,7 +61,7 @@ def test_info_is_json_and_save_load_round_trips(rng, tmp_path):
     layer.save(path)
     loaded = miopen_bn.BatchNorm.load(path)
     assert loaded.config() == layer.config() and loaded.num_batches_tracked == 2
-    for name in ("weight", "bias", "running_mean", "running_var", "saved_mean", "saved_inv_var"):
+    for name in ("weight", "bias", "running_mean", "running_var", "saved_mean", "saved_inv_std"):
         assert np.array_equal(getattr(loaded, name), getattr(layer, name)), name
     x = rng.standard_normal((2, 4, 3, 3)).astype(np.float32)
     assert np.array_equal(loaded.forward_inference(x), layer.forward_inference(x))

@@ -23,7 +23,7 @@ def check_training(backend, x, scale, bias, mode, dtype="float32", **kwargs):
     expected = reference.batchnorm_forward_training(x, scale, bias, mode=mode)
     check(y, expected["y"], dtype, "elementwise", "y")
     check(mean, expected["saved_mean"], mean.dtype, "reduction", "saved_mean")
-    check(inv_std, expected["saved_inv_var"], inv_std.dtype, "reduction", "saved_inv_var")
+    check(inv_std, expected["saved_inv_std"], inv_std.dtype, "reduction", "saved_inv_std")
     return y, mean, inv_std
 
 

@@ -45,15 +45,15 @@ def check_all(backend, x, mode, rng, epsilon=1e-5, param_dtype=np.float32, runni
     )
     check(y, ref["y"], x.dtype, ELEMENTWISE, "y")
     check(mean, ref["saved_mean"], param_dtype, REDUCTION, "saved mean")
-    check(inv_std, ref["saved_inv_var"], param_dtype, REDUCTION, "saved inverse std")
+    check(inv_std, ref["saved_inv_std"], param_dtype, REDUCTION, "saved inverse std")
     check(running_mean, ref["running_mean"], param_dtype, REDUCTION, "running mean")
     # Rounded to the parameter type first: a variance beyond it is its +inf.
     with np.errstate(over="ignore"):
         expected_var = np.asarray(ref["running_var"]).astype(param_dtype)
     check(running_var, expected_var, param_dtype, REDUCTION, "running variance", tol=running_tol)
     dy = rng.standard_normal(x.shape).astype(x.dtype)
-    dx, dscale, dbias = backend.backward(x, dy, scale, mode=mode, saved_mean=mean, saved_inv_var=inv_std)
-    grads = reference.batchnorm_backward(x, dy, scale, mode=mode, saved_mean=mean, saved_inv_var=inv_std)
+    dx, dscale, dbias = backend.backward(x, dy, scale, mode=mode, saved_mean=mean, saved_inv_std=inv_std)
+    grads = reference.batchnorm_backward(x, dy, scale, mode=mode, saved_mean=mean, saved_inv_std=inv_std)
     check(dx, grads["dx"], x.dtype, ELEMENTWISE, "dx")
     check(dscale, grads["dscale"], param_dtype, REDUCTION, "dscale")
     check(dbias, grads["dbias"], param_dtype, REDUCTION, "dbias")

@@ -63,7 +63,7 @@ def test_every_entry_point_repeats_without_its_adaptation(p, monkeypatch):
     def calls():
         y = infer(p)
         ty, tm, tv = miopen_bn.batchnorm_forward_training(p.x, p.scale, p.bias)
-        dx, ds, db = miopen_bn.batchnorm_backward(p.x, p.dy, p.scale, saved_mean=tm, saved_inv_var=tv)
+        dx, ds, db = miopen_bn.batchnorm_backward(p.x, p.dy, p.scale, saved_mean=tm, saved_inv_std=tv)
         gy, gm, gr = miopen_bn.groupnorm_forward(p.x, 3, p.scale, p.bias, activation="swish")
         gdx, gdw, gdb = miopen_bn.groupnorm_backward(p.x, p.dy, 3, p.scale, gm, gr, bias=p.bias, activation="swish")
         return y, ty, dx, ds, db, gy, gdx, gdw, gdb
@@ -144,12 +144,12 @@ def test_backward_scalars_and_in_place_gradients(p):
     for alphas in ((1.0, 0.0, 1.0, 0.0), (2.0, 0.5, 0.25, 3.0)):
         ad, bd, ap, bp = alphas
         expected = reference.batchnorm_backward(
-            p.x, p.dy, p.scale, saved_mean=mean, saved_inv_var=inv, alpha_data=ad, beta_data=bd,
+            p.x, p.dy, p.scale, saved_mean=mean, saved_inv_std=inv, alpha_data=ad, beta_data=bd,
             alpha_param=ap, beta_param=bp, dx_prior=dx.copy(), dscale_prior=dscale.copy(),
             dbias_prior=dbias.copy(),
         )
         result = miopen_bn.batchnorm_backward(
-            p.x, p.dy, p.scale, saved_mean=mean, saved_inv_var=inv, alpha_data=ad, beta_data=bd,
+            p.x, p.dy, p.scale, saved_mean=mean, saved_inv_std=inv, alpha_data=ad, beta_data=bd,
             alpha_param=ap, beta_param=bp, dx=dx, dscale=dscale, dbias=dbias,
         )
         assert result[0] is dx and result[1] is dscale and result[2] is dbias
@@ -173,7 +173,7 @@ def test_save_stats_switch(p):
     assert none_mean is None and none_inv is None
     with pytest.raises(ValueError, match="save_stats"):
         miopen_bn.batchnorm_forward_training(p.x, p.scale, p.bias, save_stats=False, saved_mean=mean,
-                                             saved_inv_var=inv)
+                                             saved_inv_std=inv)
 
 
 def test_running_statistics_update_each_call(p):
@@ -311,7 +311,7 @@ def test_torch_plans_of_every_entry_point(p):
 
     def calls():
         ty, tm, tv = miopen_bn.batchnorm_forward_training(x, scale, bias)
-        dx, ds, db = miopen_bn.batchnorm_backward(x, dy, scale, saved_mean=tm, saved_inv_var=tv)
+        dx, ds, db = miopen_bn.batchnorm_backward(x, dy, scale, saved_mean=tm, saved_inv_std=tv)
         gy, gm, gr = miopen_bn.groupnorm_forward(x, 3, scale, bias)
         gdx, gdw, gdb = miopen_bn.groupnorm_backward(x, dy, 3, scale, gm, gr)
         return ty, tm, tv, dx, ds, db, gy, gm, gr, gdx, gdw, gdb

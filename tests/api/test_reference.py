@@ -69,7 +69,7 @@ def test_training_matches_the_formulas(rng, mode, shape):
             return param_at(p, feature, shape, mode)
 
         assert at(out["saved_mean"]) == pytest.approx(mean, rel=1e-12, abs=1e-14)
-        assert at(out["saved_inv_var"]) == pytest.approx(1 / np.sqrt(variances[feature] + eps), rel=1e-12)
+        assert at(out["saved_inv_std"]) == pytest.approx(1 / np.sqrt(variances[feature] + eps), rel=1e-12)
         assert at(out["running_mean"]) == pytest.approx((1 - f) * at(run_mean) + f * mean, rel=1e-12)
         unbiased = variances[feature] * m / (m - 1)
         assert at(out["running_var"]) == pytest.approx((1 - f) * at(run_var) + f * unbiased, rel=1e-12)
@@ -134,7 +134,7 @@ def test_saved_statistics_override_epsilon(rng):
     x, dy = rng.standard_normal((4, 2)), rng.standard_normal((4, 2))
     mean, var = reference.batch_statistics(x, "spatial")
     inv_std = reference.inverse_std(var, 0.5)
-    a = reference.batchnorm_backward(x, dy, [1.0, 1.0], saved_mean=mean, saved_inv_var=inv_std, epsilon=123.0)
+    a = reference.batchnorm_backward(x, dy, [1.0, 1.0], saved_mean=mean, saved_inv_std=inv_std, epsilon=123.0)
     b = reference.batchnorm_backward(x, dy, [1.0, 1.0], epsilon=0.5)
     np.testing.assert_allclose(a["dx"], b["dx"], rtol=1e-12)
 
@@ -153,7 +153,7 @@ def test_ieee_special_values_are_results_not_warnings():
     the test configuration turns into errors)."""
     x = np.array([[1.0, 2.0], [1.0, 4.0]])
     training = reference.batchnorm_forward_training(x, [1.0, 1.0], [0.0, 0.0], epsilon=0.0)
-    assert np.isnan(training["y"][:, 0]).all() and np.isposinf(training["saved_inv_var"][0, 0])
+    assert np.isnan(training["y"][:, 0]).all() and np.isposinf(training["saved_inv_std"][0, 0])
     assert np.isfinite(training["y"][:, 1]).all()
     grads = reference.batchnorm_backward(x, np.ones_like(x), [1.0, 1.0], epsilon=0.0)
     assert np.isnan(grads["dx"][:, 0]).all() and np.isfinite(grads["dbias"]).all()

@@ -46,7 +46,7 @@ def test_spec_shape(shape, layout, rng):
             x, scale, bias, mode=mode, running_mean=np.zeros(pshape), running_var=np.ones(pshape)
         )
         check(y, expected["y"], "float32", "elementwise", f"{mode} y")
-        check(inv_std, expected["saved_inv_var"], "float32", "reduction", f"{mode} saved_inv_var")
+        check(inv_std, expected["saved_inv_std"], "float32", "reduction", f"{mode} saved_inv_std")
         check(running_var, expected["running_var"], "float32", "reduction", f"{mode} running_var")
 
         y = miopen_bn.batchnorm_forward_inference(x, scale, bias, running_mean, running_var, mode=mode)
@@ -59,9 +59,9 @@ def test_spec_shape(shape, layout, rng):
         )
 
         dx, dscale, dbias = miopen_bn.batchnorm_backward(
-            x, dy, scale, saved_mean=mean, saved_inv_var=inv_std, mode=mode
+            x, dy, scale, saved_mean=mean, saved_inv_std=inv_std, mode=mode
         )
-        grads = reference.batchnorm_backward(x, dy, scale, saved_mean=mean, saved_inv_var=inv_std, mode=mode)
+        grads = reference.batchnorm_backward(x, dy, scale, saved_mean=mean, saved_inv_std=inv_std, mode=mode)
         check(dx, grads["dx"], "float32", "elementwise", f"{mode} dx")
         check(dscale, grads["dscale"], "float32", "reduction", f"{mode} dscale")
         check(dbias, grads["dbias"], "float32", "reduction", f"{mode} dbias")

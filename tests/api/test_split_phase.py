@@ -121,7 +121,7 @@ def test_ranks_match_one_batch_norm_over_the_whole_batch(backend, rng, shape, mo
     parts, dys = np.split(x, cuts), np.split(dy, cuts)
     ys, mean, inv_std = ranks.forward(parts, scale, bias, running_mean, running_var)
     check(np.concatenate(ys), expected["y"], dtype, "elementwise", "y")
-    for name, got in (("saved_mean", mean), ("saved_inv_var", inv_std), ("running_mean", running_mean),
+    for name, got in (("saved_mean", mean), ("saved_inv_std", inv_std), ("running_mean", running_mean),
                       ("running_var", running_var)):
         check(got, expected[name].reshape(got.shape), param_dtype, "reduction", name)
     assert np.all(ranks.count == reference.reduction_count(shape, mode))
@@ -144,13 +144,13 @@ def test_one_rank_gives_what_the_one_call_entry_points_give(backend, rng, mode, 
     run_one = [np.zeros(p_shape, np.float32), np.ones(p_shape, np.float32)]
     run_split = [a.copy() for a in run_one]
     y, mean, inv_std = backend.forward_training(x, scale, bias, *run_one, mode=mode)
-    dx, dscale, dbias = backend.backward(x, dy, scale, saved_mean=mean, saved_inv_var=inv_std, mode=mode)
+    dx, dscale, dbias = backend.backward(x, dy, scale, saved_mean=mean, saved_inv_std=inv_std, mode=mode)
 
     ranks = Ranks(backend, mode, np.float32)
     (y_split,), mean_split, inv_std_split = ranks.forward([x], scale, bias, *run_split)
     (dx_split,), dscale_split, dbias_split = ranks.backward([x], [dy], scale, mean_split, inv_std_split)
     # The same statistics, each ulp-close; outputs within the elementwise tolerance of each other.
-    for name, got, want in (("saved_mean", mean_split, mean), ("saved_inv_var", inv_std_split, inv_std),
+    for name, got, want in (("saved_mean", mean_split, mean), ("saved_inv_std", inv_std_split, inv_std),
                             ("running_mean", run_split[0], run_one[0]), ("running_var", run_split[1], run_one[1]),
                             ("dscale", dscale_split, dscale), ("dbias", dbias_split, dbias)):
         np.testing.assert_allclose(got, want.astype(np.float64), rtol=2e-6, atol=1e-6, err_msg=name)
@@ -203,7 +203,7 @@ def test_merge_is_exact_where_ranks_hold_offset_data(backend, rng):
     )
     expected = reference.batchnorm_forward_training(x, np.ones(2), np.zeros(2))
     check(backend.get(mean), expected["saved_mean"].reshape(2), "float32", "reduction", "mean")
-    check(backend.get(inv_std), expected["saved_inv_var"].reshape(2), "float32", "reduction", "inv_std")
+    check(backend.get(inv_std), expected["saved_inv_std"].reshape(2), "float32", "reduction", "inv_std")
 
 
 def test_a_rank_with_count_zero_adds_nothing(cpu_handle):

@@ -79,7 +79,7 @@ def test_batchnorm_module_trains_like_torch_and_the_reference(request, torch_cls
         _check(ours.running_var, expected["running_var"], "reduction", "running_var")
         grads = reference.batchnorm_backward(x.numpy(), dy.numpy(), ours.weight.detach().numpy(),
                                              saved_mean=expected["saved_mean"],
-                                             saved_inv_var=expected["saved_inv_var"])
+                                             saved_inv_std=expected["saved_inv_std"])
         _check(x_ours.grad, grads["dx"], "elementwise", "dx")
         _check(ours.weight.grad, grads["dscale"], "reduction", "dweight")
         _check(ours.bias.grad, grads["dbias"], "reduction", "dbias")

@@ -22,7 +22,7 @@ BN_SUBCOMMANDS = ("bnorm", "bnormfp16", "bnormfp16fp32", "bnormbfp16", "bnormbfp
 BN_RUNS = [
     # (flags, directions verified, outputs that must be checked)
     ("-m 1 -F 1 -b 1 -s 1 -r 1 -L NHWC", ("Forward Training", "Backward"),
-     ("y", "saved_mean", "saved_inv_var", "running_mean", "running_var", "dx", "dscale", "dbias")),
+     ("y", "saved_mean", "saved_inv_std", "running_mean", "running_var", "dx", "dscale", "dbias")),
     ("-m 0 -F 2 -r 1 -b 1 -s 0", ("Forward Inference", "Backward"), ("y", "dx", "dscale", "dbias")),
     ("-m 1 -F 2 -r 0 -D 2 -L NDHWC", ("Forward Inference",), ("y",)),
     ("-m 0 -F 1 -s 0 -r 1 --rank 3 -H 1 -L NHWC -A 0.5 -B 0.75", ("Forward Training",),

@@ -60,9 +60,9 @@ def test_torch_tensors_with_the_default_gpu_handle(torch, rng, dtype, channels_l
     x_host = x.cpu().double().numpy()
     expected = reference.batchnorm_forward_training(x_host, scale.cpu().numpy(), bias.cpu().numpy())
     check(y.cpu().double().numpy(), expected["y"], dtype, "elementwise", "y")
-    check(inv_std.cpu().numpy(), expected["saved_inv_var"], "float32", "reduction", "saved_inv_var")
+    check(inv_std.cpu().numpy(), expected["saved_inv_std"], "float32", "reduction", "saved_inv_std")
     dy = torch.randn_like(x)
-    dx, dscale, _ = miopen_bn.batchnorm_backward(x, dy, scale, saved_mean=mean, saved_inv_var=inv_std)
+    dx, dscale, _ = miopen_bn.batchnorm_backward(x, dy, scale, saved_mean=mean, saved_inv_std=inv_std)
     torch.cuda.synchronize()
     assert dx.stride() == x.stride()
     grads = reference.batchnorm_backward(
@@ -70,7 +70,7 @@ def test_torch_tensors_with_the_default_gpu_handle(torch, rng, dtype, channels_l
         dy.cpu().double().numpy(),
         scale.cpu().numpy(),
         saved_mean=mean.cpu().numpy(),
-        saved_inv_var=inv_std.cpu().numpy(),
+        saved_inv_std=inv_std.cpu().numpy(),
     )
     check(dx.cpu().double().numpy(), grads["dx"], dtype, "elementwise", "dx")
     check(dscale.cpu().numpy(), grads["dscale"], "float32", "reduction", "dscale")

@@ -86,7 +86,7 @@ def run_training(handle, x, mode, stats, seed, alpha=1.0, beta=0.0, y=None):
         y = poisoned(x)
     prior = host64(y) if beta != 0 else None
     x64 = host64(x)
-    out, saved_mean, saved_inv_var = mbn.batchnorm_forward_training(
+    out, saved_mean, saved_inv_std = mbn.batchnorm_forward_training(
         x, scale, bias, mode=mode, epsilon=EPS, exp_avg_factor=FACTOR,
         running_mean=running_mean, running_var=running_var,
         save_stats=stats in ("running+saved", "saved"), alpha=alpha, beta=beta, y=y,
@@ -99,9 +99,9 @@ def run_training(handle, x, mode, stats, seed, alpha=1.0, beta=0.0, y=None):
     check("y", out, ref["y"], ELEMENTWISE)
     if stats in ("running+saved", "saved"):
         check("saved_mean", saved_mean, ref["saved_mean"], REDUCTION)
-        check("saved_inv_var", saved_inv_var, ref["saved_inv_var"], REDUCTION)
+        check("saved_inv_std", saved_inv_std, ref["saved_inv_std"], REDUCTION)
     else:
-        assert saved_mean is None and saved_inv_var is None
+        assert saved_mean is None and saved_inv_std is None
     if with_running:
         check("running_mean", running_mean, ref["running_mean"], REDUCTION)
         check("running_var", running_var, ref["running_var"], REDUCTION)
@@ -165,7 +165,7 @@ def run_backward(handle, x, dy, mode, saved, seed, alpha_data=1.0, beta_data=0.0
                  alpha_param=1.0, beta_param=0.0, dx=None, priors=None):
     pshape = param_shape(x.shape, mode)
     scale = random_param(pshape, seed + 1, 0.5, 1.5)
-    saved_mean, saved_inv_var = saved_statistics(x, mode) if saved else (None, None)
+    saved_mean, saved_inv_std = saved_statistics(x, mode) if saved else (None, None)
     dx = poisoned(dy) if dx is None else dx
     dscale, dbias = (priors if priors is not None
                      else (poisoned(scale), poisoned(scale)))
@@ -174,14 +174,14 @@ def run_backward(handle, x, dy, mode, saved, seed, alpha_data=1.0, beta_data=0.0
     prior_dbias = host64(dbias) if beta_param != 0 else None
     x64, dy64 = host64(x), host64(dy)
     out = mbn.batchnorm_backward(
-        x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv_var, mode=mode,
+        x, dy, scale, saved_mean=saved_mean, saved_inv_std=saved_inv_std, mode=mode,
         epsilon=EPS, alpha_data=alpha_data, beta_data=beta_data, alpha_param=alpha_param,
         beta_param=beta_param, dx=dx, dscale=dscale, dbias=dbias, handle=handle)
     torch.cuda.synchronize()
     ref = reference.batchnorm_backward(
         x64, dy64, host64(scale),
         saved_mean=None if saved_mean is None else host64(saved_mean),
-        saved_inv_var=None if saved_inv_var is None else host64(saved_inv_var), mode=mode,
+        saved_inv_std=None if saved_inv_std is None else host64(saved_inv_std), mode=mode,
         epsilon=EPS, alpha_data=alpha_data, beta_data=beta_data, alpha_param=alpha_param,
         beta_param=beta_param, dx_prior=prior_dx, dscale_prior=prior_dscale,
         dbias_prior=prior_dbias)
@@ -269,12 +269,12 @@ def test_in_place(handle, layout):
 def test_outputs_are_allocated_like_the_input(handle):
     x = random_data(SHAPE, "fp16", 71, "nhwc")
     scale, bias = random_param((SHAPE[1],), 72, 0.5, 1.5), random_param((SHAPE[1],), 73, -1, 1)
-    y, saved_mean, saved_inv_var = mbn.batchnorm_forward_training(x, scale, bias, handle=handle)
+    y, saved_mean, saved_inv_std = mbn.batchnorm_forward_training(x, scale, bias, handle=handle)
     assert isinstance(y, torch.Tensor) and y.device == x.device and y.dtype == x.dtype
     assert y.stride() == x.stride()
     assert saved_mean.device == x.device and saved_mean.shape == (SHAPE[1],)
     dx, dscale, dbias = mbn.batchnorm_backward(x, y, scale, saved_mean=saved_mean,
-                                               saved_inv_var=saved_inv_var, handle=handle)
+                                               saved_inv_std=saved_inv_std, handle=handle)
     assert dx.device == x.device and dx.stride() == x.stride()
     assert dscale.device == x.device and dbias.device == x.device
     torch.cuda.synchronize()
@@ -319,7 +319,7 @@ def check_all_ops_sampled(handle, x, dy, dtype, seed, picked=None):
     xs, ss, bs = select64(x, picked, 1), select64(scale, picked, 0), select64(bias, picked, 0)
 
     y = poisoned(x)
-    _, saved_mean, saved_inv_var = mbn.batchnorm_forward_training(
+    _, saved_mean, saved_inv_std = mbn.batchnorm_forward_training(
         x, scale, bias, epsilon=EPS, exp_avg_factor=FACTOR, running_mean=running_mean,
         running_var=running_var, y=y, handle=handle)
     torch.cuda.synchronize()
@@ -327,7 +327,7 @@ def check_all_ops_sampled(handle, x, dy, dtype, seed, picked=None):
                                                running_mean=before[0], running_var=before[1])
     check("train y", select(y, picked, 1), ref["y"], ELEMENTWISE)
     check("saved_mean", select(saved_mean, picked, 0), ref["saved_mean"], REDUCTION)
-    check("saved_inv_var", select(saved_inv_var, picked, 0), ref["saved_inv_var"], REDUCTION)
+    check("saved_inv_std", select(saved_inv_std, picked, 0), ref["saved_inv_std"], REDUCTION)
     check("running_mean", select(running_mean, picked, 0), ref["running_mean"], REDUCTION)
     check("running_var", select(running_var, picked, 0), ref["running_var"], REDUCTION)
     assert not torch.isnan(y).any()  # every element written, unsampled and far ones too
@@ -346,12 +346,12 @@ def check_all_ops_sampled(handle, x, dy, dtype, seed, picked=None):
     if dy is None:
         return
     dx, dscale, dbias = poisoned(dy), poisoned(scale), poisoned(scale)
-    mbn.batchnorm_backward(x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv_var,
+    mbn.batchnorm_backward(x, dy, scale, saved_mean=saved_mean, saved_inv_std=saved_inv_std,
                            epsilon=EPS, dx=dx, dscale=dscale, dbias=dbias, handle=handle)
     torch.cuda.synchronize()
     ref = reference.batchnorm_backward(xs, select64(dy, picked, 1), ss,
                                        saved_mean=select64(saved_mean, picked, 0),
-                                       saved_inv_var=select64(saved_inv_var, picked, 0),
+                                       saved_inv_std=select64(saved_inv_std, picked, 0),
                                        epsilon=EPS)
     check("dx", select(dx, picked, 1), ref["dx"], ELEMENTWISE)
     assert not torch.isnan(dx).any()
@@ -437,11 +437,11 @@ def test_matches_torch_cudnn(handle, shape, dtype, layout):
     bg = bias.detach().clone().requires_grad_(True)
     y_theirs = F.batch_norm(xg, theirs_running[0], theirs_running[1], wg, bg, True, FACTOR, EPS)
     dx_theirs, dscale_theirs, dbias_theirs = torch.autograd.grad(y_theirs, (xg, wg, bg), dy)
-    y, saved_mean, saved_inv_var = mbn.batchnorm_forward_training(
+    y, saved_mean, saved_inv_std = mbn.batchnorm_forward_training(
         x, scale, bias, epsilon=EPS, exp_avg_factor=FACTOR, running_mean=running[0],
         running_var=running[1], y=poisoned(x), handle=handle)
     dx, dscale, dbias = mbn.batchnorm_backward(
-        x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv_var, epsilon=EPS,
+        x, dy, scale, saved_mean=saved_mean, saved_inv_std=saved_inv_std, epsilon=EPS,
         dx=poisoned(dy), dscale=poisoned(scale), dbias=poisoned(scale), handle=handle)
     torch.cuda.synchronize()
     for name, ours, theirs, kind in (("y", y, y_theirs, ELEMENTWISE),
@@ -494,7 +494,7 @@ def test_cupy_arrays_with_outputs_allocated_by_cupy(handle):
     scale = cupy.from_dlpack(random_param((SHAPE[1],), 142, 0.5, 1.5))
     bias = cupy.from_dlpack(random_param((SHAPE[1],), 143, -0.5, 0.5))
     torch.cuda.synchronize()
-    y, saved_mean, saved_inv_var = mbn.batchnorm_forward_training(x, scale, bias, epsilon=EPS,
+    y, saved_mean, saved_inv_std = mbn.batchnorm_forward_training(x, scale, bias, epsilon=EPS,
                                                                   handle=handle)
     assert isinstance(y, cupy.ndarray) and isinstance(saved_mean, cupy.ndarray)
     cupy.cuda.Device().synchronize()
@@ -503,8 +503,8 @@ def test_cupy_arrays_with_outputs_allocated_by_cupy(handle):
     tolerances.check(cupy.asnumpy(y), ref["y"], "float32", ELEMENTWISE, name="y")
     tolerances.check(cupy.asnumpy(saved_mean), ref["saved_mean"], "float32", REDUCTION,
                      name="saved_mean")
-    tolerances.check(cupy.asnumpy(saved_inv_var), ref["saved_inv_var"], "float32", REDUCTION,
-                     name="saved_inv_var")
+    tolerances.check(cupy.asnumpy(saved_inv_std), ref["saved_inv_std"], "float32", REDUCTION,
+                     name="saved_inv_std")
 
 
 # --------------------------------------------------------------------------
@@ -586,7 +586,7 @@ def run_job(index, inputs, handle):
         return (mbn.batchnorm_forward_inference(a["x"], a["scale"], a["bias"], a["mean"], a["var"], mode=mode,
                                                 handle=handle),)
     return mbn.batchnorm_backward(a["x"], a["dy"], a["scale"], saved_mean=a["saved"][0],
-                                  saved_inv_var=a["saved"][1], mode=mode, handle=handle)
+                                  saved_inv_std=a["saved"][1], mode=mode, handle=handle)
 
 
 def bits(tensors):

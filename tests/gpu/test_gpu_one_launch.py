@@ -102,10 +102,10 @@ def test_in_place_and_blending(handle, layout):
 
 
 def _training_and_backward(handle, x, dy, scale, bias, y, dx):
-    _, mean, inv_var = mbn.batchnorm_forward_training(x, scale, bias, y=y, handle=handle)
-    mbn.batchnorm_backward(x, dy, scale, saved_mean=mean, saved_inv_var=inv_var, dx=dx,
+    _, mean, inv_std = mbn.batchnorm_forward_training(x, scale, bias, y=y, handle=handle)
+    mbn.batchnorm_backward(x, dy, scale, saved_mean=mean, saved_inv_std=inv_std, dx=dx,
                            handle=handle)
-    return mean, inv_var
+    return mean, inv_std
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

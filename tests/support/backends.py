@@ -58,7 +58,7 @@ class Side:
 
     # -- the three calls ----------------------------------------------------------
     def forward_training(self, x, scale, bias, running_mean=None, running_var=None, **options):
-        """(y, saved_mean, saved_inv_var) as NumPy; running statistics (and
+        """(y, saved_mean, saved_inv_std) as NumPy; running statistics (and
         V3's next ones) updated in place."""
         running = {"running_mean": running_mean, "running_var": running_var}
         for key in ("next_running_mean", "next_running_var"):  # V3's outputs, when given
@@ -78,10 +78,10 @@ class Side:
         )
         return self.get(out)
 
-    def backward(self, x, dy, scale, saved_mean=None, saved_inv_var=None, **options):
+    def backward(self, x, dy, scale, saved_mean=None, saved_inv_std=None, **options):
         """(dx, dscale, dbias) as NumPy."""
         out = miopen_bn.batchnorm_backward(
             self.put(x), self.put(dy), self.put(scale), saved_mean=self.put(saved_mean),
-            saved_inv_var=self.put(saved_inv_var), handle=self.handle, **self._options(options),
+            saved_inv_std=self.put(saved_inv_std), handle=self.handle, **self._options(options),
         )
         return tuple(self.get(value) for value in out)

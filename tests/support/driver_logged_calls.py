@@ -64,7 +64,7 @@ def backward(shape, dtype, pdtype, grad_dtype, channels_last, mode, saved, blend
     stats = (_params(pshape, pdtype), _params(pshape, pdtype)) if saved else (None, None)
     alpha_data, beta_data, alpha_param, beta_param = blend
     miopen_bn.batchnorm_backward(
-        x, dy, _params(pshape, pdtype), saved_mean=stats[0], saved_inv_var=stats[1], mode=mode,
+        x, dy, _params(pshape, pdtype), saved_mean=stats[0], saved_inv_std=stats[1], mode=mode,
         alpha_data=alpha_data, beta_data=beta_data, alpha_param=alpha_param, beta_param=beta_param,
         dx=_data(shape, grad_dtype, channels_last, seed=4), dscale=_params(pshape, pdtype),
         dbias=_params(pshape, pdtype), handle=miopen_bn.default_handle(CPU),

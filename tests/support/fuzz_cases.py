@@ -352,7 +352,7 @@ class Case:
                 alpha=self._scalar("alpha"), beta=self._scalar("beta"), y_prior=b("y"), fused_activation=fused,
             )
             compare("y", ref["y"], ELEMENTWISE)
-            for name, key in (("resultSaveMean", "saved_mean"), ("resultSaveInvVariance", "saved_inv_var"),
+            for name, key in (("resultSaveMean", "saved_mean"), ("resultSaveInvVariance", "saved_inv_std"),
                               ("resultRunningMean", "running_mean"), ("resultRunningVariance", "running_var"),
                               ("nextResultRunningMean", "running_mean"), ("nextResultRunningVariance", "running_var")):
                 if self.buffers.get(name) is not None:
@@ -367,7 +367,7 @@ class Case:
             compare("y", ref, ELEMENTWISE)
         else:
             ref = reference.batchnorm_backward(
-                x, b("dy"), scale, saved_mean=b("savedMean"), saved_inv_var=b("savedInvVariance"), mode=mode,
+                x, b("dy"), scale, saved_mean=b("savedMean"), saved_inv_std=b("savedInvVariance"), mode=mode,
                 epsilon=epsilon, alpha_data=self._scalar("alphaDataDiff"), beta_data=self._scalar("betaDataDiff"),
                 alpha_param=self._scalar("alphaParamDiff"), beta_param=self._scalar("betaParamDiff"),
                 dx_prior=b("dx"), dscale_prior=b("resultBnScaleDiff"), dbias_prior=b("resultBnBiasDiff"),
