@@ -89,7 +89,9 @@ def batchnorm_forward_training(
 ):
     """Normalizes x with its own batch statistics.
 
-    Returns ``(y, saved_mean, saved_inv_std)``; the saved values (the mean and
+    ``scale`` and ``bias`` are the per-feature affine parameters (MIOpen's
+    bnScale and bnBias; ``weight`` and ``bias`` in group norm, torch and the
+    ``BatchNorm`` layer).  Returns ``(y, saved_mean, saved_inv_std)``; the saved values (the mean and
     the inverse std 1/sqrt(var + epsilon), MIOpen's resultSaveInvVariance;
     ``saved_inv_var`` is its deprecated old keyword) are None when
     ``save_stats`` is False, and are written into
@@ -263,7 +265,8 @@ def batchnorm_backward(
     handle: Optional[Handle] = None,
     **old_names,
 ):
-    """Gradients of batch norm: returns ``(dx, dscale, dbias)``.
+    """Gradients of batch norm: returns ``(dx, dscale, dbias)`` (dscale is
+    the gradient of ``scale``, group norm's ``dweight``).
 
     The statistics come from ``saved_mean`` / ``saved_inv_std`` (the mean and
     inverse std, as returned by ``batchnorm_forward_training``; MIOpen's

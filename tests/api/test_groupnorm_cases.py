@@ -282,6 +282,66 @@ def test_bad_forward_arguments(p, changes, error, words):
     p.assert_untouched()
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+@pytest.mark.parametrize(
+    "name, given, error, words",
+    [
+        ("mean", nan_filled((2, 2), "float32"), miopen_bn.MIOpenBadParmError, r"mean .* must have lengths \(2, 3\)"),
+        ("rstd", nan_filled((3, 3), "float32"), miopen_bn.MIOpenBadParmError, r"rstd .* must have lengths \(2, 3\)"),
+        ("rstd", nan_filled((2, 3), "float16"), miopen_bn.MIOpenNotImplementedError, "rstd has type miopenHalf"),
+        ("mean", nan_filled((2, 3), "float64"), miopen_bn.MIOpenNotImplementedError, "mean has type miopenDouble"),
+        ("mean", _read_only(nan_filled((2, 3), "float32")), ValueError, "mean is read-only"),
+    ],
+    ids=["mean shape", "rstd shape", "rstd dtype", "mean dtype", "mean read-only"],
+)
+def test_bad_forward_statistics_outputs(p, name, given, error, words):
+    """A given mean or rstd is checked as batch norm's saved statistics are:
+    by the library (its (N, G) lengths, its type), or by Python when it
+    cannot be written; the call then writes neither it, nor the other, nor y."""
+    other = nan_filled((2, 3), "float32")
+    outputs = {name: given, ("rstd" if name == "mean" else "mean"): other}
+    with pytest.raises(error, match=words):
+        p.forward(3, **outputs)
+    p.assert_untouched()
+    assert np.isnan(other).all() and np.isnan(given).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+@pytest.mark.parametrize("layout", [PACKED, CHANNELS_LAST], ids=["packed", "channels_last"])
+def test_forward_writes_given_statistics_outputs(rng, cpu_handle, dtype, layout):
+    """y, mean and rstd given (NaN-poisoned; the statistics one a strided
+    view) are the arrays written and returned, on the first call of their
+    signature and on a repeated one; one given alone is used beside a new
+    other."""
+    shape, groups = (3, 12, 5, 7), 4
+    stats_dtype = "float64" if dtype == "float64" else "float32"
+    x = filled(group_activations(rng, shape, groups), dtype, layout)
+    weight, bias = filled(rng.uniform(0.5, 2, 12), dtype), filled(rng.uniform(-1, 1, 12), dtype)
+    expected = reference.groupnorm_forward(x, groups, weight, bias, activation="swish")
+
+    def call(**outputs):
+        return miopen_bn.groupnorm_forward(x, groups, weight, bias, activation="swish", handle=cpu_handle, **outputs)
+
+    for _ in range(2):  # the second call takes the prepared path
+        y = nan_filled(shape, dtype, layout)
+        mean = nan_filled((3, 2 * groups), stats_dtype)[:, ::2]
+        rstd = nan_filled((groups, 3), stats_dtype).T
+        got = call(y=y, mean=mean, rstd=rstd)
+        assert got[0] is y and got[1] is mean and got[2] is rstd
+        check(y, expected["y"], dtype, ELEMENTWISE, "y")
+        check(mean, expected["mean"], stats_dtype, REDUCTION, "mean")
+        check(rstd, expected["rstd"], stats_dtype, REDUCTION, "rstd")
+    alone = nan_filled((3, groups), stats_dtype)
+    _, new_mean, same = call(rstd=alone)
+    assert same is alone and new_mean.shape == (3, groups)
+    np.testing.assert_array_equal(alone, rstd)
+    np.testing.assert_array_equal(new_mean, mean)
+
+
 @pytest.mark.parametrize(
     "changes, error, words",
     [
