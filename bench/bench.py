@@ -252,7 +252,7 @@ class CaseRunner:
         esize = self.x.element_size()
         self.slots = [Slot(env, self.x, self.dy)
                       for _ in range(env.rotation_slots(self.x.numel() * esize))]
-        names = ("scale", "bias", "est_mean", "est_var", "saved_mean", "saved_inv_var")
+        names = ("scale", "bias", "est_mean", "est_var", "saved_mean", "saved_inv_std")
         self.params = {name: getattr(case, name) for name in names}
         self.lib_params = {name: env.lib_array(value) for name, value in self.params.items()}
         self.running = (case.running_mean.clone(), case.running_var.clone())
@@ -286,7 +286,7 @@ class CaseRunner:
                 save_stats=True, y=s["y"], handle=handle)
         return lambda: mbn.batchnorm_backward(
             s["x"], s["dy"], lp["scale"], saved_mean=lp["saved_mean"],
-            saved_inv_var=lp["saved_inv_var"], mode="spatial", epsilon=EPSILON,
+            saved_inv_std=lp["saved_inv_std"], mode="spatial", epsilon=EPSILON,
             dx=s["dx"], dscale=s["dscale"], dbias=s["dbias"], handle=handle)
 
     def gn_ours_call(self, op, slot):
@@ -327,10 +327,10 @@ class CaseRunner:
             before = (case.running_mean.clone(), case.running_var.clone())
             running = tuple(t.clone() for t in before)
             call = self.ours_call(op, fresh, tuple(env.lib_array(t) for t in running))
-            _, saved_mean, saved_inv_var = call()
+            _, saved_mean, saved_inv_std = call()
             env.synchronize()
             return self.verifier.training(case, fresh.y, env.as_torch(saved_mean),
-                                          env.as_torch(saved_inv_var), running[0], running[1],
+                                          env.as_torch(saved_inv_std), running[0], running[1],
                                           before[0], before[1])
         self.ours_call(op, fresh)()
         env.synchronize()

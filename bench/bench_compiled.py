@@ -81,7 +81,7 @@ _GN_FORWARD = ("x", "groups", "gn_weight", "gn_bias")
 ARGUMENTS = {
     "bn_infer": ("x", "scale", "bias", "est_mean", "est_var"),
     "bn_train": ("x", "scale", "bias", "running_mean", "running_var"),
-    "bn_bwd": ("dy", "x", "scale", "running_mean", "running_var", "saved_mean", "saved_inv_var"),
+    "bn_bwd": ("dy", "x", "scale", "running_mean", "running_var", "saved_mean", "saved_inv_std"),
     "gn_fwd": _GN_FORWARD,
     "gn_fwd_swish": _GN_FORWARD,
     "gn_bwd": ("dy", "x", "groups", "gn_mean", "gn_rstd", "gn_weight"),

@@ -64,7 +64,7 @@ class CaseData:
         var, batch_mean = torch.var_mean(self.x.to(torch.float64), dim=reduce_dims(shape),
                                          correction=0)
         self.saved_mean = batch_mean.to(f32)
-        self.saved_inv_var = torch.rsqrt(var + EPSILON).to(f32)
+        self.saved_inv_std = torch.rsqrt(var + EPSILON).to(f32)
         self._group_statistics = {}
 
     def group_statistics(self, num_groups):

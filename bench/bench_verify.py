@@ -123,9 +123,9 @@ class Verifier:
         self._check(failures, "y", y, expected, self.tolerances.ELEMENTWISE, ch, 1)
         return failures
 
-    def training(self, case, y, saved_mean, saved_inv_var, running_mean, running_var,
+    def training(self, case, y, saved_mean, saved_inv_std, running_mean, running_var,
                  running_mean_before, running_var_before):
-        """saved_mean and saved_inv_var may be None (F.batch_norm does not
+        """saved_mean and saved_inv_std may be None (F.batch_norm does not
         return them): the other outputs are checked."""
         torch, ch = self.torch, sample_channels(self.torch, case.shape, case.x.device)
         ref = self.reference.batchnorm_forward_training(
@@ -136,7 +136,7 @@ class Verifier:
             running_var=_param64(torch, running_var_before, ch))
         failures = []
         self._check(failures, "y", y, ref["y"], self.tolerances.ELEMENTWISE, ch, 1)
-        for name, out in (("saved_mean", saved_mean), ("saved_inv_var", saved_inv_var),
+        for name, out in (("saved_mean", saved_mean), ("saved_inv_std", saved_inv_std),
                           ("running_mean", running_mean), ("running_var", running_var)):
             if out is None:
                 continue
@@ -148,7 +148,7 @@ class Verifier:
         ref = self.reference.batchnorm_backward(
             _data64(torch, case.x, ch), _data64(torch, case.dy, ch),
             _param64(torch, case.scale, ch), saved_mean=_param64(torch, case.saved_mean, ch),
-            saved_inv_var=_param64(torch, case.saved_inv_var, ch), mode="spatial",
+            saved_inv_std=_param64(torch, case.saved_inv_std, ch), mode="spatial",
             epsilon=EPSILON)
         failures = []
         self._check(failures, "dx", dx, ref["dx"], self.tolerances.ELEMENTWISE, ch, 1)

@@ -345,7 +345,7 @@ step_sanitizer() {
     # every dtype, layout, activation and affine mode) under both tools.
     for tool in memcheck racecheck; do
         sanitize "gn-$tool" "$tool" '(passed|failed)' "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider \
-            tests/test_gpu_groupnorm.py -k "test_forward or test_backward"
+            tests/gpu/test_gpu_groupnorm.py -k "test_forward or test_backward"
     done
     RC=$rc
     record sanitizer "$RC" $((SECONDS - start)) "$(tr '\n' ' ' < "$OUT/sanitizer.log")"

@@ -118,7 +118,7 @@ def cases(shape, dtype, device, channels_last):
             x, weight, bias, running_mean=mean, running_var=var),
             lambda: F.batch_norm(x, mean, var, weight, bias, True, 0.1, 1e-5))
         yield ("array API: bn backward", lambda: mbn.batchnorm_backward(
-            x, dy, weight, saved_mean=saved_mean, saved_inv_var=saved_inv_std),
+            x, dy, weight, saved_mean=saved_mean, saved_inv_std=saved_inv_std),
             lambda: torch.ops.aten.native_batch_norm_backward(
                 dy, x, weight, None, None, saved_mean, saved_inv_std, True, 1e-5, [True, True, True]))
         yield ("array API: gn forward", lambda: mbn.groupnorm_forward(x, groups, gn_w, gn_b),

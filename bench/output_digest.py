@@ -167,17 +167,17 @@ def worker(quick: bool) -> None:
                     except Exception:
                         smean = sinv = None
                     guarded(f"bwd-saved-{tag}", lambda: bn.batchnorm_backward(
-                        x, dy, scale, saved_mean=smean, saved_inv_var=sinv, **kw))
+                        x, dy, scale, saved_mean=smean, saved_inv_std=sinv, **kw))
                     guarded(f"bwd-recompute-{tag}", lambda: bn.batchnorm_backward(x, dy, scale, **kw))
                     guarded(f"bwd-dy32-{tag}", lambda: bn.batchnorm_backward(
-                        x, dy32, scale, saved_mean=smean, saved_inv_var=sinv, **kw))
+                        x, dy32, scale, saved_mean=smean, saved_inv_std=sinv, **kw))
                     guarded(f"bwd-dy32-recompute-{tag}", lambda: bn.batchnorm_backward(x, dy32, scale, **kw))
                     guarded(f"bwd-blend-{tag}", lambda: bn.batchnorm_backward(
                         x, dy, scale, alpha_data=0.75, beta_data=0.5, alpha_param=0.5, beta_param=0.25,
                         dx=fresh_out(), dscale=scale.copy(), dbias=bias.copy(), **kw))
                     for act, params in ACTIVATIONS[: 2 if quick else None]:
                         guarded(f"bwd-{act}-saved-{tag}", lambda: bn.batchnorm_backward(
-                            x, dy, scale, saved_mean=smean, saved_inv_var=sinv, bias=bias, activation=act,
+                            x, dy, scale, saved_mean=smean, saved_inv_std=sinv, bias=bias, activation=act,
                             activation_params=params, **kw))
                         guarded(f"bwd-{act}-recompute-{tag}", lambda: bn.batchnorm_backward(
                             x, dy, scale, bias=bias, activation=act, activation_params=params, **kw))

@@ -41,7 +41,7 @@ def make_call(case, handle):
         _, saved_mean, saved_inv = mbn.batchnorm_forward_training(x, scale, bias, y=y, handle=handle)
         dx = torch.empty_like(x)
         return lambda: mbn.batchnorm_backward(
-            x, dy, scale, saved_mean=saved_mean, saved_inv_var=saved_inv, dx=dx, handle=handle)
+            x, dy, scale, saved_mean=saved_mean, saved_inv_std=saved_inv, dx=dx, handle=handle)
     if op in ("gn_fwd", "gn_fwd_swish"):
         activation = "swish" if op == "gn_fwd_swish" else None
         return lambda: mbn.groupnorm_forward(x, GN_GROUPS, scale, bias, activation=activation, y=y, handle=handle)

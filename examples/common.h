@@ -233,7 +233,7 @@ static inline void channel_statistics(const Tensor* x, int c, double* mean, doub
 /* |got - expected| <= tol + tol * |expected|, tol by the output's type:
  * fp32 1e-5 per element and 1e-4 for reductions, fp16 2e-3, bf16 1.6e-2: the
  * package's table (python/miopen_bn/tolerances.csv), restated so that the
- * samples need the public header alone; tests/test_examples.py checks that
+ * samples need the public header alone; tests/abi/test_examples.py checks that
  * the two agree. */
 typedef struct {
     const char* name;

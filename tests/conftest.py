@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import zlib
 
-import backends
-import fuzz_record
 import numpy as np
 import pytest
+import support
 from hypothesis import HealthCheck, settings
+from support import backends, fuzz_record
 
 import miopen_bn
 
@@ -84,11 +83,11 @@ def backend(request):
 @pytest.fixture
 def rng(request):
     """A generator seeded from the test's name: fresh data per test, reproducible."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+    return np.random.default_rng(support.seed(request.node.nodeid))
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The fuzzer's case counts (tests/test_fuzz_abi.py), for the record."""
+    """The fuzzer's case counts (tests/fuzz/test_fuzz_abi.py), for the record."""
     for line in fuzz_record.summary_lines():
         terminalreporter.write_line(line)
     fuzz_record.write_report()

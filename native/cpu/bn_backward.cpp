@@ -49,7 +49,7 @@ void run(const BnBackward& pb) {
     std::optional<NormalizeArrays<C>> z;  // the activation's input, as the forward computed it
     if (fused) z.emplace(ws, F);
     const GradientInput<C> input = fused ? GradientInput<C>::fused(*z, pb.activation) : GradientInput<C>{};
-    const Scratch<C> scratch(plan, ws);
+    const StagingBuffers<C> staging(plan, ws);
 
     // Sums are shifted by the mean when it is known first, else by each
     // feature's first value.
@@ -75,7 +75,7 @@ void run(const BnBackward& pb) {
         if (stats_alongside) first_values(plan, scope, x, center);
         if (stats_first) {
             first_values(plan, scope, x, first);
-            traverse(plan, scope, scratch, StatisticsPass<Tx, C>{{x}, first, part_s1, part_s2});
+            traverse(plan, scope, staging, StatisticsPass<Tx, C>{{x}, first, part_s1, part_s2});
             sum_blocks<2>(plan, scope, {part_s1, part_s2}, {s1, s2});
             run_feature_ranges(plan, scope, 1,
                                [&](std::int64_t begin, std::int64_t end) { take_statistics(first, begin, end); });
@@ -86,7 +86,7 @@ void run(const BnBackward& pb) {
                     z->set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], 1.0f));
             });
         }
-        traverse(plan, scope, scratch, GradientPass<Tx, Tg, C>{{x, dy}, center, sums, input});
+        traverse(plan, scope, staging, GradientPass<Tx, Tg, C>{{x, dy}, center, sums, input});
 
         // Per-feature totals: Σg in dbias, Σg·(x - c) in dscale until replaced.
         if (stats_alongside) sum_blocks<4>(plan, scope, {sums.sdy, sums.dot, sums.s1, sums.s2}, {dbias, dscale, s1, s2});
@@ -100,7 +100,7 @@ void run(const BnBackward& pb) {
             }
         });
 
-        traverse(plan, scope, scratch,
+        traverse(plan, scope, staging,
                  BackpropPass<Tx, Tg, C>(plan, x, dy, static_cast<Tg*>(pb.dx.data), coef, pb.data.beta, input));
     });
     write_param_blended(plan, pb.dscale, dscale, pb.param);

@@ -29,14 +29,14 @@ void run(const BnForwardInference& pb) {
     read_param(plan, pb.mean, mean);
     read_param(plan, pb.var, var);
     const NormalizeArrays<C> coef(ws, F);
-    const Scratch<C> scratch(plan, ws);
+    const StagingBuffers<C> staging(plan, ws);
     if (pb.var_is_inv_std) std::copy(var, var + F, invstd);
     else inverse_std_span(var, pb.epsilon, invstd, F);
     const OutputActivation<C> act = fused_activation<C>(pb.activation, pb.out);
     run_features(plan, 1, [&](std::int64_t p) {
         coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], act.coefficient_alpha(pb.out)));
     });
-    traverse(plan, kWholePlan, scratch,
+    traverse(plan, kWholePlan, staging,
              NormalizePass<Tx, C>(plan, static_cast<const Tx*>(pb.x.data), static_cast<Tx*>(pb.y.data), coef,
                                   pb.out.beta, act));
 }

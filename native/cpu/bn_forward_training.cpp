@@ -39,7 +39,7 @@ void run(const BnForwardTraining& pb) {
     const NormalizeArrays<C> coef(ws, F);
     const OutputActivation<C> act = fused_activation<C>(pb.activation, pb.out);
     const float coef_alpha = act.coefficient_alpha(pb.out);
-    const Scratch<C> scratch(plan, ws);
+    const StagingBuffers<C> staging(plan, ws);
 
     const Tx* x = static_cast<const Tx*>(pb.x.data);
     Tx* y = static_cast<Tx*>(pb.y.data);
@@ -48,7 +48,7 @@ void run(const BnForwardTraining& pb) {
     // computed while its x is still in cache.
     run_scopes(plan, [&](const PassScope& scope) {
         first_values(plan, scope, x, center);
-        traverse(plan, scope, scratch, StatisticsPass<Tx, C>{{x}, center, part_s1, part_s2});
+        traverse(plan, scope, staging, StatisticsPass<Tx, C>{{x}, center, part_s1, part_s2});
 
         // Σ(x - c) and Σ(x - c)² per feature, held in mean and var until replaced.
         sum_blocks<2>(plan, scope, {part_s1, part_s2}, {mean, var});
@@ -63,7 +63,7 @@ void run(const BnForwardTraining& pb) {
                 coef.set(p, normalize_coefficients<C>(mean[p], invstd[p], scale[p], bias[p], coef_alpha));
         });
 
-        traverse(plan, scope, scratch, NormalizePass<Tx, C>(plan, x, y, coef, pb.out.beta, act));
+        traverse(plan, scope, staging, NormalizePass<Tx, C>(plan, x, y, coef, pb.out.beta, act));
     });
 
     if (pb.saved_mean.present()) {

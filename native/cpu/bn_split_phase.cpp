@@ -28,10 +28,10 @@ void local_statistics_run(const BnLocalStatistics& pb) {
     double* count = ws.take<double>(F);
     double* mean = ws.take<double>(F);
     double* m2 = ws.take<double>(F);
-    const Scratch<C> scratch(plan, ws);
+    const StagingBuffers<C> staging(plan, ws);
     const Tx* x = static_cast<const Tx*>(pb.x.data);
     first_values(plan, kWholePlan, x, center);
-    traverse(plan, kWholePlan, scratch, StatisticsPass<Tx, C>{{x}, center, part_s1, part_s2});
+    traverse(plan, kWholePlan, staging, StatisticsPass<Tx, C>{{x}, center, part_s1, part_s2});
     sum_blocks<2>(plan, kWholePlan, {part_s1, part_s2}, {mean, m2});  // Σ(x - c), Σ(x - c)² until replaced
     const double M = static_cast<double>(plan.reduction);
     run_features(plan, 1, [&](std::int64_t p) {
@@ -88,10 +88,10 @@ void backward_reduce_run(const BnBackwardReduce& pb) {
     const GradientSums sums{ws.take<double>(parts), ws.take<double>(parts), nullptr, nullptr};
     double* sum_dy = ws.take<double>(F);
     double* sum_dy_xmu = ws.take<double>(F);
-    const Scratch<C> scratch(plan, ws);
+    const StagingBuffers<C> staging(plan, ws);
     const Tx* x = static_cast<const Tx*>(pb.x.data);
     const Tg* dy = static_cast<const Tg*>(pb.dy.data);
-    traverse(plan, kWholePlan, scratch, GradientPass<Tx, Tg, C>{{x, dy}, mean, sums});
+    traverse(plan, kWholePlan, staging, GradientPass<Tx, Tg, C>{{x, dy}, mean, sums});
     sum_blocks<2>(plan, kWholePlan, {sums.sdy, sums.dot}, {sum_dy, sum_dy_xmu});
     write_param(plan, pb.sum_dy, sum_dy);
     write_param(plan, pb.sum_dy_xmu, sum_dy_xmu);
@@ -113,12 +113,12 @@ void backward_elementwise_run(const BnBackwardElementwise& pb) {
     const double *scale = values, *mean = values + F, *invstd = values + 2 * F;
     const double *sum_dy = values + 3 * F, *sum_dy_xmu = values + 4 * F, *count = values + 5 * F;
     const BackpropArrays coef(ws, F, backprop_in_float<C>(plan));
-    const Scratch<C> scratch(plan, ws);
+    const StagingBuffers<C> staging(plan, ws);
     run_features(plan, 1, [&](std::int64_t p) {
         coef.set(p, backprop_coefficients(mean[p], invstd[p], scale[p], sum_dy[p], sum_dy_xmu[p] * invstd[p], count[p],
                                           pb.data.alpha));
     });
-    traverse(plan, kWholePlan, scratch,
+    traverse(plan, kWholePlan, staging,
              BackpropPass<Tx, Tg, C>(plan, static_cast<const Tx*>(pb.x.data), static_cast<const Tg*>(pb.dy.data),
                                      static_cast<Tg*>(pb.dx.data), coef, pb.data.beta));
 }

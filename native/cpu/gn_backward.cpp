@@ -50,7 +50,7 @@ void run(const GnBackward& pb) {
     const BackpropArrays coef(ws, F, backprop_in_float<C>(plan));
     std::optional<NormalizeArrays<C>> z;  // the swish's input, as the forward computed it
     if (swish) z.emplace(ws, F);
-    const Scratch<C> scratch(plan, ws);
+    const StagingBuffers<C> staging(plan, ws);
 
     spread_to_features(gi, mean, center);
     if (swish) {
@@ -66,7 +66,7 @@ void run(const GnBackward& pb) {
     const Tx* x = static_cast<const Tx*>(pb.x.data);
     const Tx* dy = static_cast<const Tx*>(pb.dy.data);
     const GradientSums part{part_sdy, part_dot, nullptr, nullptr};
-    traverse(plan, kWholePlan, scratch, GradientPass<Tx, Tx, C>{{x, dy}, center, part, input});
+    traverse(plan, kWholePlan, staging, GradientPass<Tx, Tx, C>{{x, dy}, center, part, input});
     sum_blocks<2>(plan, kWholePlan, {part_sdy, part_dot}, {sdy, dot});
 
     // S1 = Σ w*g and S2 = rstd * Σ w*g*(x - mean) per group.
@@ -80,7 +80,7 @@ void run(const GnBackward& pb) {
         }
     });
     Tx* dx = static_cast<Tx*>(pb.dx.data);
-    traverse(plan, kWholePlan, scratch, BackpropPass<Tx, Tx, C>(plan, x, dy, dx, coef, 0.0f, input));
+    traverse(plan, kWholePlan, staging, BackpropPass<Tx, Tx, C>(plan, x, dy, dx, coef, 0.0f, input));
 
     if (!pb.affine) return;
     run_ranges(channels, gi.samples, [&](std::int64_t begin, std::int64_t end) {

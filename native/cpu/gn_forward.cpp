@@ -45,12 +45,12 @@ void run(const GnForward& pb) {
     double* var = ws.take<double>(G);
     double* rstd = ws.take<double>(G);
     const NormalizeArrays<C> coef(ws, F);
-    const Scratch<C> scratch(plan, ws);
+    const StagingBuffers<C> staging(plan, ws);
 
     const Tx* x = static_cast<const Tx*>(pb.x.data);
     group_first_values<Tx>(pb.x, gi, group_center);
     spread_to_features(gi, group_center, center);
-    traverse(plan, kWholePlan, scratch, StatisticsPass<Tx, C>{{x}, center, part_s1, part_s2});
+    traverse(plan, kWholePlan, staging, StatisticsPass<Tx, C>{{x}, center, part_s1, part_s2});
     sum_blocks<2>(plan, kWholePlan, {part_s1, part_s2}, {s1, s2});
 
     // Σ(x - c) and Σ(x - c)² per group, held in mean and var until replaced.
@@ -70,7 +70,7 @@ void run(const GnForward& pb) {
     });
 
     const OutputActivation<C> act{pb.activation == Activation::swish, static_cast<C>(pb.swish_beta)};
-    traverse(plan, kWholePlan, scratch, NormalizePass<Tx, C>(plan, x, static_cast<Tx*>(pb.y.data), coef, 0.0f, act));
+    traverse(plan, kWholePlan, staging, NormalizePass<Tx, C>(plan, x, static_cast<Tx*>(pb.y.data), coef, 0.0f, act));
     if (pb.mean.present()) write_group_values(pb.mean, gi, mean);
     if (pb.rstd.present()) write_group_values(pb.rstd, gi, rstd);
 }

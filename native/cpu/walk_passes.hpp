@@ -10,7 +10,7 @@
 // to partial_index(p, k) and are added up in block order afterwards
 // (sum_blocks), so the result does not depend on which thread computed what.
 // Every pass covers all of the plan's repetitions (WalkPlan::repeats).
-// Run one with traverse(plan, scope, scratch, pass).
+// Run one with traverse(plan, scope, staging, pass).
 #pragma once
 
 #include "common/activation.hpp"

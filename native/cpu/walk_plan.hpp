@@ -7,7 +7,7 @@
 //            A block is one run (or a piece of a long one); a task is one
 //            block of several consecutive features, so tasks follow memory
 //            order in NCHW.  Any strides work; runs that are not unit-stride
-//            float/double in memory are gathered into a scratch buffer.
+//            float/double in memory are gathered into a staging buffer.
 //   rows:    features are unit-stride in memory (packed NHWC spatially, any
 //            packed layout per activation), so each reduction index is a row
 //            of consecutive features processed with per-feature arrays.

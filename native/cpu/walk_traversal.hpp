@@ -42,14 +42,15 @@ namespace mbn::cpu {
 constexpr std::int64_t kSerialValues = 32768;
 
 // Staging buffers, one per (thread, slot), taken before any task runs so
-// that tasks never allocate.
+// that tasks never allocate: where a span of a type other than the compute
+// type is converted to be read, or computed to be converted when stored.
 template <typename C>
-class Scratch {
+class StagingBuffers {
 public:
-    Scratch(const WalkPlan& plan, Workspace& ws)
+    StagingBuffers(const WalkPlan& plan, Workspace& ws)
         : per_slot_(plan.columns() ? plan.columns()->chunk : plan.rows()->tile_features),
           data_(ws.take<C>(ThreadPool::instance().size() * kMaxSlots * per_slot_)) {}
-    C* buffer(int thread, int slot) const { return data_ + (thread * kMaxSlots + slot) * per_slot_; }
+    C* at(int thread, int slot) const { return data_ + (thread * kMaxSlots + slot) * per_slot_; }
 
 private:
     std::int64_t per_slot_;
@@ -345,7 +346,7 @@ void column_output_store(const ColumnWalk& w, int slot, T* data, const ColumnRun
 
 template <typename Pass>
 void walk_columns(const WalkPlan& plan, const ColumnWalk& w, const PassScope& scope,
-                  const Scratch<typename Pass::Compute>& scratch, const Pass& pass) {
+                  const StagingBuffers<typename Pass::Compute>& staging, const Pass& pass) {
     using C = typename Pass::Compute;
     constexpr int In = Pass::kInputs;
     if constexpr (kStoredAsCompute<Pass>) {
@@ -368,14 +369,14 @@ void walk_columns(const WalkPlan& plan, const ColumnWalk& w, const PassScope& sc
         for_each_column(plan, w, rt.task, [&](std::int64_t p, const ColumnRun& r) {
             SpanArgs<C> a{rt.features + p, rt.partials + plan.partial_index(p, r.block), r.len};
             each_slot<In>([&](auto s) {
-                a.in[s] = column_input(w, s, std::get<s>(pass.data) + rt.data[s], r, scratch.buffer(thread, s));
+                a.in[s] = column_input(w, s, std::get<s>(pass.data) + rt.data[s], r, staging.at(thread, s));
             });
-            a.spare = scratch.buffer(thread, 1);
+            a.spare = staging.at(thread, 1);
             if constexpr (kHasOutput<Pass>) {
                 auto* out = std::get<In>(pass.data) + rt.data[In];
-                C* staging = scratch.buffer(thread, In);
-                a.out = column_output(w, In, out, r, staging, pass.staged.blend);
-                a.mode = a.out != staging ? pass.direct : pass.staged;
+                C* staged = staging.at(thread, In);
+                a.out = column_output(w, In, out, r, staged, pass.staged.blend);
+                a.mode = a.out != staged ? pass.direct : pass.staged;
                 pass.span(a);
                 column_output_store(w, In, out, r, a.out);
             } else {
@@ -439,7 +440,7 @@ inline bool rows_evenly_spaced(const RowWalk& w) { return w.dims.count <= 1; }
 
 template <typename Pass>
 void walk_rows(const WalkPlan& plan, const RowWalk& w, const PassScope& scope,
-               const Scratch<typename Pass::Compute>& scratch, const Pass& pass) {
+               const StagingBuffers<typename Pass::Compute>& staging, const Pass& pass) {
     using C = typename Pass::Compute;
     constexpr int In = Pass::kInputs;
     run_tasks(plan, scope, [&](const RepeatTask& rt, int thread) {
@@ -463,19 +464,19 @@ void walk_rows(const WalkPlan& plan, const RowWalk& w, const PassScope& scope,
                 return;
             }
         }
-        a.spare = scratch.buffer(thread, 1);
+        a.spare = staging.at(thread, 1);
         for_each_row(plan, w, tile.block, [&](const DimCursor& row) {
             each_slot<In>([&](auto s) {
                 a.in[s] = {row_input(std::get<s>(pass.data) + rt.data[s] + row.offset(s) + tile.first, tile.count,
-                                     scratch.buffer(thread, s)),
+                                     staging.at(thread, s)),
                            0};
             });
             if constexpr (kHasOutput<Pass>) {
                 auto* out = std::get<In>(pass.data) + rt.data[In] + row.offset(In) + tile.first;
-                C* staging = scratch.buffer(thread, In);
-                C* result = row_output(out, tile.count, staging, pass.staged.blend);
+                C* staged = staging.at(thread, In);
+                C* result = row_output(out, tile.count, staged, pass.staged.blend);
                 a.out = {result, 0};
-                a.mode = result != staging ? pass.direct : pass.staged;
+                a.mode = result != staged ? pass.direct : pass.staged;
                 pass.rows(a);
                 row_output_store(out, tile.count, result);
             } else {
@@ -487,10 +488,10 @@ void walk_rows(const WalkPlan& plan, const RowWalk& w, const PassScope& scope,
 
 // Runs `pass` over the scope of the plan, on the plan's walk.
 template <typename Pass>
-void traverse(const WalkPlan& plan, const PassScope& scope, const Scratch<typename Pass::Compute>& scratch,
+void traverse(const WalkPlan& plan, const PassScope& scope, const StagingBuffers<typename Pass::Compute>& staging,
               const Pass& pass) {
-    if (const ColumnWalk* w = plan.columns()) walk_columns(plan, *w, scope, scratch, pass);
-    else walk_rows(plan, *plan.rows(), scope, scratch, pass);
+    if (const ColumnWalk* w = plan.columns()) walk_columns(plan, *w, scope, staging, pass);
+    else walk_rows(plan, *plan.rows(), scope, staging, pass);
 }
 
 }  // namespace mbn::cpu

@@ -81,8 +81,8 @@ struct OpArgs {
     Blend blend;
     const void* scale = nullptr;
     const void* bias = nullptr;
-    const void* mean = nullptr;      // estimated or saved mean
-    const void* inv_var = nullptr;   // estimated variance or saved inverse std
+    const void* mean = nullptr;            // estimated or saved mean
+    const void* var_or_inv_std = nullptr;  // estimated variance (inference) or saved inverse std (backward)
     void* saved_mean = nullptr;
     void* saved_inv_std = nullptr;
     void* running_mean = nullptr;
@@ -220,7 +220,7 @@ void execute(const char* fn, miopenHandle* handle, miopenFusionPlanDescriptor* p
         case FusionOpKind::bn_inference:
             forward_inference(fn, handle,
                               {bn.bn_mode, &alpha, &beta, input_desc, input, output_desc, output, {d, d, d, d}, a.scale,
-                               a.bias, a.mean, a.inv_var, a.epsilon, false, activation});
+                               a.bias, a.mean, a.var_or_inv_std, a.epsilon, false, activation});
             return;
         case FusionOpKind::bn_forward:
             forward_training(fn, handle,
@@ -233,8 +233,8 @@ void execute(const char* fn, miopenHandle* handle, miopenFusionPlanDescriptor* p
             // MIOpen's fused backward blends nothing: the op's alpha/beta serve both gradients.
             backward(fn, handle,
                      {bn.bn_mode, &alpha, &beta, &alpha, &beta, plan.input_desc->get(), a.x, input_desc, input, output_desc,
-                      output, {d, d, d, d}, a.scale, a.dscale, a.dbias, kFusedBackwardEpsilon, a.mean, a.inv_var,
-                      a.bias, activation});
+                      output, {d, d, d, d}, a.scale, a.dscale, a.dbias, kFusedBackwardEpsilon, a.mean,
+                      a.var_or_inv_std, a.bias, activation});
             return;
         }
         default: fail(miopenStatusInternalError, "a compiled plan starts with a ", op_name(bn.kind), " op");
@@ -400,7 +400,7 @@ miopenStatus_t miopenSetOpArgsBatchNormInference(miopenOperatorArgs_t args, cons
         MBN_LOG_CALL(fn, args, bnOp, alpha, beta, bnScale, bnBias, estimatedMean, estimatedVariance, epsilon);
         mbn::OpArgs values;
         values.scale = bnScale, values.bias = bnBias, values.mean = estimatedMean;
-        values.inv_var = estimatedVariance, values.epsilon = epsilon;
+        values.var_or_inv_std = estimatedVariance, values.epsilon = epsilon;
         mbn::set_args(args, bnOp, mbn::FusionOpKind::bn_inference, alpha, beta, values);
     });
 }
@@ -431,7 +431,7 @@ miopenStatus_t miopenSetOpArgsBatchNormBackward(miopenOperatorArgs_t args, const
                      savedInvVariance);
         mbn::OpArgs values;
         values.x = x, values.scale = bnScale, values.bias = bnBias, values.dscale = resultBnScaleDiff;
-        values.dbias = resultBnBiasDiff, values.mean = savedMean, values.inv_var = savedInvVariance;
+        values.dbias = resultBnBiasDiff, values.mean = savedMean, values.var_or_inv_std = savedInvVariance;
         mbn::set_args(args, bnOp, mbn::FusionOpKind::bn_backward, alpha, beta, values);
     });
 }

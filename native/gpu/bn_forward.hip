@@ -24,7 +24,8 @@ namespace {
 // consecutive features (bn_layout.hpp); the access is V = VR * VF wide.
 template <typename T, int Rank, int VR, int VF, typename Epilogue>
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_forward_apply(const T* x, T* y, BnLayout layout, Scratch scratch, float alpha, float beta, Epilogue epilogue) {
+    bn_forward_apply(const T* x, T* y, BnLayout layout, FeatureArrays scratch, float alpha, float beta,
+                     Epilogue epilogue) {
     using A = acc_t<T>;
     const ThreadShare share = thread_share<VF>(layout, second_pass_place(layout));
     if (!share.active) return;
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <bool Fused, typename MakeEpilogue>
 void launch_forward_apply(const TensorArg& x, const TensorArg& y, const BnLayout& layout, const Blend& out,
                           const LaunchTarget& target, MakeEpilogue&& make) {
-    const Scratch scratch = carve_scratch(target.scratch, layout);
+    const FeatureArrays scratch = carve_scratch(target.scratch, layout);
     with_element_type(x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
         with_walk_shape_for<Fused, T>(layout, [&](auto rank, auto vr, auto vf) {

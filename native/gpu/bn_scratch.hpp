@@ -23,7 +23,7 @@
 namespace mbn {
 namespace gpu {
 
-struct Scratch {
+struct FeatureArrays {
     double* shift;
     double* mean_offset;
     double* inv_std;
@@ -45,11 +45,11 @@ inline std::size_t scratch_bytes(const BnLayout& layout) {
     return static_cast<std::size_t>(7 * per_feature + 3 * partial) * sizeof(double);
 }
 
-inline Scratch carve_scratch(void* base, const BnLayout& layout) {
+inline FeatureArrays carve_scratch(void* base, const BnLayout& layout) {
     const std::int64_t per_feature = scratch_padded(layout.feature.size);
     const std::int64_t partial = scratch_padded(layout.feature.size * layout.splits);
     double* p = static_cast<double*>(base);
-    Scratch s;
+    FeatureArrays s;
     s.shift = p;
     s.mean_offset = p + per_feature;
     s.inv_std = p + 2 * per_feature;

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import prepared
+from . import prepared, renamed
 from .activation import ActivationDescriptor, activation_code
 from .call import ArrayCall
 from .descriptor import mode_code
@@ -23,10 +23,10 @@ from .handle import Handle
 
 _TRAINING = prepared.Entry(
     "batchnorm_forward_training",
-    ("x", "scale", "bias", "running_mean", "running_var", "saved_mean", "saved_inv_var", "y", "next_running_mean",
+    ("x", "scale", "bias", "running_mean", "running_var", "saved_mean", "saved_inv_std", "y", "next_running_mean",
      "next_running_var"),  # fmt: skip
     ("alpha", "beta", "exp_avg_factor", "epsilon"),
-    ("y", "saved_mean", "saved_inv_var"),
+    ("y", "saved_mean", "saved_inv_std"),
 )
 _INFERENCE = prepared.Entry(
     "batchnorm_forward_inference",
@@ -36,7 +36,7 @@ _INFERENCE = prepared.Entry(
 )
 _BACKWARD = prepared.Entry(
     "batchnorm_backward",
-    ("x", "dy", "scale", "saved_mean", "saved_inv_var", "dx", "dscale", "dbias", "bias"),
+    ("x", "dy", "scale", "saved_mean", "saved_inv_std", "dx", "dscale", "dbias", "bias"),
     ("alpha_data", "beta_data", "alpha_param", "beta_param", "epsilon"),
     ("dx", "dscale", "dbias"),
 )
@@ -76,7 +76,7 @@ def batchnorm_forward_training(
     running_var=None,
     save_stats: bool = True,
     saved_mean=None,
-    saved_inv_var=None,
+    saved_inv_std=None,
     alpha: float = 1.0,
     beta: float = 0.0,
     y=None,
@@ -85,13 +85,17 @@ def batchnorm_forward_training(
     next_running_mean=None,
     next_running_var=None,
     handle: Optional[Handle] = None,
+    **old_names,
 ):
     """Normalizes x with its own batch statistics.
 
-    Returns ``(y, saved_mean, saved_inv_var)``; the saved values (the mean and
-    the inverse std 1/sqrt(var + epsilon), under MIOpen's name "inverse
-    variance") are None when ``save_stats`` is False, and are written into
-    ``saved_mean`` / ``saved_inv_var`` when those are given (both or
+    ``scale`` and ``bias`` are the per-feature affine parameters (MIOpen's
+    bnScale and bnBias; ``weight`` and ``bias`` in group norm, torch and the
+    ``BatchNorm`` layer).  Returns ``(y, saved_mean, saved_inv_std)``; the saved values (the mean and
+    the inverse std 1/sqrt(var + epsilon), MIOpen's resultSaveInvVariance;
+    ``saved_inv_var`` is its deprecated old keyword) are None when
+    ``save_stats`` is False, and are written into
+    ``saved_mean`` / ``saved_inv_std`` when those are given (both or
     neither), else into new arrays.  Given ``running_mean`` and
     ``running_var`` are updated in place: ``run = (1 - f) * run + f * stat``
     with f = ``exp_avg_factor`` (PyTorch's momentum) and the unbiased
@@ -101,7 +105,9 @@ def batchnorm_forward_training(
     ``miopen_bn.activation``, with ``activation_params`` = (alpha, beta,
     gamma)) when one is given.
     """
-    arrays = (x, scale, bias, running_mean, running_var, saved_mean, saved_inv_var, y, next_running_mean,
+    if old_names:
+        saved_inv_std = renamed.keyword("batchnorm_forward_training", old_names, "saved_inv_std", saved_inv_std)
+    arrays = (x, scale, bias, running_mean, running_var, saved_mean, saved_inv_std, y, next_running_mean,
               next_running_var)  # fmt: skip
     steering = (mode, bool(save_stats), beta != 0, _activation_steering(activation, activation_params))
     call = prepared.find(_TRAINING, handle, arrays, steering) or _adapted_training(arrays, steering, handle)
@@ -109,10 +115,10 @@ def batchnorm_forward_training(
 
 
 def _adapted_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
-    x, scale, bias, running_mean, running_var, saved_mean, saved_inv_var, y, next_mean, next_var = arrays
+    x, scale, bias, running_mean, running_var, saved_mean, saved_inv_std, y, next_mean, next_var = arrays
     mode, save_stats, blended, activation = steering
-    if not save_stats and (saved_mean is not None or saved_inv_var is not None):
-        raise ValueError("saved_mean/saved_inv_var were given but save_stats is False")
+    if not save_stats and (saved_mean is not None or saved_inv_std is not None):
+        raise ValueError("saved_mean/saved_inv_std were given but save_stats is False")
     call = _BnCall(x, mode, handle, (_TRAINING, arrays, steering))
     scale_v, bias_v = call.view(scale, "scale"), call.view(bias, "bias")
     v3 = next_mean is not None or next_var is not None  # running statistics read from one pair, written to another
@@ -122,20 +128,20 @@ def _adapted_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
     running_var_v = call.view(next_var if v3 else running_var, "next_running_var" if v3 else "running_var",
                               output=True)
     y_v = call.output(y, "y", call.x, same_layout=True, blended=blended)
-    saved_mean_v = saved_inv_var_v = None
-    if save_stats and saved_mean is None and saved_inv_var is None:
+    saved_mean_v = saved_inv_std_v = None
+    if save_stats and saved_mean is None and saved_inv_std is None:
         # One descriptor describes the running and the saved mean (and one the
         # two variances): new saved statistics take the running ones' layout.
         hint = "use save_stats=False"
         mean_like = scale_v if running_mean_v is None else running_mean_v
         var_like = scale_v if running_var_v is None else running_var_v
         saved_mean_v = call.output(None, "saved_mean", mean_like, hint=hint)
-        saved_inv_var_v = call.output(None, "saved_inv_var", var_like, hint=hint)
+        saved_inv_std_v = call.output(None, "saved_inv_std", var_like, hint=hint)
     else:
         saved_mean_v = call.view(saved_mean, "saved_mean", output=True)
-        saved_inv_var_v = call.view(saved_inv_var, "saved_inv_var", output=True)
+        saved_inv_std_v = call.view(saved_inv_std, "saved_inv_std", output=True)
     mean_desc = call.shared_desc(running_mean_v, saved_mean_v, *(previous[:1] if v3 else ()))
-    var_desc = call.shared_desc(running_var_v, saved_inv_var_v, *(previous[1:] if v3 else ()))
+    var_desc = call.shared_desc(running_var_v, saved_inv_std_v, *(previous[1:] if v3 else ()))
     functions = {
         (False, False): "miopenBatchNormalizationForwardTraining_V2",
         (False, True): "miopenBatchNormalizationForwardTraining_V3",
@@ -166,7 +172,7 @@ def _adapted_training(arrays: tuple, steering: tuple, handle: Optional[Handle]):
         *running,
         call.number("epsilon"),
         call.ptr(saved_mean_v),
-        call.ptr(saved_inv_var_v),
+        call.ptr(saved_inv_std_v),
         *([] if activation is None else [call.activation_desc(activation)]),
     )
 
@@ -243,7 +249,7 @@ def batchnorm_backward(
     scale,
     *,
     saved_mean=None,
-    saved_inv_var=None,
+    saved_inv_std=None,
     mode: str = "spatial",
     epsilon: float = 1e-5,
     alpha_data: float = 1.0,
@@ -257,31 +263,36 @@ def batchnorm_backward(
     activation=None,
     activation_params=(0.0, 0.0, 0.0),
     handle: Optional[Handle] = None,
+    **old_names,
 ):
-    """Gradients of batch norm: returns ``(dx, dscale, dbias)``.
+    """Gradients of batch norm: returns ``(dx, dscale, dbias)`` (dscale is
+    the gradient of ``scale``, group norm's ``dweight``).
 
-    The statistics come from ``saved_mean`` / ``saved_inv_var`` (the mean and
-    inverse std, as returned by ``batchnorm_forward_training``) when both are
+    The statistics come from ``saved_mean`` / ``saved_inv_std`` (the mean and
+    inverse std, as returned by ``batchnorm_forward_training``; MIOpen's
+    savedInvVariance, deprecated keyword ``saved_inv_var``) when both are
     given, else they are recomputed from x with ``epsilon``.  dy (and dx) may
     be x's dtype or float32.  ``dx = alpha_data * result + beta_data * dx_prior``, and
     likewise dscale/dbias with alpha_param/beta_param.  With ``activation``
     (as for training) dy is the gradient of the activation's output and
     ``bias`` is needed to recompute its input.
     """
-    arrays = (x, dy, scale, saved_mean, saved_inv_var, dx, dscale, dbias, bias)
+    if old_names:
+        saved_inv_std = renamed.keyword("batchnorm_backward", old_names, "saved_inv_std", saved_inv_std)
+    arrays = (x, dy, scale, saved_mean, saved_inv_std, dx, dscale, dbias, bias)
     steering = (mode, beta_data != 0, beta_param != 0, _activation_steering(activation, activation_params))
     call = prepared.find(_BACKWARD, handle, arrays, steering) or _adapted_backward(arrays, steering, handle)
     return call.run(arrays, (alpha_data, beta_data, alpha_param, beta_param, epsilon))
 
 
 def _adapted_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
-    x, dy, scale, saved_mean, saved_inv_var, dx, dscale, dbias, bias = arrays
+    x, dy, scale, saved_mean, saved_inv_std, dx, dscale, dbias, bias = arrays
     mode, data_blended, param_blended, activation = steering
     call = _BnCall(x, mode, handle, (_BACKWARD, arrays, steering))
     dy_v = call.view(dy, "dy")
     scale_v = call.view(scale, "scale")
     bias_v = None if activation is None else call.view(bias, "bias")  # the activation's input is recomputed
-    saved_mean_v, saved_inv_var_v = call.view(saved_mean, "saved_mean"), call.view(saved_inv_var, "saved_inv_var")
+    saved_mean_v, saved_inv_std_v = call.view(saved_mean, "saved_mean"), call.view(saved_inv_std, "saved_inv_std")
     dx_v = call.output(dx, "dx", call.x, dtype=dy_v.dtype, same_layout=True, blended=data_blended)
     dscale_v = call.output(dscale, "dscale", scale_v, blended=param_blended)
     dbias_v = call.output(dbias, "dbias", scale_v if bias_v is None else bias_v, blended=param_blended)
@@ -305,13 +316,13 @@ def _adapted_backward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
         call.shared_desc(scale_v, dscale_v),  # describes the scale and its gradient
         call.shared_desc(dbias_v, bias_v),
         call.desc(saved_mean_v),
-        call.desc(saved_inv_var_v),
+        call.desc(saved_inv_std_v),
         call.ptr(scale_v),
         *([] if activation is None else [call.ptr(bias_v)]),
         call.ptr(dscale_v),
         call.ptr(dbias_v),
         call.number("epsilon"),
         call.ptr(saved_mean_v),
-        call.ptr(saved_inv_var_v),
+        call.ptr(saved_inv_std_v),
         *([] if activation is None else [call.activation_desc(activation)]),
     )

@@ -25,7 +25,6 @@ from .handle import Handle
 _ELEMENTWISE_AFFINE, _WEIGHT_BIAS = enum_value("MIOPEN_ELEMENTWISE_AFFINE"), enum_value("MIOPEN_WEIGHT_BIAS")
 _ACTIVATION_CODES = {None: enum_value("miopenBNActivationNone"), "swish": enum_value("miopenBNActivationSwish")}
 
-# mean and rstd are outputs forward always allocates: slots no caller fills.
 _FORWARD = prepared.Entry(
     "groupnorm_forward", ("x", "weight", "bias", "y", "mean", "rstd"), ("epsilon", "swish_beta"), ("y", "mean", "rstd")
 )
@@ -62,10 +61,13 @@ class _GnCall(ArrayCall):
         """MIOpen's mode code: weight and bias applied when weight is given."""
         return _ELEMENTWISE_AFFINE if weight is None else _WEIGHT_BIAS
 
-    def statistic_output(self, name: str) -> Optional[TensorView]:
-        """A new (N, G) mean or rstd: float32, float64 for float64 x.  None
-        (nothing to allocate) for more groups than x has channels, which the
-        library refuses whatever the statistics."""
+    def statistic_output(self, given, name: str) -> Optional[TensorView]:
+        """The mean or rstd output: ``given`` as it is (the library checks its
+        (N, G) shape and dtype), else a new one, float32 (float64 for float64
+        x).  None (nothing to allocate) for more groups than x has channels,
+        which the library refuses whatever the statistics."""
+        if given is not None:
+            return self.view(given, name, output=True)
         if self.num_groups > (self.x.shape[1] if self.x.ndim > 1 else 0):
             return None
         stats_dtype = dtypes.FLOAT64 if self.x.dtype == dtypes.FLOAT64 else dtypes.FLOAT32
@@ -87,6 +89,8 @@ def groupnorm_forward(
     activation: Optional[str] = None,
     swish_beta: float = 1.0,
     y=None,
+    mean=None,
+    rstd=None,
     handle: Optional[Handle] = None,
 ):
     """Group-normalizes x: returns ``(y, mean, rstd)``.
@@ -95,10 +99,13 @@ def groupnorm_forward(
     biased variance and ``rstd = 1 / sqrt(var + epsilon)``; without weight
     and bias, ``y = (x - mean) * rstd``.  ``activation="swish"`` applies
     ``y / (1 + exp(-swish_beta * y))`` to the result (SiLU for beta 1).
-    mean and rstd are (N, G) arrays, what ``groupnorm_backward`` needs.
-    epsilon and swish_beta are passed as C floats.
+    mean and rstd are (N, G) arrays, what ``groupnorm_backward`` needs,
+    written into ``y``, ``mean`` and ``rstd`` when those are given (float32,
+    float64 for float64 x; each allocated when not).  epsilon and swish_beta
+    are passed as C floats.  ``weight`` is batch norm's ``scale`` (one per
+    channel, as torch's GroupNorm and BatchNorm both call it).
     """
-    arrays = (x, weight, bias, y, None, None)
+    arrays = (x, weight, bias, y, mean, rstd)
     # The type too: 2.0 == 2, but only an integer converts to the C count.
     steering = (type(num_groups), num_groups, activation)
     call = prepared.find(_FORWARD, handle, arrays, steering) or _adapted_forward(arrays, steering, handle)
@@ -106,15 +113,15 @@ def groupnorm_forward(
 
 
 def _adapted_forward(arrays: tuple, steering: tuple, handle: Optional[Handle]):
-    x, weight, bias, y, _, _ = arrays
+    x, weight, bias, y, mean, rstd = arrays
     _, num_groups, activation = steering
     if weight is None and bias is not None:  # the mode would ignore it
         raise ValueError("bias was given without weight: give both, or neither for no affine transform")
     call = _GnCall(x, num_groups, activation, handle, (_FORWARD, arrays, steering))
     weight_v, bias_v = call.view(weight, "weight"), call.view(bias, "bias")
     y_v = call.output(y, "y", call.x, same_layout=True)
-    mean_v = call.statistic_output("mean")
-    rstd_v = call.statistic_output("rstd")
+    mean_v = call.statistic_output(mean, "mean")
+    rstd_v = call.statistic_output(rstd, "rstd")
     common = (call.handle.ptr, call.affine_mode(weight), *call.tensor(call.x), *call.tensor(weight_v),
               *call.tensor(bias_v), call.num_groups, call.number("epsilon"))
     outputs = (*call.tensor(y_v), *call.stats_tensor(mean_v), *call.stats_tensor(rstd_v))
@@ -141,7 +148,7 @@ def groupnorm_backward(
     handle: Optional[Handle] = None,
 ):
     """Gradients of group norm from the forward's saved mean and rstd:
-    returns ``(dx, dweight, dbias)``.
+    returns ``(dx, dweight, dbias)`` (dweight: batch norm's ``dscale``).
 
     With ``weight`` None (no affine transform) dweight and dbias are None.
     With ``activation="swish"`` the gradient goes through the fused swish

@@ -6,8 +6,10 @@ functions of ``miopen_bn.batchnorm`` take.  ``info()`` describes it as JSON;
 ``save(path)`` / ``BatchNorm.load(path)`` round-trip it through a
 safetensors file whose tensor names are torch.nn.BatchNorm's state_dict keys
 (``weight``, ``bias``, ``running_mean``, ``running_var``,
-``num_batches_tracked``, plus ``saved_mean`` / ``saved_inv_var`` once a
+``num_batches_tracked``, plus ``saved_mean`` / ``saved_inv_std`` once a
 training forward ran), so ``miopen_bn.torch.load_layer`` reads it as a module.
+Files that name the inverse std ``saved_inv_var`` (written before it was
+renamed) load too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import dtypes, safetensors_io
+from . import dtypes, renamed, safetensors_io
 from .batchnorm import batchnorm_backward, batchnorm_forward_inference, batchnorm_forward_training
 from .library import header_version
 
@@ -66,7 +68,7 @@ class BatchNorm:
         self.running_mean = self._full(shape, 0.0)
         self.running_var = self._full(shape, 1.0)
         self.num_batches_tracked = 0
-        self.saved_mean = self.saved_inv_var = None  # the last training forward's
+        self.saved_mean = self.saved_inv_std = None  # the last training forward's
         self.grad_weight = self.grad_bias = None  # the last backward's
 
     # -- configuration -------------------------------------------------------
@@ -105,7 +107,7 @@ class BatchNorm:
         keeps the saved mean and inverse std for ``backward``."""
         self.num_batches_tracked += 1
         factor = 1.0 / self.num_batches_tracked if self.momentum is None else self.momentum
-        y, self.saved_mean, self.saved_inv_var = batchnorm_forward_training(
+        y, self.saved_mean, self.saved_inv_std = batchnorm_forward_training(
             x, self.weight, self.bias, mode=self.mode, epsilon=self.epsilon, exp_avg_factor=factor,
             running_mean=self.running_mean, running_var=self.running_var, handle=self.handle)
         return y
@@ -119,7 +121,7 @@ class BatchNorm:
         """dx, from the last training forward's saved statistics (recomputed
         from x if there was none); keeps ``grad_weight`` and ``grad_bias``."""
         dx, self.grad_weight, self.grad_bias = batchnorm_backward(
-            x, dy, self.weight, saved_mean=self.saved_mean, saved_inv_var=self.saved_inv_var, mode=self.mode,
+            x, dy, self.weight, saved_mean=self.saved_mean, saved_inv_std=self.saved_inv_std, mode=self.mode,
             epsilon=self.epsilon, handle=self.handle)
         return dx
 
@@ -130,7 +132,7 @@ class BatchNorm:
         tensors["num_batches_tracked"] = np.array(self.num_batches_tracked, dtype=np.int64)
         if self.saved_mean is not None:
             tensors["saved_mean"] = self._to_host(self.saved_mean)
-            tensors["saved_inv_var"] = self._to_host(self.saved_inv_var)
+            tensors["saved_inv_std"] = self._to_host(self.saved_inv_std)
         return tensors
 
     def info(self) -> dict:
@@ -162,10 +164,22 @@ class BatchNorm:
                     f"{path}: {name} has shape {tensors[name].shape}, the configuration says {layer.param_shape}")
             setattr(layer, name, layer._from_host(tensors[name]))
         layer.num_batches_tracked = int(tensors.get("num_batches_tracked", np.array(0)))
-        if "saved_mean" in tensors and "saved_inv_var" in tensors:
+        inv_std = tensors.get("saved_inv_std", tensors.get("saved_inv_var"))  # the old name in older files
+        if "saved_mean" in tensors and inv_std is not None:
             layer.saved_mean = layer._from_host(tensors["saved_mean"])
-            layer.saved_inv_var = layer._from_host(tensors["saved_inv_var"])
+            layer.saved_inv_std = layer._from_host(inv_std)
         return layer
+
+    @property
+    def saved_inv_var(self):
+        """Deprecated: ``saved_inv_std``."""
+        renamed.warn_renamed("saved_inv_var", "BatchNorm", stacklevel=2)
+        return self.saved_inv_std
+
+    @saved_inv_var.setter
+    def saved_inv_var(self, value):
+        renamed.warn_renamed("saved_inv_var", "BatchNorm", stacklevel=2)
+        self.saved_inv_std = value
 
 
 def config_of(path, metadata: dict) -> dict:

@@ -29,6 +29,8 @@ import functools
 
 import numpy as np
 
+from . import renamed
+
 SPATIAL, PER_ACTIVATION = "spatial", "per_activation"
 
 
@@ -208,7 +210,7 @@ def batchnorm_forward_training(
     y_prior=None,
     fused_activation=None,
 ) -> dict:
-    """Training forward.  Returns a dict with y, saved_mean, saved_inv_var and,
+    """Training forward.  Returns a dict with y, saved_mean, saved_inv_std and,
     when running statistics are given, their updated values running_mean and
     running_var (the inputs are not modified).  ``fused_activation`` =
     (mode, alpha, beta, gamma) makes y = alpha * f(z) (+ beta * prior)."""
@@ -217,7 +219,7 @@ def batchnorm_forward_training(
     inv_std = inverse_std(var, epsilon)
     scale, bias = _param(scale, x.shape, mode), _param(bias, x.shape, mode)
     result = _activated(scale * (x - mean) * inv_std + bias, fused_activation)
-    out = {"y": blend(result, alpha, beta, y_prior), "saved_mean": mean, "saved_inv_var": inv_std}
+    out = renamed.Results(y=blend(result, alpha, beta, y_prior), saved_mean=mean, saved_inv_std=inv_std)
     if running_mean is not None:
         m = reduction_count(x.shape, mode)
         unbiased = var * m / (m - 1) if m > 1 else var
@@ -266,7 +268,7 @@ def batchnorm_backward(
     scale,
     *,
     saved_mean=None,
-    saved_inv_var=None,
+    saved_inv_std=None,
     mode: str = SPATIAL,
     epsilon: float = 1e-5,
     alpha_data: float = 1.0,
@@ -278,17 +280,21 @@ def batchnorm_backward(
     dbias_prior=None,
     bias=None,
     fused_activation=None,
+    **old_names,
 ) -> dict:
     """Backward.  Returns a dict with dx, dscale and dbias.  The statistics come
-    from saved_mean/saved_inv_var when both are given (epsilon unused), else
+    from saved_mean/saved_inv_std when both are given (epsilon unused), else
     they are recomputed from x with epsilon.  With ``fused_activation`` dy is
     the gradient of f(z), z = scale * xhat + bias, and g = dy * f'(z) takes
     dy's place below."""
+    if old_names:
+        saved_inv_std = renamed.keyword("reference.batchnorm_backward", old_names, "saved_inv_std", saved_inv_std,
+                                        wrappers=1)
     x, dy = _as_float64(x), _as_float64(dy)
     axes = reduction_axes(x.ndim, mode)
     m = reduction_count(x.shape, mode)
-    if saved_mean is not None and saved_inv_var is not None:
-        mean, inv_std = _param(saved_mean, x.shape, mode), _param(saved_inv_var, x.shape, mode)
+    if saved_mean is not None and saved_inv_std is not None:
+        mean, inv_std = _param(saved_mean, x.shape, mode), _param(saved_inv_std, x.shape, mode)
     else:
         mean, var = batch_statistics(x, mode)
         inv_std = inverse_std(var, epsilon)

@@ -103,14 +103,14 @@ class BnTraining(Operation):
             d.x_device, d.scale_device, d.bias_device, mode=d.mode, epsilon=o.epsilon,
             exp_avg_factor=EXP_AVG_FACTOR, running_mean=self.running_device[0],
             running_var=self.running_device[1], save_stats=o.save, saved_mean=self.saved_device[0],
-            saved_inv_var=self.saved_device[1], alpha=o.alpha, beta=o.beta, y=self.y_device, handle=handle,
+            saved_inv_std=self.saved_device[1], alpha=o.alpha, beta=o.beta, y=self.y_device, handle=handle,
             next_running_mean=self.next_device[0], next_running_var=self.next_device[1], **_activation_args(o),
         )
 
     def outputs(self) -> dict:
         out = {"y": self.y_device}
         if self.saved:
-            out.update(saved_mean=self.saved_device[0], saved_inv_var=self.saved_device[1])
+            out.update(saved_mean=self.saved_device[0], saved_inv_std=self.saved_device[1])
         if self.running_before:
             written = self.next_device if self.data.options.ping_pong else self.running_device
             out.update(running_mean=written[0], running_var=written[1])
@@ -124,7 +124,7 @@ class BnTraining(Operation):
             running_mean=_optional(cut, before[0]), running_var=_optional(cut, before[1]),
             alpha=o.alpha, beta=o.beta, y_prior=_optional(cut, self.y_prior), fused_activation=_fused(o),
         )
-        names = ["y"] + (["saved_mean", "saved_inv_var"] if self.saved else [])
+        names = ["y"] + (["saved_mean", "saved_inv_std"] if self.saved else [])
         names += ["running_mean", "running_var"] if self.running_before else []
         return [Expected(n, ref[n], ELEMENTWISE if n == "y" else REDUCTION, cut) for n in names]
 
@@ -207,7 +207,7 @@ class BnBackward(Operation):
         o, d = self.data.options, self.data
         batchnorm_backward(
             d.x_device, self.dy_device, d.scale_device, saved_mean=self.saved_device[0],
-            saved_inv_var=self.saved_device[1], mode=d.mode, epsilon=o.epsilon, alpha_data=o.alpha,
+            saved_inv_std=self.saved_device[1], mode=d.mode, epsilon=o.epsilon, alpha_data=o.alpha,
             beta_data=o.beta, alpha_param=o.alpha_param, beta_param=o.beta_param, dx=self.dx_device,
             dscale=self.dscale_device, dbias=self.dbias_device, handle=handle,
             bias=d.bias_device if o.bn_activation else None, **_activation_args(o),
@@ -221,7 +221,7 @@ class BnBackward(Operation):
         saved = self.saved or (None, None)
         ref = reference.batchnorm_backward(
             cut(d.x), cut(self.dy), cut(d.scale), saved_mean=_optional(cut, saved[0]),
-            saved_inv_var=_optional(cut, saved[1]), mode=d.mode, epsilon=o.epsilon, alpha_data=o.alpha,
+            saved_inv_std=_optional(cut, saved[1]), mode=d.mode, epsilon=o.epsilon, alpha_data=o.alpha,
             beta_data=o.beta, alpha_param=o.alpha_param, beta_param=o.beta_param,
             dx_prior=_optional(cut, self.dx_prior), dscale_prior=_optional(cut, self.dscale_prior),
             dbias_prior=_optional(cut, self.dbias_prior), bias=cut(d.bias), fused_activation=_fused(o),

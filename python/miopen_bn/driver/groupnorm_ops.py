@@ -71,13 +71,15 @@ class GnForward(Operation):
         self.data = data
         self.y = data.factory.poisoned(data.x_dtype)
         self.y_device = data.on_device(self.y)
-        self.mean_device = self.rstd_device = None
+        stats_type = dtypes.NUMPY_DTYPE[data.stats_dtype]
+        self.mean, self.rstd = (np.full(data.statistics_shape(), np.nan, stats_type) for _ in range(2))
+        self.mean_device, self.rstd_device = data.on_device(self.mean), data.on_device(self.rstd)
 
     def call(self, handle) -> None:
         d = self.data
-        _, self.mean_device, self.rstd_device = _api("groupnorm_forward")(
+        _api("groupnorm_forward")(
             d.x_device, d.groups, d.weight_device, d.bias_device, epsilon=d.options.epsilon, y=self.y_device,
-            handle=handle, **d.activation_kwargs,
+            mean=self.mean_device, rstd=self.rstd_device, handle=handle, **d.activation_kwargs,
         )
 
     def outputs(self) -> dict:
@@ -103,8 +105,7 @@ class GnForward(Operation):
         return [self.data.x, self.data.weight, self.data.bias]
 
     def writes(self) -> list:
-        stats = np.empty(self.data.statistics_shape(), dtypes.NUMPY_DTYPE[self.data.stats_dtype])
-        return [self.y, stats, stats]
+        return [self.y, self.mean, self.rstd]
 
 
 class GnBackward(Operation):

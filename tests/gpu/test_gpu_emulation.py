@@ -1,0 +1,57 @@
+"""The on-chip group-norm kernels (native/gpu/gn_tile_*.hip) run on the host:
+tests/gpu/emulation builds them with the host compiler over a fiber emulator
+of the GPU (threads, barriers, warp shuffles, thread-block clusters with
+their shared memory) and checks every output of the real planner's launches
+against a float64 reference, for 32-lane waves with clusters (H100) and
+64-lane waves without (AMD CDNA).  No GPU is needed, only CUDA's fp16/bf16
+headers.  A stress case (about two minutes on two cores): set
+MIOPEN_BN_STRESS=1.
+"""
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+from support import REPO
+
+EMULATION = REPO / "tests" / "gpu" / "emulation"
+CUDA_INCLUDES = [pathlib.Path("/usr/local/cuda/include"), pathlib.Path("/usr/include")]
+SOURCES = [EMULATION / name for name in ("emulator.cpp", "emu_tile_forward.cpp", "emu_tile_backward.cpp",
+                                         "gn_tile_check.cpp")]
+PLANNER = [REPO / "native" / "gpu" / name for name in ("gn_planner.cpp", "gn_tile_planner.cpp", "bn_planner.cpp")]
+
+pytestmark = pytest.mark.stress
+
+
+def cuda_include():
+    for path in CUDA_INCLUDES:
+        if (path / "cuda_fp16.h").exists() and (path / "cuda_bf16.h").exists():
+            return path
+    pytest.skip("no CUDA fp16/bf16 headers to build the emulated kernels with")
+
+
+def build(out: pathlib.Path, wave: int) -> pathlib.Path:
+    compiler = shutil.which("g++") or shutil.which("clang++") or pytest.skip("no C++ compiler")
+    include = cuda_include()
+    objects = []
+    for source in SOURCES + PLANNER:
+        obj = out / f"{source.stem}.o"
+        emulated = source.parent == EMULATION
+        flags = [f"-I{EMULATION}"] if emulated else []
+        subprocess.run([compiler, "-std=c++17", "-O1", f"-DEMU_WAVE_SIZE={wave}", *flags, f"-I{REPO / 'include'}",
+                        f"-I{REPO / 'native'}", f"-I{include}", "-c", str(source), "-o", str(obj)],
+                       check=True, capture_output=True, text=True)
+        objects.append(str(obj))
+    binary = out / "gn_tile_check"
+    subprocess.run([compiler, *objects, "-o", str(binary)], check=True, capture_output=True, text=True)
+    return binary
+
+
+@pytest.mark.parametrize("wave", (32, 64))
+def test_emulated_on_chip_kernels(tmp_path, wave):
+    binary = build(tmp_path, wave)
+    result = subprocess.run([str(binary), "quick"], capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 failure(s)" in result.stdout

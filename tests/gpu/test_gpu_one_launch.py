@@ -1,0 +1,145 @@
+"""The one-launch GPU paths on the shapes that take them.
+
+Batch-norm training and backward on packed NCHW / NHWC tensors of fp16,
+bf16 or fp32 that fit in the shared memory of a resident grid run as one
+launch (native/gpu/bn_resident.hip); inference on such tensors as one dense
+pass (bn_dense_inference.hip).  The shapes below are picked to reach every
+branch of those kernels: one block and many, NHWC with C from 8 to the
+2048-channel limit, NCHW planes split into segments (few planes, large
+planes), odd plane lengths that leave vectors straddling planes, 3-D
+tensors, reductions short enough for the double-precision dx, tensors near
+the on-chip capacity, in-place calls, blending, repeatability and CUDA graph
+replay (the grid barrier's counter must be back at zero after every launch).
+By default, training and backward shapes whose channels fit a block's or a
+cluster's registers take the channel tiles (bn_channel_tile.hip: one channel
+per tile in NCHW, 8-16 in NHWC; 64x256x14x14 and 16x128x56x56 NCHW need
+clusters of blocks) and the rest of these shapes the size rules of the other
+paths, and inference the dense pass; the device run repeats this module with
+MIOPEN_BN_GPU_CHANNEL_TILES=force and with MIOPEN_BN_GPU_RESIDENT=force, which
+put every shape that fits on the tiles (clusters included), or on the
+one-launch kernel.  Each result is
+checked against the float64 reference with NaN-poisoned outputs.  Setting
+the variables to 0 turns the paths off; the device run repeats the C
+GPU-versus-CPU program that way so the multi-pass kernels stay checked too.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+import miopen_bn as mbn  # noqa: E402
+from support.torch_tensors import random_data  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+if not (mbn.lib.miopenBNHasGpuSupport() and torch.cuda.is_available()):
+    pytest.skip("needs the GPU backend and a CUDA device", allow_module_level=True)
+
+from test_gpu_batchnorm import run_backward, run_inference, run_training  # noqa: E402
+
+SHAPES = [
+    (2, 64, 7, 7),        # one block; NCHW vectors straddle planes of 49
+    (2, 64, 4, 4),        # M = 32: dx in double
+    (3, 40, 13, 11),      # odd plane, C a multiple of 8 for NHWC
+    (1, 4, 96, 96),       # 4 planes split into segments
+    (8, 2048, 7, 7),      # the channel limit, many blocks
+    (2, 16, 3, 5, 7),     # NCDHW / NDHWC
+    (64, 256, 14, 14),    # 3.2M values: every multiprocessor busy
+    (16, 128, 56, 56),    # 6.4M values: fp32 training near the on-chip capacity
+]
+DTYPES = ("fp16", "bf16", "fp32")
+LAYOUTS = ("nchw", "nhwc")
+
+
+def ids(shape):
+    return "x".join(map(str, shape))
+
+
+@pytest.fixture(scope="module")
+def handle():
+    with mbn.Handle(backend="gpu") as gpu_handle:
+        yield gpu_handle
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=ids)
+def test_training(handle, shape, dtype, layout):
+    x = random_data(shape, dtype, 11, layout)
+    run_training(handle, x, "spatial", "running+saved", 11)
+
+
+@pytest.mark.parametrize("saved", (True, False), ids=("saved", "recomputed"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=ids)
+def test_backward(handle, shape, dtype, layout, saved):
+    x = random_data(shape, dtype, 21, layout)
+    dy = random_data(shape, dtype, 22, layout)
+    run_backward(handle, x, dy, "spatial", saved, 21)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=ids)
+def test_inference(handle, shape, dtype, layout):
+    x = random_data(shape, dtype, 31, layout)
+    run_inference(handle, x, "spatial", True, 31)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_in_place_and_blending(handle, layout):
+    shape = (4, 32, 9, 9)
+    x = random_data(shape, "fp16", 41, layout)
+    run_training(handle, x, "spatial", "running+saved", 41, y=x)
+    x = random_data(shape, "fp16", 42, layout)
+    dy = random_data(shape, "fp16", 43, layout)
+    run_backward(handle, x, dy, "spatial", False, 42, dx=dy)
+    x = random_data(shape, "fp32", 44, layout)
+    prior = random_data(shape, "fp32", 45, layout)
+    run_training(handle, x, "spatial", "saved", 44, alpha=0.75, beta=0.5, y=prior.clone())
+    dy = random_data(shape, "fp32", 46, layout)
+    run_backward(handle, x, dy, "spatial", True, 44, alpha_data=0.5, beta_data=0.25,
+                 dx=prior.clone())
+
+
+def _training_and_backward(handle, x, dy, scale, bias, y, dx):
+    _, mean, inv_std = mbn.batchnorm_forward_training(x, scale, bias, y=y, handle=handle)
+    mbn.batchnorm_backward(x, dy, scale, saved_mean=mean, saved_inv_std=inv_std, dx=dx,
+                           handle=handle)
+    return mean, inv_std
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_repeatable_and_graph_replay(handle, layout):
+    """Bitwise equal results from repeated calls and from CUDA graph replays
+    on the handle's stream (a barrier counter left non-zero would hang or
+    desynchronize the second replay)."""
+    shape = (32, 128, 28, 28)
+    x = random_data(shape, "fp16", 51, layout)
+    dy = random_data(shape, "fp16", 52, layout)
+    scale = torch.rand(shape[1], device="cuda", dtype=torch.float32) + 0.5
+    bias = torch.rand(shape[1], device="cuda", dtype=torch.float32) - 0.5
+    y0, dx0 = torch.empty_like(x), torch.empty_like(x)
+    first = _training_and_backward(handle, x, dy, scale, bias, y0, dx0)
+    torch.cuda.synchronize()
+    for _ in range(3):
+        y1, dx1 = torch.empty_like(x), torch.empty_like(x)
+        again = _training_and_backward(handle, x, dy, scale, bias, y1, dx1)
+        torch.cuda.synchronize()
+        assert torch.equal(y0, y1) and torch.equal(dx0, dx1)
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+    stream = torch.cuda.Stream()
+    with mbn.Handle(backend="gpu", stream=stream.cuda_stream) as graph_handle:
+        y2, dx2 = torch.empty_like(x), torch.empty_like(x)
+        with torch.cuda.stream(stream):
+            _training_and_backward(graph_handle, x, dy, scale, bias, y2, dx2)  # warm-up: scratch grows
+        stream.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            _training_and_backward(graph_handle, x, dy, scale, bias, y2, dx2)
+        for _ in range(3):
+            y2.fill_(float("nan"))
+            dx2.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(y0, y2) and torch.equal(dx0, dx2)
