@@ -44,6 +44,7 @@ SHAPES = [
     (2, 16, 3, 5, 7),     # NCDHW / NDHWC
     (64, 256, 14, 14),    # 3.2M values: every multiprocessor busy
     (16, 128, 56, 56),    # 6.4M values: fp32 training near the on-chip capacity
+    (4, 320, 20, 20),     # NHWC slabs: 40 lanes (fp16), two chunks of 40 (fp32)
 ]
 DTYPES = ("fp16", "bf16", "fp32")
 LAYOUTS = ("nchw", "nhwc")
