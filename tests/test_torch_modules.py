@@ -286,3 +286,28 @@ def test_strided_parameters_and_statistics_match_torch():
         torch.testing.assert_close(ours, theirs)
     for name in ("ours", "torch"):
         assert outputs[name][1].stride() == (2,)
+
+
+def test_saved_statistics_take_their_running_statistics_layouts(request):
+    """A running statistic's descriptor describes its saved one too, so each
+    saved statistic is allocated like its own running statistic: here a
+    float32 running mean and a float64 running variance (x float64).  The
+    library wrote float64 inverse stds into a float32 buffer before."""
+    gen = _seeded(request)
+    x = torch.randn(4, 3, 2, 2, generator=gen, dtype=torch.float64)
+    dy = torch.randn(4, 3, 2, 2, generator=gen, dtype=torch.float64)
+    rm, rv = torch.zeros(3), torch.ones(3, dtype=torch.float64)
+    ones, zeros = np.ones(3), np.zeros(3)
+    expected = reference.batchnorm_forward_training(x.numpy(), ones, zeros, running_mean=rm.numpy(),
+                                                    running_var=rv.numpy())
+    args = (x, None, None, rm, rv, 0.1, 1e-5)
+    _, saved_mean, saved_invstd, _, _ = torch.ops.miopen_bn.batch_norm_train(*args)
+    assert (saved_mean.dtype, saved_invstd.dtype) == (torch.float32, torch.float64)
+    _check(saved_mean, expected["saved_mean"], "reduction", "saved_mean")
+    _check(saved_invstd, expected["saved_inv_var"], "reduction", "saved_inv_var")
+    torch.library.opcheck(torch.ops.miopen_bn.batch_norm_train, args, test_utils=("test_faketensor",))
+    xg = x.clone().requires_grad_()  # the eager autograd path saves them likewise for its backward
+    mbt.batch_norm(xg, rm.clone(), rv.clone(), None, None, True).backward(dy)
+    grads = reference.batchnorm_backward(x.numpy(), dy.numpy(), ones, saved_mean=saved_mean.double().numpy(),
+                                         saved_inv_var=saved_invstd.numpy())  # the float32 mean's rounding
+    _check(xg.grad, grads["dx"], "elementwise", "dx")
