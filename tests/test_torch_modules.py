@@ -311,3 +311,14 @@ def test_saved_statistics_take_their_running_statistics_layouts(request):
     grads = reference.batchnorm_backward(x.numpy(), dy.numpy(), ones, saved_mean=saved_mean.double().numpy(),
                                          saved_inv_var=saved_invstd.numpy())  # the float32 mean's rounding
     _check(xg.grad, grads["dx"], "elementwise", "dx")
+
+
+def test_group_norm_with_a_bias_alone_adds_it_as_torch_does():
+    x, bias, dy = torch.randn(2, 4, 3), torch.randn(4), torch.randn(2, 4, 3)
+    b = bias.clone().requires_grad_()
+    y = mbt.group_norm(x, 2, None, b)
+    torch.testing.assert_close(y, torch.nn.functional.group_norm(x, 2, None, bias))
+    y.backward(dy)  # (torch's own backward fails on a bias without weight)
+    torch.testing.assert_close(b.grad, dy.sum((0, 2)))
+    with pytest.raises(ValueError, match="bias was given without weight"):  # the operator has no weight to fill in
+        torch.ops.miopen_bn.group_norm(x, 2, None, bias, 1e-5, False)

@@ -87,7 +87,7 @@ class Plan:
         self._keepalive = keepalive  # the descriptors the template names
         # Set by repeatable():
         self._reads: tuple = ()  # (position, array index, address reader) per pointer argument
-        self._allocations: tuple = ()  # (array index, source index, make) per output the call creates (arrays.allocator)
+        self._allocations: tuple = ()  # (array index, source index, make) per output it creates: arrays.allocator
         self._cuda_device: Optional[int] = None  # of the CUDA tensors, whose stream must be the handle's
         self._integer_addresses = False  # the function takes pointers as ints (_take_addresses)
 

@@ -247,9 +247,12 @@ def batch_norm_backward(x, dy, weight, saved_mean, saved_invstd, eps: float):
 def group_norm_forward(x, num_groups: int, weight, bias, eps: float, swish: bool, stats: bool = True):
     """y (through SiLU when ``swish``), mean and rstd of shape (N, G) (None,
     None unless ``stats``)."""
+    if weight is None and bias is not None:  # the library's mode without weight ignores the bias
+        raise ValueError("group norm: bias was given without weight: give both, or neither")
     y = torch.empty_like(x)
     if stats:
-        mean = x.new_empty((x.shape[0], num_groups), dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+        # (sizes as separate ints: torch parses them faster than a tuple)
+        mean = x.new_empty(x.shape[0], num_groups, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
         rstd = torch.empty_like(mean)
         mean_ptr, rstd_ptr = mean.data_ptr(), rstd.data_ptr()
     else:  # the library writes them only when given

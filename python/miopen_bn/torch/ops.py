@@ -355,6 +355,8 @@ def group_norm(
     if activation not in (None, "silu"):
         raise ValueError(f"activation must be None or 'silu', got {activation!r}")
     silu = activation == "silu"
+    if weight is None and bias is not None:  # torch's: a bias alone is added to the normalized x
+        weight = torch.ones_like(bias)
     if x.is_cuda and torch.is_autocast_enabled("cuda"):
         # CUDA autocast runs torch's group_norm in float32; so do we.
         x = x.float()
