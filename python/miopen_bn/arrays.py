@@ -400,9 +400,10 @@ def in_memory_order(make: Callable, shape: Sequence[int], order: Sequence[int]):
 def allocator(output, inputs: Sequence) -> Optional[tuple]:
     """How a repeated call makes a new array laid out like ``output`` (a
     NumPy array or torch tensor a first call allocated), given the call's
-    arrays: ``(i, empty_like)`` where ``empty_like(inputs[i])`` does (the
-    cheapest allocation), else ``(None, make)`` with ``make()`` doing it;
-    None when neither can."""
+    arrays (inputs, and outputs allocated before this one): ``(i,
+    empty_like)`` where ``empty_like(inputs[i])`` does (the cheapest
+    allocation), else ``(None, make)`` with ``make()`` doing it; None when
+    neither can."""
     torch_tensor = type(output).__module__.startswith("torch")
     if torch_tensor:
         import torch

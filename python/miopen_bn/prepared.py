@@ -32,6 +32,7 @@ from typing import Optional
 import numpy as np
 
 from . import arrays as adapters
+from .cdef import void_pointer
 
 _PLANS_PER_THREAD = 256
 _per_thread = threading.local()
@@ -96,6 +97,7 @@ class Plan:
         arrays (or from an output it allocates like this call did); False
         when some address cannot be read that way."""
         reads, allocations, names = [], {}, self._entry.arrays
+        made = list(arrays)  # and the outputs this call allocated, once met: later ones may be made like them
         for position, view in zip(self._pointer_positions, views):
             if view.name not in names:
                 return False
@@ -112,10 +114,11 @@ class Plan:
             else:
                 return False
             if arrays[index] is None:  # an output the first call allocated
-                allocate = adapters.allocator(array, arrays)
+                allocate = adapters.allocator(array, made)
                 if allocate is None:
                     return False
                 allocations[index] = allocate
+                made[index] = array
             elif array is not arrays[index]:  # a private copy, for strides the library cannot use
                 return False
             reads.append((position, index, read))
@@ -131,13 +134,14 @@ class Plan:
     def _take_addresses(self) -> None:
         """Every array is a torch tensor, whose data_ptr() is an int: the
         call goes through the entry point's integer-address declaration
-        (Library.by_address), with the template's pointers as ints too, and
-        makes no cffi object per array."""
+        (Library.by_address), with the template's void pointers (alpha and
+        beta, NULL data) as ints too, and makes no cffi object per array."""
         ffi = self._ffi
         self._integer_addresses = True
         self._function = _address_function(self._library, self._name)
-        self._template = [int(ffi.cast("uintptr_t", arg)) if isinstance(arg, ffi.CData) else arg
-                          for arg in self._template]
+        parameters = ffi.typeof(getattr(self._library.lib, self._name)).args
+        self._template = [int(ffi.cast("uintptr_t", arg)) if isinstance(arg, ffi.CData) and void_pointer(parameter)
+                          else arg for arg, parameter in zip(self._template, parameters)]
         self._reads = tuple((position, index, _torch_tensor.data_ptr) for position, index, _ in self._reads)
 
     def usable(self, handle) -> bool:

@@ -4,11 +4,12 @@ This is the hot path under every op and module of ``miopen_bn.torch``: it
 reads each tensor's dtype, shape, strides and address straight from torch,
 looks up cached descriptors, allocates the outputs with torch (so CUDA
 outputs come from torch's caching allocator, also during graph capture) and
-makes the C call, through declarations that take every pointer as an integer
-address (``Library.by_address``): torch's ``data_ptr()``, a cached
-descriptor's or handle's address, pass as they are, with no cffi object made
-per argument.  It checks nothing the library checks: a bad argument comes
-back as the library's status, raised as the matching ``MIOpenError``.
+makes the C call, through declarations that take every data pointer as an
+integer address (``Library.by_address``): torch's ``data_ptr()`` passes as
+it is, and so do the cached cffi pointers of descriptors and handles, with
+no cffi object made per argument.  It checks nothing the library checks: a
+bad argument comes back as the library's status, raised as the matching
+``MIOpenError``.
 
 Handles: one per thread for CPU tensors; for CUDA tensors one per (device,
 stream), the stream being torch's current stream at the call, so the work is
@@ -59,17 +60,18 @@ _AFFINE, _NOT_AFFINE = lib.MIOPEN_WEIGHT_BIAS, lib.MIOPEN_ELEMENTWISE_AFFINE
 # alpha = 1, beta = 0: MIOpen's blending factors, passed by pointer.
 _ONE_ZERO = ffi.new("float[2]", [1.0, 0.0])
 _ONE, _ZERO = _address(_ONE_ZERO), _address(_ONE_ZERO + 1)
-NULL = 0
+NULL = 0  # an absent array's address
+NO_DESCRIPTOR = ffi.NULL  # and its descriptor
 
 # --------------------------------------------------------------------------- #
 # Descriptors, by layout: a call looks its tensors' layouts up once, as one
-# key, and finds the addresses of every descriptor it passes.  Descriptors
+# key, and finds every descriptor it passes.  Descriptors
 # are never changed once set and the library only reads them during a call,
 # so threads share them.
 # --------------------------------------------------------------------------- #
 _LAYOUT_LIMIT = 4096
-_layouts: dict = {}  # key -> descriptor addresses, in the order the call's _described gave its tensors
-_owners: dict = {}  # key -> the TensorDescriptors behind those addresses
+_layouts: dict = {}  # key -> descriptor pointers, in the order the call's _described gave its tensors
+_owners: dict = {}  # key -> the TensorDescriptors behind those pointers
 _retired: dict = {}  # the previous generation, alive until the next overflow: in-flight calls may use it
 
 
@@ -94,7 +96,7 @@ def _descriptor(t: torch.Tensor, rank: int = 0):
 
 
 def _described(key: tuple, data: tuple, params: tuple) -> tuple:
-    """The first call of a layout: descriptor addresses (NULL for None) of
+    """The first call of a layout: the descriptor pointers (NULL for None) of
     the ``data`` tensors as they lie, then of the per-channel ``params`` at
     the rank of data[0] (x).  Outputs the call allocates are among them:
     torch.empty_like and new_empty give the same strides for the same
@@ -106,7 +108,7 @@ def _described(key: tuple, data: tuple, params: tuple) -> tuple:
         _layouts.clear()
         _retired, _owners = _owners, {}
     _owners[key] = descriptors
-    found = _layouts[key] = tuple(NULL if d is None else _address(d.ptr) for d in descriptors)
+    found = _layouts[key] = tuple(NO_DESCRIPTOR if d is None else d.ptr for d in descriptors)
     return found
 
 
@@ -130,7 +132,7 @@ def cpu_handle():
     except AttributeError:
         handle = Handle("cpu")
         _per_thread.cpu_owner = handle
-        _per_thread.cpu = _address(handle.ptr)
+        _per_thread.cpu = handle.ptr
         return _per_thread.cpu
 
 
@@ -163,7 +165,7 @@ def _bind_gpu_handle(key: tuple):
             handle = _made_on(device)
         handle.stream = stream
         _gpu_handles[key] = handle
-        _gpu_handle_ptrs[key] = _address(handle.ptr)
+        _gpu_handle_ptrs[key] = handle.ptr
         if not capturing:
             _spares[device] = _made_on(device)
         return _gpu_handle_ptrs[key]
@@ -277,7 +279,8 @@ def group_norm_backward(x, dy, num_groups: int, weight, bias, mean, rstd, swish:
     if weight is None:
         mode = _NOT_AFFINE
         dweight = dbias = None
-        w_ptr = dw_ptr = db_ptr = db_d = NULL
+        w_ptr = dw_ptr = db_ptr = NULL
+        db_d = NO_DESCRIPTOR
     else:  # the gradients are described as their parameters are (dbias as weight without a bias)
         mode = _AFFINE
         dweight = _alike(weight)
