@@ -322,3 +322,27 @@ def test_group_norm_with_a_bias_alone_adds_it_as_torch_does():
     torch.testing.assert_close(b.grad, dy.sum((0, 2)))
     with pytest.raises(ValueError, match="bias was given without weight"):  # the operator has no weight to fill in
         torch.ops.miopen_bn.group_norm(x, 2, None, bias, 1e-5, False)
+
+
+def test_tensors_left_by_a_finished_functorch_transform_work_as_with_torch():
+    """The eager path calls autograd's C apply itself: like Function.apply,
+    it unwraps tensors that escaped a finished torch.func transform."""
+    leaked = []
+
+    def f(x):
+        leaked.append(x * 2)
+        return x.sum()
+
+    torch.func.grad(f)(torch.randn(4, 3, 2, 2))
+    x = leaked[0]
+    for ours, theirs in ((lambda w, b: mbt.batch_norm(x, None, None, w, b, True),
+                          lambda w, b: torch.nn.functional.batch_norm(x, None, None, w, b, True)),
+                         (lambda w, b: mbt.group_norm(x, 3, w, b),
+                          lambda w, b: torch.nn.functional.group_norm(x, 3, w, b))):
+        grads, weight, bias = [], torch.rand(3) + 0.5, torch.randn(3)
+        for fn in (ours, theirs):
+            w, b = weight.clone().requires_grad_(), bias.clone().requires_grad_()
+            y = fn(w, b)
+            (y * y).sum().backward()
+            grads.append((y.detach(), w.grad, b.grad))
+        torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-4)
