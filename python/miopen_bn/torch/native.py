@@ -117,13 +117,18 @@ def _described(key: tuple, data: tuple, params: tuple) -> tuple:
 # --------------------------------------------------------------------------- #
 _per_thread = threading.local()
 _gpu_handles: dict = {}  # (device, stream) -> Handle
-_gpu_handle_ptrs: dict = {}  # (device, stream) -> its address
+_gpu_handle_ptrs: dict = {}  # (device, stream) -> its pointer
 _spares: dict = {}  # device -> a GPU handle made outside any capture, not yet bound to a stream
 _lock = threading.Lock()
+# current_stream(device): torch's current stream there, as an address.  The
+# raw query is what torch's own generated code reads, a fraction of the cost
+# of torch.cuda.current_stream(device).cuda_stream, the fallback.
 try:
-    _raw_stream = torch._C._cuda_getCurrentRawStream  # what torch's own generated code reads
-except AttributeError:  # a build without CUDA
-    _raw_stream = None
+    current_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:
+
+    def current_stream(device: int) -> int:
+        return torch.cuda.current_stream(device).cuda_stream
 
 
 def cpu_handle():
@@ -141,7 +146,7 @@ def handle_for(t: torch.Tensor):
     device = t.get_device()
     if device < 0:
         return cpu_handle()
-    key = (device, _raw_stream(device))
+    key = (device, current_stream(device))
     found = _gpu_handle_ptrs.get(key)
     return found if found is not None else _bind_gpu_handle(key)
 
