@@ -17,9 +17,12 @@ GroupNorm+SiLU), and the array API (``miopen_bn.batchnorm_*`` /
 (``F.silu(F.group_norm(...))`` for the fused swish).  The best of several
 bursts is reported.  ``--clock cpu`` times the process's CPU time instead of
 the wall clock: on a machine shared with other work it leaves out the time
-other processes took the cores (GPU runs want the wall clock).
+other processes took the cores (GPU runs want the wall clock).  ``ops``:
+the torch operators one call dispatches (allocations included, counted
+with a TorchDispatchMode), ours and torch's.
 """
 import argparse
+import collections
 import json
 import os
 import sys
@@ -30,6 +33,7 @@ sys.path.insert(0, os.path.join(BENCH_DIR, "..", "python"))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import miopen_bn as mbn  # noqa: E402
 import miopen_bn.torch as mbt  # noqa: E402
@@ -65,6 +69,23 @@ def host_us(fn, device, burst, bursts, clock="wall"):
         best = min(best, (now() - start) / burst * 1e6)
         sync()
     return best
+
+
+class _OpCount(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def torch_ops(fn) -> dict:
+    """{operator name: count} of one call of ``fn``."""
+    with _OpCount() as count:
+        fn()
+    return dict(count.ops)
 
 
 def cases(shape, dtype, device, channels_last):
@@ -138,14 +159,16 @@ def main(argv=None):
     rows = []
     print(f"host_us per call ({args.clock} clock), {args.device}, shape {shape}, {args.dtype}"
           f"{', channels_last' if args.channels_last else ''}")
-    print(f"{'op':36} {'ours':>9} {'torch':>9} {'ours/torch':>10}")
+    print(f"{'op':36} {'ours':>9} {'torch':>9} {'ours/torch':>10} {'ops ours/torch':>15}")
     for name, ours, theirs in cases(shape, dtype, args.device, args.channels_last):
         row = {"op": name,
                "ours_host_us": host_us(ours, args.device, args.burst, args.bursts, args.clock),
                "torch_host_us": host_us(theirs, args.device, args.burst, args.bursts, args.clock)}
         row["ratio"] = row["ours_host_us"] / row["torch_host_us"]
+        row["ours_ops"], row["torch_ops"] = torch_ops(ours), torch_ops(theirs)
         rows.append(row)
-        print(f"{name:36} {row['ours_host_us']:9.1f} {row['torch_host_us']:9.1f} {row['ratio']:10.2f}")
+        ops = f"{sum(row['ours_ops'].values())}/{sum(row['torch_ops'].values())}"
+        print(f"{name:36} {row['ours_host_us']:9.1f} {row['torch_host_us']:9.1f} {row['ratio']:10.2f} {ops:>15}")
     result = {"device": args.device, "device_name": torch.cuda.get_device_name() if args.device == "cuda"
               else "cpu", "shape": list(shape), "dtype": args.dtype, "channels_last": args.channels_last,
               "torch": torch.__version__, "threads": args.threads, "clock": args.clock, "rows": rows}

@@ -397,20 +397,53 @@ def in_memory_order(make: Callable, shape: Sequence[int], order: Sequence[int]):
     return make([shape[axis] for axis in order]).transpose(np.argsort(order))
 
 
-def numpy_allocator(array: np.ndarray) -> Optional[Callable[[], np.ndarray]]:
-    """A function making new arrays laid out like ``array`` (an output
-    allocate_like made), or None if it is not a packed array's transposition."""
+def allocator(output, inputs: Sequence) -> Optional[tuple]:
+    """How a repeated call makes a new array laid out like ``output`` (a
+    NumPy array or torch tensor a first call allocated), given the call's
+    arrays (inputs, and outputs allocated before this one): ``(i,
+    empty_like)`` where ``empty_like(inputs[i])`` does (the cheapest
+    allocation), else ``(None, make)`` with ``make()`` doing it; None when
+    neither can."""
+    torch_tensor = type(output).__module__.startswith("torch")
+    if torch_tensor:
+        import torch
+
+        empty_like, layout = torch.empty_like, _torch_layout
+    else:
+        empty_like, layout = np.empty_like, _numpy_layout
+    for index, array in enumerate(inputs):
+        if (type(array) is type(output) and array is not output and layout(array) == layout(output)
+                and layout(empty_like(array)) == layout(output)):
+            return index, empty_like
+    make = _torch_maker(output) if torch_tensor else _numpy_maker(output)
+    return None if make is None else (None, make)
+
+
+def _torch_layout(tensor) -> tuple:
+    return tensor.dtype, tensor.shape, tensor.stride(), tensor.device
+
+
+def _numpy_layout(array: np.ndarray) -> tuple:
+    return array.dtype, array.shape, array.strides
+
+
+def _numpy_maker(array: np.ndarray) -> Optional[Callable[[], np.ndarray]]:
+    """A function making new arrays laid out like ``array``, or None if it is
+    not a packed array's transposition."""
     order = _axes_outermost_first(array)
-    empty = functools.partial(np.empty, dtype=array.dtype)
-    if in_memory_order(empty, array.shape, order).strides != array.strides:
-        return None
     if list(order) == sorted(order):
-        return functools.partial(np.empty, array.shape, array.dtype)
-    return functools.partial(in_memory_order, empty, array.shape, order)
+        make = functools.partial(np.empty, array.shape, array.dtype)
+    else:
+        in_order = tuple(array.shape[axis] for axis in order)
+        make = functools.partial(_transposed_empty, in_order, array.dtype, tuple(np.argsort(order)))
+    return make if make().strides == array.strides else None
 
 
-def torch_allocator(tensor) -> Callable:
-    """A function making new torch tensors laid out like ``tensor``."""
+def _transposed_empty(shape: tuple, dtype, axes: tuple) -> np.ndarray:
+    return np.empty(shape, dtype).transpose(axes)
+
+
+def _torch_maker(tensor) -> Callable:
     import torch
 
     return functools.partial(torch.empty_strided, tuple(tensor.shape), tensor.stride(), dtype=tensor.dtype,

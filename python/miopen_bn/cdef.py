@@ -149,18 +149,25 @@ def declared_functions(cdef: str) -> list:
     return list(declared_parameters(cdef))
 
 
+def void_pointer(ctype) -> bool:
+    """A ``void*`` parameter: one address_declarations takes as an int."""
+    return ctype.kind == "pointer" and ctype.item.kind == "void"
+
+
 def address_declarations(functions: dict) -> str:
     """A cdef declaring ``functions`` ({name: its cffi function type, as the
-    header's FFI gives it}) with every pointer parameter as ``uintptr_t``
-    and every enum as ``int``: callers pass plain ints (an address such as
-    torch's ``data_ptr()``), so no cffi object is made per argument.  A
-    pointer and a uintptr_t, an enum and an int, are passed alike in every C
-    calling convention this package runs on (x86-64 and AArch64, System V
-    and Windows)."""
+    header's FFI gives it}) with every ``void*`` parameter (the data, alpha
+    and beta) as ``uintptr_t``, every other pointer (handles, descriptors)
+    as ``void*`` and every enum as ``int``: callers pass a data address as a
+    plain int (torch's ``data_ptr()``), so no cffi object is made per array,
+    and a handle or descriptor as the cffi pointer it already is, which cffi
+    passes faster than it converts an int.  A pointer and a uintptr_t, an
+    enum and an int, are passed alike in every C calling convention this
+    package runs on (x86-64 and AArch64, System V and Windows)."""
 
     def spelled(ctype) -> str:
         if ctype.kind == "pointer":
-            return "uintptr_t"
+            return "uintptr_t" if void_pointer(ctype) else "void*"
         return "int" if ctype.kind == "enum" else ctype.cname
 
     return "".join(f"{spelled(function.result)} {name}({', '.join(spelled(a) for a in function.args)});\n"

@@ -32,6 +32,7 @@ from typing import Optional
 import numpy as np
 
 from . import arrays as adapters
+from .cdef import void_pointer
 
 _PLANS_PER_THREAD = 256
 _per_thread = threading.local()
@@ -87,7 +88,7 @@ class Plan:
         self._keepalive = keepalive  # the descriptors the template names
         # Set by repeatable():
         self._reads: tuple = ()  # (position, array index, address reader) per pointer argument
-        self._allocations: tuple = ()  # (array index, allocate) per output the call creates
+        self._allocations: tuple = ()  # (array index, source index, make) per output it creates: arrays.allocator
         self._cuda_device: Optional[int] = None  # of the CUDA tensors, whose stream must be the handle's
         self._integer_addresses = False  # the function takes pointers as ints (_take_addresses)
 
@@ -96,6 +97,7 @@ class Plan:
         arrays (or from an output it allocates like this call did); False
         when some address cannot be read that way."""
         reads, allocations, names = [], {}, self._entry.arrays
+        made = list(arrays)  # and the outputs this call allocated, once met: later ones may be made like them
         for position, view in zip(self._pointer_positions, views):
             if view.name not in names:
                 return False
@@ -104,23 +106,24 @@ class Plan:
             if type(array) is np.ndarray:
                 if not (array.flags.aligned and array.dtype.alignment == array.dtype.itemsize):
                     return False  # the signature's alignment flag would not stand for ours
-                allocate, read = adapters.numpy_allocator, adapters.address_reader(array, self._ffi)
+                read = adapters.address_reader(array, self._ffi)
             elif type(array) is _torch_tensor:
-                allocate, read = adapters.torch_allocator, self._tensor_address
+                read = self._tensor_address
                 if array.is_cuda:
                     self._cuda_device = array.get_device()
             else:
                 return False
             if arrays[index] is None:  # an output the first call allocated
-                allocate = allocate(array)
+                allocate = adapters.allocator(array, made)
                 if allocate is None:
                     return False
                 allocations[index] = allocate
+                made[index] = array
             elif array is not arrays[index]:  # a private copy, for strides the library cannot use
                 return False
             reads.append((position, index, read))
         self._reads = tuple(reads)
-        self._allocations = tuple(allocations.items())
+        self._allocations = tuple((index, source, make) for index, (source, make) in allocations.items())
         if reads and all(type(view.source) is _torch_tensor for view in views):
             self._take_addresses()
         return True
@@ -131,13 +134,14 @@ class Plan:
     def _take_addresses(self) -> None:
         """Every array is a torch tensor, whose data_ptr() is an int: the
         call goes through the entry point's integer-address declaration
-        (Library.by_address), with the template's pointers as ints too, and
-        makes no cffi object per array."""
+        (Library.by_address), with the template's void pointers (alpha and
+        beta, NULL data) as ints too, and makes no cffi object per array."""
         ffi = self._ffi
         self._integer_addresses = True
         self._function = _address_function(self._library, self._name)
-        self._template = [int(ffi.cast("uintptr_t", arg)) if isinstance(arg, ffi.CData) else arg
-                          for arg in self._template]
+        parameters = ffi.typeof(getattr(self._library.lib, self._name)).args
+        self._template = [int(ffi.cast("uintptr_t", arg)) if isinstance(arg, ffi.CData) and void_pointer(parameter)
+                          else arg for arg, parameter in zip(self._template, parameters)]
         self._reads = tuple((position, index, _torch_tensor.data_ptr) for position, index, _ in self._reads)
 
     def usable(self, handle) -> bool:
@@ -155,8 +159,8 @@ class Plan:
         """Repeats the call on ``arrays`` (of this plan's signature)."""
         if self._allocations:
             arrays = list(arrays)
-            for index, allocate in self._allocations:
-                arrays[index] = allocate()
+            for index, source, make in self._allocations:
+                arrays[index] = make() if source is None else make(arrays[source])
         args = self._template.copy()
         for position, index, read in self._reads:
             args[position] = read(arrays[index])
@@ -172,11 +176,15 @@ class Plan:
 
     def call(self, args: list, values: tuple) -> None:
         """Sets the values in ``args`` and makes the C call."""
+        scalars = self._scalars
         for position, index, scalar in self._value_slots:
             if scalar is None:
                 args[position] = float(values[index])
             else:
-                self._scalars[scalar] = real_number(values[index], self._entry.values[index])
+                try:
+                    scalars[scalar] = float(values[index])
+                except (TypeError, ValueError):
+                    scalars[scalar] = real_number(values[index], self._entry.values[index])
         self._check(self._function(*args))
 
 
@@ -205,19 +213,18 @@ def _plans() -> dict:
 
 def _signature(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[tuple]:
     """The cache key, or None when an argument is neither a plain NumPy
-    array nor a plain torch tensor.  Flat: an absent array is one None, a
-    present one five entries starting with its dtype (never None; NumPy's
-    and torch's dtypes never compare equal), so no two signatures flatten
-    alike."""
+    array nor a plain torch tensor: an absent array is None, a present one
+    a tuple of five starting with its dtype (NumPy's and torch's dtypes
+    never compare equal)."""
     key = [entry, None if handle is None else id(handle), steering]
     for array in arrays:
         if array is None:
             key.append(None)
+        elif type(array) is _torch_tensor:  # DLPack refuses tensors that require grad: the key keeps them apart
+            key.append((array.dtype, array.shape, array.stride(), array.device, array.requires_grad))
         elif type(array) is np.ndarray:
             flags = array.flags
-            key += (array.dtype, array.shape, array.strides, flags.writeable, flags.aligned)
-        elif type(array) is _torch_tensor:  # DLPack refuses tensors that require grad: the key keeps them apart
-            key += (array.dtype, array.shape, array.stride(), array.device, array.requires_grad)
+            key.append((array.dtype, array.shape, array.strides, flags.writeable, flags.aligned))
         else:
             return None
     return tuple(key)

@@ -129,19 +129,19 @@ def test_miopen_api_version_is_3_4_0(lib, ffi):
     assert lib.miopenGetVersion(ffi.NULL, ffi.NULL, ffi.NULL) == lib.miopenStatusSuccess
 
 
-def test_address_declarations_take_integers_for_pointers_only(library, ffi, lib):
+def test_address_declarations_take_integers_for_data_pointers(library, ffi, lib):
     """Library.by_address declares entry points with uintptr_t for every
-    pointer and int for every enum, everything else as the header says; a
-    call through them reaches the same functions."""
+    void pointer, void* for every other pointer and int for every enum,
+    everything else as the header says; a call through them reaches the
+    same functions."""
     name = "miopenGroupNormForward"
     text = cdef.address_declarations({name: ffi.typeof(getattr(lib, name))})
-    assert text == (f"int {name}(uintptr_t, int, uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t, "
-                    "uintptr_t, uint64_t, float, uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t);\n")
+    assert text == (f"int {name}(void*, int, void*, uintptr_t, void*, uintptr_t, void*, "
+                    "uintptr_t, uint64_t, float, void*, uintptr_t, void*, uintptr_t, void*, uintptr_t);\n")
     by_address = library.by_address("miopenGetTensorDescriptorSize", "miopenSet4dTensorDescriptor")
     with miopen_bn.TensorDescriptor() as descriptor:
-        address = int(ffi.cast("uintptr_t", descriptor.ptr))
-        assert by_address.miopenSet4dTensorDescriptor(address, lib.miopenHalf, 2, 3, 4, 5) == lib.miopenStatusSuccess
+        assert by_address.miopenSet4dTensorDescriptor(descriptor.ptr, lib.miopenHalf, 2, 3, 4, 5) == 0
         rank = ffi.new("int*")
-        assert by_address.miopenGetTensorDescriptorSize(address, int(ffi.cast("uintptr_t", rank))) == 0
+        assert by_address.miopenGetTensorDescriptorSize(descriptor.ptr, rank) == 0
         assert rank[0] == 4 and descriptor.shape == (2, 3, 4, 5) and descriptor.dtype == "float16"
-        assert by_address.miopenGetTensorDescriptorSize(0, 0) == lib.miopenStatusBadParm
+        assert by_address.miopenGetTensorDescriptorSize(ffi.NULL, ffi.NULL) == lib.miopenStatusBadParm

@@ -285,3 +285,63 @@ def test_strided_parameters_and_statistics_match_torch():
         torch.testing.assert_close(ours, theirs)
     for name in ("ours", "torch"):
         assert outputs[name][1].stride() == (2,)
+
+
+def test_saved_statistics_take_their_running_statistics_layouts(request):
+    """A running statistic's descriptor describes its saved one too, so each
+    saved statistic is allocated like its own running statistic: here a
+    float32 running mean and a float64 running variance (x float64).  The
+    library wrote float64 inverse stds into a float32 buffer before."""
+    gen = _seeded(request)
+    x = torch.randn(4, 3, 2, 2, generator=gen, dtype=torch.float64)
+    dy = torch.randn(4, 3, 2, 2, generator=gen, dtype=torch.float64)
+    rm, rv = torch.zeros(3), torch.ones(3, dtype=torch.float64)
+    ones, zeros = np.ones(3), np.zeros(3)
+    expected = reference.batchnorm_forward_training(x.numpy(), ones, zeros, running_mean=rm.numpy(),
+                                                    running_var=rv.numpy())
+    args = (x, None, None, rm, rv, 0.1, 1e-5)
+    _, saved_mean, saved_invstd, _, _ = torch.ops.miopen_bn.batch_norm_train(*args)
+    assert (saved_mean.dtype, saved_invstd.dtype) == (torch.float32, torch.float64)
+    _check(saved_mean, expected["saved_mean"], "reduction", "saved_mean")
+    _check(saved_invstd, expected["saved_inv_var"], "reduction", "saved_inv_var")
+    torch.library.opcheck(torch.ops.miopen_bn.batch_norm_train, args, test_utils=("test_faketensor",))
+    xg = x.clone().requires_grad_()  # the eager autograd path saves them likewise for its backward
+    mbt.batch_norm(xg, rm.clone(), rv.clone(), None, None, True).backward(dy)
+    grads = reference.batchnorm_backward(x.numpy(), dy.numpy(), ones, saved_mean=saved_mean.double().numpy(),
+                                         saved_inv_var=saved_invstd.numpy())  # the float32 mean's rounding
+    _check(xg.grad, grads["dx"], "elementwise", "dx")
+
+
+def test_group_norm_with_a_bias_alone_adds_it_as_torch_does():
+    x, bias, dy = torch.randn(2, 4, 3), torch.randn(4), torch.randn(2, 4, 3)
+    b = bias.clone().requires_grad_()
+    y = mbt.group_norm(x, 2, None, b)
+    torch.testing.assert_close(y, torch.nn.functional.group_norm(x, 2, None, bias))
+    y.backward(dy)  # (torch's own backward fails on a bias without weight)
+    torch.testing.assert_close(b.grad, dy.sum((0, 2)))
+    with pytest.raises(ValueError, match="bias was given without weight"):  # the operator has no weight to fill in
+        torch.ops.miopen_bn.group_norm(x, 2, None, bias, 1e-5, False)
+
+
+def test_tensors_left_by_a_finished_functorch_transform_work_as_with_torch():
+    """The eager path calls autograd's C apply itself: like Function.apply,
+    it unwraps tensors that escaped a finished torch.func transform."""
+    leaked = []
+
+    def f(x):
+        leaked.append(x * 2)
+        return x.sum()
+
+    torch.func.grad(f)(torch.randn(4, 3, 2, 2))
+    x = leaked[0]
+    for ours, theirs in ((lambda w, b: mbt.batch_norm(x, None, None, w, b, True),
+                          lambda w, b: torch.nn.functional.batch_norm(x, None, None, w, b, True)),
+                         (lambda w, b: mbt.group_norm(x, 3, w, b),
+                          lambda w, b: torch.nn.functional.group_norm(x, 3, w, b))):
+        grads, weight, bias = [], torch.rand(3) + 0.5, torch.randn(3)
+        for fn in (ours, theirs):
+            w, b = weight.clone().requires_grad_(), bias.clone().requires_grad_()
+            y = fn(w, b)
+            (y * y).sum().backward()
+            grads.append((y.detach(), w.grad, b.grad))
+        torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-4)

@@ -4,11 +4,12 @@ This is the hot path under every op and module of ``miopen_bn.torch``: it
 reads each tensor's dtype, shape, strides and address straight from torch,
 looks up cached descriptors, allocates the outputs with torch (so CUDA
 outputs come from torch's caching allocator, also during graph capture) and
-makes the C call, through declarations that take every pointer as an integer
-address (``Library.by_address``): torch's ``data_ptr()``, a cached
-descriptor's or handle's address, pass as they are, with no cffi object made
-per argument.  It checks nothing the library checks: a bad argument comes
-back as the library's status, raised as the matching ``MIOpenError``.
+makes the C call, through declarations that take every data pointer as an
+integer address (``Library.by_address``): torch's ``data_ptr()`` passes as
+it is, and so do the cached cffi pointers of descriptors and handles, with
+no cffi object made per argument.  It checks nothing the library checks: a
+bad argument comes back as the library's status, raised as the matching
+``MIOpenError``.
 
 Handles: one per thread for CPU tensors; for CUDA tensors one per (device,
 stream), the stream being torch's current stream at the call, so the work is
@@ -21,6 +22,7 @@ capture, and a capture on a stream seen for the first time takes it.
 from __future__ import annotations
 
 import threading
+from typing import Optional
 
 import torch
 
@@ -33,7 +35,7 @@ ffi, lib = _library.ffi, _library.lib
 check = _library.check
 _c = _library.by_address(
     "miopenBatchNormalizationForwardTraining_V2", "miopenBatchNormalizationForwardInference_V2",
-    "miopenBatchNormalizationBackward_V2", "miopenGroupNormForward", "miopenBNGroupNormForwardActivation",
+    "miopenBatchNormalizationBackward_V2", "miopenBNGroupNormForwardActivation",
     "miopenBNGroupNormBackward")
 
 
@@ -58,46 +60,55 @@ _AFFINE, _NOT_AFFINE = lib.MIOPEN_WEIGHT_BIAS, lib.MIOPEN_ELEMENTWISE_AFFINE
 # alpha = 1, beta = 0: MIOpen's blending factors, passed by pointer.
 _ONE_ZERO = ffi.new("float[2]", [1.0, 0.0])
 _ONE, _ZERO = _address(_ONE_ZERO), _address(_ONE_ZERO + 1)
-NULL = 0
+NULL = 0  # an absent array's address
+NO_DESCRIPTOR = ffi.NULL  # and its descriptor
 
 # --------------------------------------------------------------------------- #
-# Descriptors: one per (dtype, shape, strides), never changed once set; the
-# library only reads them during a call, so threads share them.
+# Descriptors, by layout: a call looks its tensors' layouts up once, as one
+# key, and finds every descriptor it passes.  Descriptors
+# are never changed once set and the library only reads them during a call,
+# so threads share them.
 # --------------------------------------------------------------------------- #
-_DESCRIPTOR_LIMIT = 4096
-_descriptors: dict = {}  # key -> the descriptor's address, what calls pass
-_descriptor_owners: dict = {}  # key -> the TensorDescriptor that owns it
+_LAYOUT_LIMIT = 4096
+_layouts: dict = {}  # key -> descriptor pointers, in the order the call's _described gave its tensors
+_owners: dict = {}  # key -> the TensorDescriptors behind those pointers
 _retired: dict = {}  # the previous generation, alive until the next overflow: in-flight calls may use it
 
 
-def _described(key: tuple, dtype, shape: tuple, strides: tuple):
-    code = _DTYPE_CODE.get(dtype)
+def _layout(t) -> Optional[tuple]:
+    """What a descriptor of ``t`` depends on (None for an absent tensor)."""
+    return None if t is None else (t.dtype, t.shape, t.stride())
+
+
+def _descriptor(t: torch.Tensor, rank: int = 0):
+    """``t``'s descriptor (None for None), as it lies or, with ``rank``, as a
+    per-channel tensor (C,) at x's rank: (1, C, 1, ...)."""
+    if t is None:
+        return None
+    code = _DTYPE_CODE.get(t.dtype)
     if code is None:
-        raise TypeError(f"miopen_bn computes on float16, bfloat16, float32 and float64 tensors, not {dtype}")
-    descriptor = described(code, shape, strides)
-    global _descriptor_owners, _retired
-    if len(_descriptors) >= _DESCRIPTOR_LIMIT:  # a process cycling through this many layouts re-makes them
-        _descriptors.clear()
-        _retired, _descriptor_owners = _descriptor_owners, {}
-    _descriptor_owners[key] = descriptor
-    address = _descriptors[key] = _address(descriptor.ptr)
-    return address
-
-
-def data_desc(t: torch.Tensor):
-    """The descriptor of a data tensor (x, y, dy, dx) as it lies in memory."""
-    key = (t.dtype, t.shape, t.stride())
-    found = _descriptors.get(key)
-    return found if found is not None else _described(key, t.dtype, tuple(t.shape), t.stride())
-
-
-def param_desc(t: torch.Tensor, rank: int):
-    """The descriptor of a per-channel tensor (C,) at x's rank: (1, C, 1, ...)."""
-    key = (t.dtype, rank, t.shape, t.stride())
-    found = _descriptors.get(key)
-    if found is None:
+        raise TypeError(f"miopen_bn computes on float16, bfloat16, float32 and float64 tensors, not {t.dtype}")
+    shape, strides = tuple(t.shape), t.stride()
+    if rank:
         pad = (1,) * (rank - 1 - t.dim())
-        found = _described(key, t.dtype, (1,) + tuple(t.shape) + pad, (1,) + t.stride() + pad)
+        shape, strides = (1,) + shape + pad, (1,) + strides + pad
+    return described(code, shape, strides)
+
+
+def _described(key: tuple, data: tuple, params: tuple) -> tuple:
+    """The first call of a layout: the descriptor pointers (NULL for None) of
+    the ``data`` tensors as they lie, then of the per-channel ``params`` at
+    the rank of data[0] (x).  Outputs the call allocates are among them:
+    torch.empty_like and new_empty give the same strides for the same
+    layout, so their descriptors hold for every later call of the key."""
+    rank = data[0].dim()
+    descriptors = tuple(_descriptor(t) for t in data) + tuple(_descriptor(t, rank) for t in params)
+    global _owners, _retired
+    if len(_layouts) >= _LAYOUT_LIMIT:  # a process cycling through this many layouts re-makes them
+        _layouts.clear()
+        _retired, _owners = _owners, {}
+    _owners[key] = descriptors
+    found = _layouts[key] = tuple(NO_DESCRIPTOR if d is None else d.ptr for d in descriptors)
     return found
 
 
@@ -106,13 +117,18 @@ def param_desc(t: torch.Tensor, rank: int):
 # --------------------------------------------------------------------------- #
 _per_thread = threading.local()
 _gpu_handles: dict = {}  # (device, stream) -> Handle
-_gpu_handle_ptrs: dict = {}  # (device, stream) -> its address
+_gpu_handle_ptrs: dict = {}  # (device, stream) -> its pointer
 _spares: dict = {}  # device -> a GPU handle made outside any capture, not yet bound to a stream
 _lock = threading.Lock()
+# current_stream(device): torch's current stream there, as an address.  The
+# raw query is what torch's own generated code reads, a fraction of the cost
+# of torch.cuda.current_stream(device).cuda_stream, the fallback.
 try:
-    _raw_stream = torch._C._cuda_getCurrentRawStream  # what torch's own generated code reads
-except AttributeError:  # a build without CUDA
-    _raw_stream = None
+    current_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:
+
+    def current_stream(device: int) -> int:
+        return torch.cuda.current_stream(device).cuda_stream
 
 
 def cpu_handle():
@@ -121,7 +137,7 @@ def cpu_handle():
     except AttributeError:
         handle = Handle("cpu")
         _per_thread.cpu_owner = handle
-        _per_thread.cpu = _address(handle.ptr)
+        _per_thread.cpu = handle.ptr
         return _per_thread.cpu
 
 
@@ -130,7 +146,7 @@ def handle_for(t: torch.Tensor):
     device = t.get_device()
     if device < 0:
         return cpu_handle()
-    key = (device, _raw_stream(device))
+    key = (device, current_stream(device))
     found = _gpu_handle_ptrs.get(key)
     return found if found is not None else _bind_gpu_handle(key)
 
@@ -154,7 +170,7 @@ def _bind_gpu_handle(key: tuple):
             handle = _made_on(device)
         handle.stream = stream
         _gpu_handles[key] = handle
-        _gpu_handle_ptrs[key] = _address(handle.ptr)
+        _gpu_handle_ptrs[key] = handle.ptr
         if not capturing:
             _spares[device] = _made_on(device)
         return _gpu_handle_ptrs[key]
@@ -171,123 +187,113 @@ def _alike(t: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- #
 # Batch norm (spatial: one statistic per channel, as torch's modules)
 # --------------------------------------------------------------------------- #
+# Each call's key starts with its own tag: the same tensors mean other descriptors in another call.
+_TRAIN, _INFER, _BACKWARD, _GROUP_NORM, _GROUP_NORM_BACKWARD = range(5)
+
+
 def batch_norm_train(x, weight, bias, running_mean, running_var, factor: float, eps: float, save: bool = True):
     """y, saved mean, saved 1/sqrt(var + eps) (None, None unless ``save``);
     updates the running statistics in place when given (with the unbiased
     variance)."""
     y = torch.empty_like(x)
-    rank = x.dim()
-    p = param_desc(weight, rank)
+    key = (_TRAIN, _layout(x), _layout(weight), _layout(bias), _layout(running_mean), _layout(running_var))
+    x_d, y_d, w_d, b_d, mean_d, var_d = _layouts.get(key) or _described(
+        key, (x, y), (weight, bias, running_mean, running_var))
+    # A running statistic's descriptor describes its saved one too: the saved
+    # one is laid out like it (like the weight without running statistics).
     if running_mean is None:
-        stats_desc = var_desc = p
-        rm = rv = NULL
-        like = weight
+        rm, mean_like, mean_d = NULL, weight, w_d
     else:
-        stats_desc, var_desc = param_desc(running_mean, rank), param_desc(running_var, rank)
-        rm, rv = running_mean.data_ptr(), running_var.data_ptr()
-        like = running_mean
-    if save:  # described by the running statistics' descriptors: laid out like them
-        saved_mean, saved_invstd = _alike(like), _alike(like)
+        rm, mean_like = running_mean.data_ptr(), running_mean
+    if running_var is None:
+        rv, var_like, var_d = NULL, weight, w_d
+    else:
+        rv, var_like = running_var.data_ptr(), running_var
+    if save:
+        saved_mean, saved_invstd = _alike(mean_like), _alike(var_like)
         sm, si = saved_mean.data_ptr(), saved_invstd.data_ptr()
     else:
         saved_mean = saved_invstd = None
         sm = si = NULL
     check(_c.miopenBatchNormalizationForwardTraining_V2(
-        handle_for(x), SPATIAL, _ONE, _ZERO, data_desc(x), x.data_ptr(), data_desc(y), y.data_ptr(),
-        p, param_desc(bias, rank), stats_desc, var_desc, weight.data_ptr(), bias.data_ptr(),
-        factor, rm, rv, eps, sm, si))
+        handle_for(x), SPATIAL, _ONE, _ZERO, x_d, x.data_ptr(), y_d, y.data_ptr(), w_d, b_d, mean_d, var_d,
+        weight.data_ptr(), bias.data_ptr(), factor, rm, rv, eps, sm, si))
     return y, saved_mean, saved_invstd
 
 
 def batch_norm_infer(x, weight, bias, mean, var, eps: float):
     """y from the given statistics (None, None: the batch's own)."""
     y = torch.empty_like(x)
-    rank = x.dim()
-    if mean is None:
-        mean_desc = var_desc = NULL
-        mean_ptr = var_ptr = NULL
-    else:
-        mean_desc, var_desc = param_desc(mean, rank), param_desc(var, rank)
-        mean_ptr, var_ptr = mean.data_ptr(), var.data_ptr()
+    key = (_INFER, _layout(x), _layout(weight), _layout(bias), _layout(mean), _layout(var))
+    x_d, y_d, w_d, b_d, mean_d, var_d = _layouts.get(key) or _described(key, (x, y), (weight, bias, mean, var))
     check(_c.miopenBatchNormalizationForwardInference_V2(
-        handle_for(x), SPATIAL, _ONE, _ZERO, data_desc(x), x.data_ptr(), data_desc(y), y.data_ptr(),
-        param_desc(weight, rank), param_desc(bias, rank), mean_desc, var_desc,
-        weight.data_ptr(), bias.data_ptr(), mean_ptr, var_ptr, eps))
+        handle_for(x), SPATIAL, _ONE, _ZERO, x_d, x.data_ptr(), y_d, y.data_ptr(), w_d, b_d, mean_d, var_d,
+        weight.data_ptr(), bias.data_ptr(), NULL if mean is None else mean.data_ptr(),
+        NULL if var is None else var.data_ptr(), eps))
     return y
 
 
 def batch_norm_backward(x, dy, weight, saved_mean, saved_invstd, eps: float):
-    """dx, dweight, dbias from the training forward's saved statistics."""
+    """dx (in dy's dtype), dweight, dbias from the training forward's saved statistics."""
     dx = torch.empty_like(x) if dy.dtype == x.dtype else torch.empty_like(x, dtype=dy.dtype)
-    dweight = _alike(weight)  # both described by weight's descriptor
-    dbias = _alike(weight)
-    rank = x.dim()
-    p = param_desc(weight, rank)
-    s = param_desc(saved_mean, rank)
+    dweight, dbias = _alike(weight), _alike(weight)  # both described by the weight's descriptor
+    key = (_BACKWARD, _layout(x), _layout(dy), _layout(weight), _layout(saved_mean), _layout(saved_invstd))
+    x_d, dy_d, dx_d, w_d, mean_d, invstd_d = _layouts.get(key) or _described(
+        key, (x, dy, dx), (weight, saved_mean, saved_invstd))
     check(_c.miopenBatchNormalizationBackward_V2(
-        handle_for(x), SPATIAL, _ONE, _ZERO, _ONE, _ZERO, data_desc(x), x.data_ptr(),
-        data_desc(dy), dy.data_ptr(), data_desc(dx), dx.data_ptr(), p, p, s, s,
-        weight.data_ptr(), dweight.data_ptr(), dbias.data_ptr(), eps, saved_mean.data_ptr(),
-        saved_invstd.data_ptr()))
+        handle_for(x), SPATIAL, _ONE, _ZERO, _ONE, _ZERO, x_d, x.data_ptr(), dy_d, dy.data_ptr(), dx_d,
+        dx.data_ptr(), w_d, w_d, mean_d, invstd_d, weight.data_ptr(), dweight.data_ptr(), dbias.data_ptr(), eps,
+        saved_mean.data_ptr(), saved_invstd.data_ptr()))
     return dx, dweight, dbias
 
 
 # --------------------------------------------------------------------------- #
-# Group norm
+# Group norm (one entry point with an activation argument, None or swish,
+# for both forwards: the same cost with and without SiLU)
 # --------------------------------------------------------------------------- #
-def _optional_param(t, rank: int) -> tuple:
-    """(descriptor, address) of a weight or bias, (NULL, NULL) without one."""
-    return (NULL, NULL) if t is None else (param_desc(t, rank), t.data_ptr())
-
-
-def _stats_dtype(x):
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
 def group_norm_forward(x, num_groups: int, weight, bias, eps: float, swish: bool, stats: bool = True):
     """y (through SiLU when ``swish``), mean and rstd of shape (N, G) (None,
     None unless ``stats``)."""
+    if weight is None and bias is not None:  # the library's mode without weight ignores the bias
+        raise ValueError("group norm: bias was given without weight: give both, or neither")
     y = torch.empty_like(x)
-    rank = x.dim()
-    mode = _NOT_AFFINE if weight is None else _AFFINE
-    w_desc, w_ptr = _optional_param(weight, rank)
-    b_desc, b_ptr = _optional_param(bias, rank)
     if stats:
-        mean = x.new_empty((x.shape[0], num_groups), dtype=_stats_dtype(x))
+        # (sizes as separate ints: torch parses them faster than a tuple)
+        mean = x.new_empty(x.shape[0], num_groups, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
         rstd = torch.empty_like(mean)
-        s, mean_ptr, rstd_ptr = data_desc(mean), mean.data_ptr(), rstd.data_ptr()
+        mean_ptr, rstd_ptr = mean.data_ptr(), rstd.data_ptr()
     else:  # the library writes them only when given
         mean = rstd = None
-        s = mean_ptr = rstd_ptr = NULL
-    head = (handle_for(x), mode, data_desc(x), x.data_ptr(), w_desc, w_ptr, b_desc, b_ptr, num_groups, eps)
-    tail = (data_desc(y), y.data_ptr(), s, mean_ptr, s, rstd_ptr)
-    if swish:
-        check(_c.miopenBNGroupNormForwardActivation(*head, SWISH, 1.0, *tail))
-    else:
-        check(_c.miopenGroupNormForward(*head, *tail))
+        mean_ptr = rstd_ptr = NULL
+    key = (_GROUP_NORM, _layout(x), _layout(weight), _layout(bias), num_groups if stats else None)
+    x_d, y_d, stats_d, w_d, b_d = _layouts.get(key) or _described(key, (x, y, mean), (weight, bias))
+    check(_c.miopenBNGroupNormForwardActivation(
+        handle_for(x), _NOT_AFFINE if weight is None else _AFFINE, x_d, x.data_ptr(), w_d,
+        NULL if weight is None else weight.data_ptr(), b_d, NULL if bias is None else bias.data_ptr(), num_groups,
+        eps, SWISH if swish else NO_ACTIVATION, 1.0, y_d, y.data_ptr(), stats_d, mean_ptr, stats_d, rstd_ptr))
     return y, mean, rstd
 
 
 def group_norm_backward(x, dy, num_groups: int, weight, bias, mean, rstd, swish: bool):
     """dx, dweight, dbias (the last two None without weight)."""
     dx = torch.empty_like(x)
-    rank = x.dim()
-    s = data_desc(mean)
-    w_desc, w_ptr = _optional_param(weight, rank)
-    b_desc, b_ptr = _optional_param(bias, rank)
+    key = (_GROUP_NORM_BACKWARD, _layout(x), _layout(dy), _layout(weight), _layout(bias), _layout(mean),
+           _layout(rstd))
+    x_d, dy_d, dx_d, mean_d, rstd_d, w_d, b_d = _layouts.get(key) or _described(
+        key, (x, dy, dx, mean, rstd), (weight, bias))
     if weight is None:
         mode = _NOT_AFFINE
-        dw_ptr = db_ptr = NULL
         dweight = dbias = None
-        db_desc = NULL
+        w_ptr = dw_ptr = db_ptr = NULL
+        db_d = NO_DESCRIPTOR
     else:  # the gradients are described as their parameters are (dbias as weight without a bias)
         mode = _AFFINE
         dweight = _alike(weight)
         dbias = _alike(weight if bias is None else bias)
-        dw_ptr, db_ptr = dweight.data_ptr(), dbias.data_ptr()
-        db_desc = w_desc if bias is None else b_desc
+        w_ptr, dw_ptr, db_ptr = weight.data_ptr(), dweight.data_ptr(), dbias.data_ptr()
+        db_d = w_d if bias is None else b_d
     check(_c.miopenBNGroupNormBackward(
-        handle_for(x), mode, data_desc(x), x.data_ptr(), data_desc(dy), dy.data_ptr(), w_desc, w_ptr,
-        b_desc, b_ptr, s, mean.data_ptr(), s, rstd.data_ptr(), num_groups, SWISH if swish else NO_ACTIVATION,
-        1.0, data_desc(dx), dx.data_ptr(), w_desc, dw_ptr, db_desc, db_ptr))
+        handle_for(x), mode, x_d, x.data_ptr(), dy_d, dy.data_ptr(), w_d, w_ptr, b_d,
+        NULL if bias is None else bias.data_ptr(), mean_d, mean.data_ptr(), rstd_d, rstd.data_ptr(), num_groups,
+        SWISH if swish else NO_ACTIVATION, 1.0, dx_d, dx.data_ptr(), w_d, dw_ptr, db_d, db_ptr))
     return dx, dweight, dbias

@@ -109,10 +109,13 @@ def batch_norm_train(
 
 @batch_norm_train.register_fake
 def _(x, weight, bias, running_mean, running_var, momentum, eps):
-    dtype = _param_dtype(x, running_mean, weight, bias)  # the saved statistics share the running ones' descriptor
-    saved = x.new_empty(x.shape[1], dtype=dtype)
-    running = x.new_empty(0, dtype=dtype) if running_mean is None else torch.empty_like(running_mean)
-    return torch.empty_like(x), saved, torch.empty_like(saved), running, torch.empty_like(running)
+    # Each saved statistic shares its running one's descriptor: its dtype (the weight's without one).
+    saved_mean = x.new_empty(x.shape[1], dtype=_param_dtype(x, running_mean, weight, bias))
+    saved_invstd = x.new_empty(x.shape[1], dtype=_param_dtype(x, running_var, weight, bias))
+    if running_mean is None:
+        running = x.new_empty(0, dtype=saved_mean.dtype)
+        return torch.empty_like(x), saved_mean, saved_invstd, running, torch.empty_like(running)
+    return torch.empty_like(x), saved_mean, saved_invstd, torch.empty_like(running_mean), torch.empty_like(running_var)
 
 
 def _train_setup(ctx, inputs, output):
@@ -282,13 +285,22 @@ class _GroupNorm(torch.autograd.Function):
         return dx, None, dweight, dbias, None, None
 
 
-def _needs_grad(*tensors) -> bool:
-    if not torch.is_grad_enabled():
-        return False
-    for t in tensors:
-        if t is not None and t.requires_grad:
-            return True
-    return False
+# Function.apply's Python preamble costs more than the rest of a small
+# forward: with no functorch transform active it only unwraps tensors left
+# by finished transforms and calls the C apply, which the eager path does
+# itself (under a transform it takes Function.apply).
+_transforms_active = torch._C._are_functorch_transforms_active
+_unwrap = getattr(torch._C._functorch, "unwrap_if_dead", None)
+_train_apply = super(torch.autograd.Function, _BatchNormTrain).apply
+_group_norm_apply = super(torch.autograd.Function, _GroupNorm).apply
+
+
+def _direct_apply() -> bool:
+    return _unwrap is not None and not _transforms_active()
+
+
+def _unwrapped(t):
+    return t if t is None else _unwrap(t)
 
 
 _compiling = torch.compiler.is_compiling
@@ -316,15 +328,18 @@ def batch_norm(
                 running_var.copy_(new_var.detach())
             return y
         return torch.ops.miopen_bn.batch_norm_infer(x, weight, bias, running_mean, running_var, eps)
-    if training:
-        w, b = (weight, bias) if weight is not None and bias is not None else _affine(x, weight, bias, running_mean)
-        if _needs_grad(x, weight, bias):
-            return _BatchNormTrain.apply(x, w, b, running_mean, running_var, momentum, eps)
-        return native.batch_norm_train(x, w, b, running_mean, running_var, momentum, eps, save=False)[0]
-    if _needs_grad(x, weight, bias):
-        return torch.ops.miopen_bn.batch_norm_infer(x, weight, bias, running_mean, running_var, eps)
     w, b = (weight, bias) if weight is not None and bias is not None else _affine(x, weight, bias, running_mean)
-    return native.batch_norm_infer(x, w, b, running_mean, running_var, eps)
+    grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or b.requires_grad)
+    if not training:
+        if grad:
+            return torch.ops.miopen_bn.batch_norm_infer(x, weight, bias, running_mean, running_var, eps)
+        return native.batch_norm_infer(x, w, b, running_mean, running_var, eps)
+    if not grad:
+        return native.batch_norm_train(x, w, b, running_mean, running_var, momentum, eps, save=False)[0]
+    if _direct_apply():
+        return _train_apply(_unwrap(x), _unwrap(w), _unwrap(b), _unwrapped(running_mean), _unwrapped(running_var),
+                            momentum, eps)
+    return _BatchNormTrain.apply(x, w, b, running_mean, running_var, momentum, eps)
 
 
 def group_norm(
@@ -340,6 +355,8 @@ def group_norm(
     if activation not in (None, "silu"):
         raise ValueError(f"activation must be None or 'silu', got {activation!r}")
     silu = activation == "silu"
+    if weight is None and bias is not None:  # torch's: a bias alone is added to the normalized x
+        weight = torch.ones_like(bias)
     if x.is_cuda and torch.is_autocast_enabled("cuda"):
         # CUDA autocast runs torch's group_norm in float32; so do we.
         x = x.float()
@@ -347,6 +364,9 @@ def group_norm(
         bias = None if bias is None else bias.float()
     if _compiling():
         return torch.ops.miopen_bn.group_norm(x, num_groups, weight, bias, eps, silu)[0]
-    if _needs_grad(x, weight, bias):
-        return _GroupNorm.apply(x, num_groups, weight, bias, eps, silu)
-    return native.group_norm_forward(x, num_groups, weight, bias, eps, silu, stats=False)[0]
+    if not (torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)
+                                         or (bias is not None and bias.requires_grad))):
+        return native.group_norm_forward(x, num_groups, weight, bias, eps, silu, stats=False)[0]
+    if _direct_apply():
+        return _group_norm_apply(_unwrap(x), num_groups, _unwrapped(weight), _unwrapped(bias), eps, silu)
+    return _GroupNorm.apply(x, num_groups, weight, bias, eps, silu)

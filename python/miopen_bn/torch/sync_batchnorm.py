@@ -30,6 +30,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from .. import distributed as split
 from ..handle import Handle, default_handle
+from .native import current_stream
 
 _per_thread = threading.local()
 
@@ -39,11 +40,12 @@ def _handle_for(x: torch.Tensor) -> Handle:
     torch's current stream (one per stream, kept per thread)."""
     if not x.is_cuda:
         return default_handle("cpu")
-    stream = torch.cuda.current_stream(x.device).cuda_stream
+    device = x.get_device()
+    stream = current_stream(device)
     handles = getattr(_per_thread, "gpu_handles", None)
     if handles is None:
         handles = _per_thread.gpu_handles = {}
-    key = (x.device.index, stream)
+    key = (device, stream)
     handle = handles.get(key)
     if handle is None or handle.closed:
         handle = handles[key] = Handle("gpu", stream=stream)
