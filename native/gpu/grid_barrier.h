@@ -79,6 +79,7 @@ __device__ __forceinline__ void cluster_grid_barrier(BarrierCounter* counter, un
         grid_barrier(counter, number);
         return;
     }
+    __syncthreads();  // (for racecheck, which does not model the cluster barrier)
     cluster_sync();
     if (threadIdx.x == 0 && blockIdx.x % cluster == 0) {
         const BarrierCounter arrivals = gridDim.x / cluster;
@@ -88,6 +89,7 @@ __device__ __forceinline__ void cluster_grid_barrier(BarrierCounter* counter, un
         __threadfence();
     }
     cluster_sync();
+    __syncthreads();
 }
 
 __device__ __forceinline__ void cluster_grid_barrier_exit(BarrierCounter* counter, unsigned barriers, int cluster) {
