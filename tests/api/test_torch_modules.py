@@ -303,12 +303,12 @@ def test_saved_statistics_take_their_running_statistics_layouts(request):
     _, saved_mean, saved_invstd, _, _ = torch.ops.miopen_bn.batch_norm_train(*args)
     assert (saved_mean.dtype, saved_invstd.dtype) == (torch.float32, torch.float64)
     _check(saved_mean, expected["saved_mean"], "reduction", "saved_mean")
-    _check(saved_invstd, expected["saved_inv_var"], "reduction", "saved_inv_var")
+    _check(saved_invstd, expected["saved_inv_std"], "reduction", "saved_inv_std")
     torch.library.opcheck(torch.ops.miopen_bn.batch_norm_train, args, test_utils=("test_faketensor",))
     xg = x.clone().requires_grad_()  # the eager autograd path saves them likewise for its backward
     mbt.batch_norm(xg, rm.clone(), rv.clone(), None, None, True).backward(dy)
     grads = reference.batchnorm_backward(x.numpy(), dy.numpy(), ones, saved_mean=saved_mean.double().numpy(),
-                                         saved_inv_var=saved_invstd.numpy())  # the float32 mean's rounding
+                                         saved_inv_std=saved_invstd.numpy())  # the float32 mean's rounding
     _check(xg.grad, grads["dx"], "elementwise", "dx")
 
 
