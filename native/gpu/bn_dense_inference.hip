@@ -13,6 +13,7 @@
 #include "common/numerics.hpp"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
+#include "gpu/bn_planner.hpp"
 #include "gpu/param_io.h"
 
 #include <algorithm>
@@ -135,7 +136,7 @@ bool dense_inference_fits(const BnForwardInference& p) {
     if (x.order != MemoryOrder::packed_nchw && x.order != MemoryOrder::packed_nhwc) return false;
     if (p.y.dtype != x.dtype || p.y.order != x.order) return false;
     for (const TensorArg* t : {&p.x, &p.y})
-        if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0) return false;
+        if (!aligned16(*t)) return false;
     return x.element_count() < (std::int64_t(1) << 31) - 4096 && p.geom.len[kC] <= kMaxChannels;
 }
 

@@ -424,8 +424,6 @@ PathUse nhwc_slabs_use() {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-bool aligned16(const TensorArg& t) { return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0; }
-
 // Blocks of `kernel` resident at once on the device in clusters of `cluster`
 // blocks of `threads` threads; one answer per (instance, device, threads,
 // cluster) is kept, the query costing microseconds of host time per call.
@@ -541,7 +539,6 @@ NhwcSlabPlan plan(const BnGeometry& geom, const TensorArg& x, std::initializer_l
     // block's shared memory and their reads after the cluster barrier that
     // orders them (bench/RESULTS.md, "NHWC slabs").
     p.usable = true;
-    p.forced = true;
     return p;
 }
 

@@ -6,6 +6,8 @@
 #include "common/problem.hpp"
 #include "gpu/bn_layout.hpp"
 
+#include <cstdint>
+
 namespace mbn {
 namespace gpu {
 
@@ -22,6 +24,9 @@ struct DeviceShape {
     int shared_bytes_per_block = 0;  // the most dynamic shared memory one block may use
     int cluster_blocks = 1;          // blocks one thread-block cluster may hold (1: no clusters)
 };
+
+// Whether a tensor's data may be moved as 16-byte vectors.
+inline bool aligned16(const TensorArg& t) { return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0; }
 
 // With `vectors` false every thread takes one element of one feature per
 // step (vector_width = features_per_thread = 1): calls with a fused

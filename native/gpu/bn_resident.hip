@@ -743,8 +743,6 @@ void with_resident_type(DType dtype, Body&& body) {
     }
 }
 
-bool aligned16(const TensorArg& t) { return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0; }
-
 // The geometry and grid of one call with `tensors` inputs held on chip, or
 // an unusable plan.
 template <bool kBackward>

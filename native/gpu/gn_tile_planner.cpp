@@ -1,6 +1,7 @@
 #include "gpu/gn_tile_planner.hpp"
 
 #include "common/dtype.hpp"
+#include "gpu/bn_planner.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -123,7 +124,7 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     const int width = 16 / size;
     for (const TensorArg* t : data) {
         if (!same_strides(x, *t)) return "its data tensors differ in layout";
-        if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0) return "a data tensor is not 16-byte aligned";
+        if (!aligned16(*t)) return "a data tensor is not 16-byte aligned";
     }
     GnTileWalk w{};
     if (const char* why = cut_tiles(shape, x, width, w)) return why;
