@@ -29,7 +29,6 @@ namespace gpu {
 
 struct NhwcSlabPlan {
     bool usable = false;
-    bool forced = false;     // MIOPEN_BN_GPU_NHWC_SLABS=force: before the channel tiles
     int vector = 1;          // elements per access (16 bytes)
     int lanes = 1;           // threads across a row chunk: its vectors
     int chunks = 1;          // row chunks across C

@@ -112,14 +112,14 @@ public:
         t.slot[kFwdPrevMean] = &p.prev_running_mean;
         t.slot[kFwdPrevVar] = &p.prev_running_var;
         if (!resident_forced()) {
-            // Channel tiles first (no barrier), NHWC slabs where tiles do not fit.
-            const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
+            // The NHWC slabs when asked for (opt-in), else the channel tiles.
             const NhwcSlabPlan slabs = plan_nhwc_slabs(p, shape_);
-            if (slabs.usable && (slabs.forced || !tiles.usable)) {
+            if (slabs.usable) {
                 run(slabs.scratch_bytes, slabs.counters,
                     [&](const LaunchTarget& target) { run_nhwc_slabs(p, slabs, target); });
                 return;
             }
+            const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
             if (tiles.usable) {
                 run(0, 0, [&](const LaunchTarget& target) { run_channel_tiles(p, tiles, target); });
                 return;
@@ -163,14 +163,14 @@ public:
         t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
         t.slot[kBwdBias] = &p.bias;
         if (!resident_forced()) {
-            // Channel tiles first (no barrier), NHWC slabs where tiles do not fit.
-            const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
+            // The NHWC slabs when asked for (opt-in), else the channel tiles.
             const NhwcSlabPlan slabs = plan_nhwc_slabs(p, shape_);
-            if (slabs.usable && (slabs.forced || !tiles.usable)) {
+            if (slabs.usable) {
                 run(slabs.scratch_bytes, slabs.counters,
                     [&](const LaunchTarget& target) { run_nhwc_slabs(p, slabs, target); });
                 return;
             }
+            const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
             if (tiles.usable) {
                 run(0, 0, [&](const LaunchTarget& target) { run_channel_tiles(p, tiles, target); });
                 return;
