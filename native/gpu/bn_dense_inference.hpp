@@ -1,5 +1,6 @@
 // Spatial batch-norm inference on packed NCHW or NHWC half, bfloat16 or
-// float tensors of up to 2048 channels in one elementwise pass
+// float tensors (up to 2048 channels, unless NHWC with C a multiple of the
+// 16-byte vector) in one elementwise pass
 // (bn_dense_inference.hip).  Other inference calls take bn_forward.hip's
 // nest walk.  MIOPEN_BN_GPU_DENSE_INFERENCE=0 turns it off.
 #pragma once
@@ -12,7 +13,7 @@ namespace mbn {
 namespace gpu {
 
 bool dense_inference_fits(const BnForwardInference& p);
-void run_dense_inference(const BnForwardInference& p, const LaunchTarget& target);
+void run_dense_inference(const BnForwardInference& p, const DeviceShape& device, const LaunchTarget& target);
 
 }  // namespace gpu
 }  // namespace mbn

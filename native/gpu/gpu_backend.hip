@@ -144,7 +144,7 @@ public:
         t.slot[kFwdMean] = &p.mean;
         t.slot[kFwdVar] = &p.var;
         if (dense_inference_fits(p)) {
-            run(0, 0, [&](const LaunchTarget& target) { run_dense_inference(p, target); });
+            run(0, 0, [&](const LaunchTarget& target) { run_dense_inference(p, shape_, target); });
             return;
         }
         const BnLayout layout = plan_layout(p.geom, t, shape_, p.activation.identity());
