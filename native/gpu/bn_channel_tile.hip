@@ -33,6 +33,11 @@ constexpr int kMaxThreads = 512;
 constexpr int kMaxWaves = kMaxThreads / 32;
 constexpr int kMaxTileChannels = 16;  // NHWC: 2 lanes of 8 half channels
 constexpr int kMaxPerThread = 4;      // vectors per thread and tensor, in registers
+// Wave tiles hold up to 16 single values per lane and tensor (small NCHW
+// planes such as 7x7 do not divide into vectors; 16 loads in flight per
+// lane still fit the registers).
+constexpr int kMaxWavePerThread = 16;
+constexpr int kWavesPerWaveTileBlock = 4;
 // Threads per multiprocessor the grid aims at (a block's share of them).
 constexpr std::int64_t kResidentThreadsAimed = 1024;
 // The most vectors a block of a cluster of several takes by default.
@@ -43,6 +48,7 @@ struct TileArgs {
     const void* dy;
     void* out;  // y or dx
     int channels;
+    int tiles;
     int plane_units;  // NCHW: vectors per plane (S / V)
     int units;        // per tile: NCHW vectors of the channel, NHWC rows (N*H*W)
     int block_units;  // units per block of a tile
@@ -57,6 +63,83 @@ struct TileArgs {
     bool double_math;  // backward: dx in double
 };
 
+// What finishing one channel needs besides its sums, read while the data
+// loads are in flight: the center the values are taken around (the saved
+// mean, or the channel's first value), the scale, then the bias and the
+// prior running mean and variance (training) or the saved inverse std
+// (backward with saved statistics).
+struct ChannelInputs {
+    float center;
+    double param[4];
+};
+
+template <typename T, bool kBackward, bool kNhwc, int V>
+__device__ __forceinline__ ChannelInputs read_channel(const TileArgs& a, const T* x, int c) {
+    ChannelInputs in{};
+    const bool saved = kBackward && a.saved;
+    const int first = kNhwc ? c : c * a.plane_units * V;
+    in.center = saved ? static_cast<float>(a.saved_mean.load_inline(c)) : widen(x[first]);
+    in.param[0] = a.scale.load_inline(c);
+    if (!kBackward) {
+        in.param[1] = a.bias.load_inline(c);
+        if (a.running_mean.present()) {
+            in.param[2] = a.prev_mean.load_inline(c);
+            in.param[3] = a.prev_var.load_inline(c);
+        }
+    } else if (saved) {
+        in.param[1] = a.saved_inv_std.load_inline(c);
+    }
+    return in;
+}
+
+// A channel's statistics from its shifted sums (mean offset from the
+// center, inverse std); training's writer stores the running and saved ones.
+template <bool kBackward>
+__device__ __forceinline__ void finish_statistics(const TileArgs& a, int c, const ChannelInputs& in, double s1,
+                                                  double s2, bool writer, double (&stat)[2]) {
+    const Statistics st = shifted_statistics(in.center, s1, s2, a.count);
+    stat[0] = s1 / a.count;
+    stat[1] = inverse_std(st.variance, a.epsilon);
+    if (!kBackward && writer) {
+        if (a.running_mean.present()) {
+            const double f = a.exp_avg_factor;
+            a.running_mean.store(c, running_update(in.param[2], st.mean, f));
+            a.running_var.store(c, running_update(in.param[3], unbiased_variance(st.variance, a.count), f));
+        }
+        if (a.saved_mean.present()) {
+            a.saved_mean.store(c, st.mean);
+            a.saved_inv_std.store(c, stat[1]);
+        }
+    }
+}
+
+// Training: y = (x - center) * coef[0] + coef[1].
+__device__ __forceinline__ void forward_coefficients(const ChannelInputs& in, const double (&stat)[2],
+                                                     double (&coef)[3]) {
+    coef[0] = in.param[0] * stat[1];
+    coef[1] = in.param[1] - stat[0] * coef[0];
+    coef[2] = 0.0;
+}
+
+// Backward from the gradient sums g1 = Σdy, g2 = Σdy·(x - center):
+// dx = dy·coef[0] + (x - center)·coef[1] + coef[2]; the writer stores dscale
+// and dbias.
+__device__ __forceinline__ void backward_coefficients(const TileArgs& a, int c, const ChannelInputs& in,
+                                                      const double (&stat)[2], double g1, double g2, bool writer,
+                                                      double (&coef)[3]) {
+    const double mean_offset = stat[0], inv_std = stat[1];
+    const double dy_xhat = (g2 - mean_offset * g1) * inv_std;
+    if (writer) {
+        a.dscale.store_blended(c, dy_xhat, a.param_alpha, a.param_beta);
+        a.dbias.store_blended(c, g1, a.param_alpha, a.param_beta);
+    }
+    const double k0 = in.param[0] * inv_std;
+    const double k1 = -k0 * inv_std * dy_xhat / a.count;
+    coef[0] = k0;
+    coef[1] = k1;
+    coef[2] = -k0 * g1 / a.count - k1 * mean_offset;
+}
+
 // The block's shared memory: per-wave partial sums, the block's sums as its
 // cluster peers read them, the tile's totals and per-channel constants.
 struct TileShared {
@@ -68,19 +151,27 @@ struct TileShared {
     float center[kMaxTileChannels];
 };
 
-// Sums each of the tile's channels over the tile's blocks: a thread brings
-// NC channels' pairs (a, b), it gets nothing back; sh.totals holds every
-// channel's sums after the call.  Fixed order throughout: deterministic.
+// Sums each of the tile's channels over the wave: afterwards every lane
+// holds the totals of its NC channels' pairs (a, b); for a wave tile that
+// is the whole sum.  Fixed order, deterministic.
 template <int NC>
-__device__ void tile_sum(double (&a)[NC], double (&b)[NC], const TileArgs& args, int lane, TileShared& sh) {
+__device__ __forceinline__ void wave_sum(double (&a)[NC], double (&b)[NC], int lanes) {
     // Threads of one wave with the same lane hold the same channels.
-    for (int mask = args.lanes; mask < MBN_WAVE_SIZE; mask *= 2) {
+    for (int mask = lanes; mask < MBN_WAVE_SIZE; mask *= 2) {
 #pragma unroll
         for (int j = 0; j < NC; ++j) {
             a[j] += shuffle_xor(a[j], mask);
             b[j] += shuffle_xor(b[j], mask);
         }
     }
+}
+
+// Sums each of the tile's channels over the tile's blocks: a thread brings
+// NC channels' pairs (a, b), it gets nothing back; sh.totals holds every
+// channel's sums after the call.  Fixed order throughout: deterministic.
+template <int NC>
+__device__ void tile_sum(double (&a)[NC], double (&b)[NC], const TileArgs& args, int lane, TileShared& sh) {
+    wave_sum<NC>(a, b, args.lanes);
     const int wave = threadIdx.x / MBN_WAVE_SIZE;
     const int waves = blockDim.x / MBN_WAVE_SIZE;
     if (static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) < args.lanes) {
@@ -121,15 +212,25 @@ __device__ void tile_sum(double (&a)[NC], double (&b)[NC], const TileArgs& args,
     __syncthreads();
 }
 
-template <typename T, bool kBackward, bool kNhwc, int V, int K>
-__global__ void __launch_bounds__(kMaxThreads) bn_channel_tile(TileArgs a) {
+// kWave: each wave of the block owns an NCHW channel of its own (small
+// channels: no shared memory, no block barrier; every lane finishes the
+// channel itself).
+// Otherwise the block, or a cluster of blocks, owns one tile.
+template <typename T, bool kBackward, bool kNhwc, bool kWave, int V, int K>
+__global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE : kMaxThreads)
+    bn_channel_tile(TileArgs a) {
     constexpr int NC = kNhwc ? V : 1;  // channels one thread's vectors span
+    static_assert(!(kWave && kNhwc), "wave tiles are NCHW channels");
     __shared__ TileShared sh;
-    const int rank = a.cluster > 1 ? static_cast<int>(blockIdx.x) % a.cluster : 0;
-    const int tile = static_cast<int>(blockIdx.x) / a.cluster;
-    const int lane = static_cast<int>(threadIdx.x) % a.lanes;
-    const int row0 = static_cast<int>(threadIdx.x) / a.lanes;
-    const int rows = static_cast<int>(blockDim.x) / a.lanes;
+    const int tile_threads = kWave ? MBN_WAVE_SIZE : static_cast<int>(blockDim.x);
+    const int t = static_cast<int>(threadIdx.x) % tile_threads;
+    const int rank = !kWave && a.cluster > 1 ? static_cast<int>(blockIdx.x) % a.cluster : 0;
+    const int tile = kWave ? static_cast<int>(blockIdx.x * (blockDim.x / MBN_WAVE_SIZE) + threadIdx.x / MBN_WAVE_SIZE)
+                           : static_cast<int>(blockIdx.x) / a.cluster;
+    if (kWave && tile >= a.tiles) return;  // a whole wave: no barrier follows
+    const int lane = t % a.lanes;
+    const int row0 = t / a.lanes;
+    const int rows = tile_threads / a.lanes;
     const int tile_channels = kNhwc ? a.lanes * V : 1;
     const int first_channel = tile * tile_channels;
     const int channel = kNhwc ? first_channel + lane * V : tile;  // of the thread's first slot
@@ -144,11 +245,13 @@ __global__ void __launch_bounds__(kMaxThreads) bn_channel_tile(TileArgs a) {
         const int n = u / a.plane_units;
         return ((n * a.channels + channel) * a.plane_units + (u - n * a.plane_units)) * V;
     };
-    // The center of each channel: the saved mean, or its first value.
-    const int t = threadIdx.x;
-    const bool finisher = t < tile_channels && first_channel + t < a.channels;
+    // Block tiles: thread t < tile_channels finishes channel first_channel + t
+    // and hands its constants over through shared memory.  Wave tiles: every
+    // lane finishes the wave's channel.
+    const bool finisher = !kWave && t < tile_channels && first_channel + t < a.channels;
     const int finisher_channel = first_channel + t;
     const bool saved = kBackward && a.saved;
+    const bool writer = kWave ? row0 == 0 && lane_used : finisher && rank == 0;
 
     Pack<T, V> xv[K];
     Pack<T, V> gv[kBackward ? K : 1];
@@ -162,31 +265,25 @@ __global__ void __launch_bounds__(kMaxThreads) bn_channel_tile(TileArgs a) {
             if (kBackward) gv[kBackward ? k : 0] = load_pack<V>(dy + offset_of(u));
         }
     }
-    // The finishers' parameters, read while the data loads are in flight:
-    // scale, then bias and the prior running mean and variance (training)
-    // or the saved inverse std (backward with saved statistics).
-    double param[4] = {};
-    if (finisher) {
-        const int c = finisher_channel;
-        const int first = kNhwc ? c : c * a.plane_units * V;
-        sh.center[t] = saved ? static_cast<float>(a.saved_mean.load_inline(c)) : widen(x[first]);
-        param[0] = a.scale.load_inline(c);
-        if (!kBackward) {
-            param[1] = a.bias.load_inline(c);
-            if (a.running_mean.present()) {
-                param[2] = a.prev_mean.load_inline(c);
-                param[3] = a.prev_var.load_inline(c);
-            }
-        } else if (saved) {
-            param[1] = a.saved_inv_std.load_inline(c);
-        }
+    // The finishing thread's channel inputs (wave tiles: every lane's).
+    ChannelInputs in{};
+    if (kWave) {
+        in = read_channel<T, kBackward, kNhwc, V>(a, x, channel);
+    } else if (finisher) {
+        in = read_channel<T, kBackward, kNhwc, V>(a, x, finisher_channel);
+        sh.center[t] = in.center;
     }
-    __syncthreads();
     float center[NC];
+    if (kWave) {
+        center[0] = in.center;
+    } else {
+        __syncthreads();
 #pragma unroll
-    for (int j = 0; j < NC; ++j) center[j] = sh.center[kNhwc ? lane * V + j : 0];
+        for (int j = 0; j < NC; ++j) center[j] = sh.center[kNhwc ? lane * V + j : 0];
+    }
     auto slot = [](int v) { return kNhwc ? v : 0; };
-    const double count = a.count;
+    // Per slot: the mean offset and inverse std, then the output's coefficients.
+    double stat[NC][2], coef[NC][3];
 
     if (!saved) {
         double d1[NC] = {}, d2[NC] = {};
@@ -223,44 +320,52 @@ __global__ void __launch_bounds__(kMaxThreads) bn_channel_tile(TileArgs a) {
                 }
             }
         }
-        tile_sum<NC>(d1, d2, a, lane, sh);
-        if (finisher) {
-            const double s1 = sh.totals[t][0];
-            const Statistics st = shifted_statistics(sh.center[t], s1, sh.totals[t][1], count);
-            const double inv_std = inverse_std(st.variance, a.epsilon);
-            sh.stat[t][0] = s1 / count;
-            sh.stat[t][1] = inv_std;
-            if (!kBackward && rank == 0) {
-                const int c = finisher_channel;
-                if (a.running_mean.present()) {
-                    const double f = a.exp_avg_factor;
-                    a.running_mean.store(c, running_update(param[2], st.mean, f));
-                    a.running_var.store(c, running_update(param[3], unbiased_variance(st.variance, count), f));
-                }
-                if (a.saved_mean.present()) {
-                    a.saved_mean.store(c, st.mean);
-                    a.saved_inv_std.store(c, inv_std);
-                }
+        if (kWave) {
+            wave_sum<NC>(d1, d2, a.lanes);
+            finish_statistics<kBackward>(a, channel, in, d1[0], d2[0], writer, stat[0]);
+        } else {
+            tile_sum<NC>(d1, d2, a, lane, sh);
+            if (finisher) {
+                double s[2];
+                finish_statistics<kBackward>(a, finisher_channel, in, sh.totals[t][0], sh.totals[t][1], writer, s);
+                sh.stat[t][0] = s[0];
+                sh.stat[t][1] = s[1];
             }
         }
-    } else if (finisher) {
-        sh.stat[t][0] = 0.0;
-        sh.stat[t][1] = param[1];
+    } else {
+        if (kWave) {
+            stat[0][0] = 0.0;
+            stat[0][1] = in.param[1];
+        } else if (finisher) {
+            sh.stat[t][0] = 0.0;
+            sh.stat[t][1] = in.param[1];
+        }
     }
 
     if (!kBackward) {
-        if (finisher) {
-            const double factor = param[0] * sh.stat[t][1];
-            sh.coef[t][0] = factor;
-            sh.coef[t][1] = param[1] - sh.stat[t][0] * factor;
+        if (kWave) {
+            forward_coefficients(in, stat[0], coef[0]);
+        } else {
+            if (finisher) {
+                const double s[2] = {sh.stat[t][0], sh.stat[t][1]};
+                double k[3];
+                forward_coefficients(in, s, k);
+                sh.coef[t][0] = k[0];
+                sh.coef[t][1] = k[1];
+            }
+            __syncthreads();
+#pragma unroll
+            for (int j = 0; j < NC; ++j) {
+                const int i = kNhwc ? lane * V + j : 0;
+                coef[j][0] = sh.coef[i][0];
+                coef[j][1] = sh.coef[i][1];
+            }
         }
-        __syncthreads();
         float factor[NC], shift[NC];
 #pragma unroll
         for (int j = 0; j < NC; ++j) {
-            const int i = kNhwc ? lane * V + j : 0;
-            factor[j] = static_cast<float>(sh.coef[i][0]);
-            shift[j] = static_cast<float>(sh.coef[i][1]);
+            factor[j] = static_cast<float>(coef[j][0]);
+            shift[j] = static_cast<float>(coef[j][1]);
         }
         T* y = static_cast<T*>(a.out);
 #pragma unroll
@@ -275,7 +380,7 @@ __global__ void __launch_bounds__(kMaxThreads) bn_channel_tile(TileArgs a) {
     }
 
     // Backward: sum(dy) and sum(dy * (x - center)), in double per value.
-    __syncthreads();  // stat written (saved statistics: no sum ran)
+    if (!kWave) __syncthreads();  // stat written (saved statistics: no sum ran)
     {
         double g1[NC] = {}, g2[NC] = {};
 #pragma unroll
@@ -288,33 +393,30 @@ __global__ void __launch_bounds__(kMaxThreads) bn_channel_tile(TileArgs a) {
                 g2[slot(v)] += g * (static_cast<double>(widen(xv[k].lane[v])) - center[slot(v)]);
             }
         }
-        tile_sum<NC>(g1, g2, a, lane, sh);
-    }
-    if (finisher) {
-        const int c = finisher_channel;
-        const double mean_offset = sh.stat[t][0], inv_std = sh.stat[t][1];
-        const double g1 = sh.totals[t][0];
-        const double dy_xhat = (sh.totals[t][1] - mean_offset * g1) * inv_std;
-        if (rank == 0) {
-            a.dscale.store_blended(c, dy_xhat, a.param_alpha, a.param_beta);
-            a.dbias.store_blended(c, g1, a.param_alpha, a.param_beta);
-        }
-        const double k0 = param[0] * inv_std;
-        const double k1 = -k0 * inv_std * dy_xhat / count;
-        sh.coef[t][0] = k0;
-        sh.coef[t][1] = k1;
-        sh.coef[t][2] = -k0 * g1 / count - k1 * mean_offset;
-    }
-    __syncthreads();
-    T* dx = static_cast<T*>(a.out);
-    double k[3][NC];
+        if (kWave) {
+            wave_sum<NC>(g1, g2, a.lanes);
+            backward_coefficients(a, channel, in, stat[0], g1[0], g2[0], writer, coef[0]);
+        } else {
+            tile_sum<NC>(g1, g2, a, lane, sh);
+            if (finisher) {
+                const double s[2] = {sh.stat[t][0], sh.stat[t][1]};
+                double k[3];
+                backward_coefficients(a, finisher_channel, in, s, sh.totals[t][0], sh.totals[t][1], writer, k);
+                sh.coef[t][0] = k[0];
+                sh.coef[t][1] = k[1];
+                sh.coef[t][2] = k[2];
+            }
+            __syncthreads();
 #pragma unroll
-    for (int j = 0; j < NC; ++j) {
-        const int i = kNhwc ? lane * V + j : 0;
-        k[0][j] = sh.coef[i][0];
-        k[1][j] = sh.coef[i][1];
-        k[2][j] = sh.coef[i][2];
+            for (int j = 0; j < NC; ++j) {
+                const int i = kNhwc ? lane * V + j : 0;
+                coef[j][0] = sh.coef[i][0];
+                coef[j][1] = sh.coef[i][1];
+                coef[j][2] = sh.coef[i][2];
+            }
+        }
     }
+    T* dx = static_cast<T*>(a.out);
 #pragma unroll
     for (int q = 0; q < K; ++q) {
         if (!valid[q]) continue;
@@ -324,19 +426,25 @@ __global__ void __launch_bounds__(kMaxThreads) bn_channel_tile(TileArgs a) {
             for (int v = 0; v < V; ++v) {
                 const int s = slot(v);
                 const double d = static_cast<double>(widen(xv[q].lane[v])) - center[s];
-                r[v] = static_cast<float>(k[0][s] * widen(gv[kBackward ? q : 0].lane[v]) + k[1][s] * d + k[2][s]);
+                r[v] = static_cast<float>(coef[s][0] * widen(gv[kBackward ? q : 0].lane[v]) + coef[s][1] * d + coef[s][2]);
             }
         } else {
 #pragma unroll
             for (int v = 0; v < V; ++v) {
                 const int s = slot(v);
                 const float d = widen(xv[q].lane[v]) - center[s];
-                r[v] = static_cast<float>(k[0][s]) * widen(gv[kBackward ? q : 0].lane[v]) +
-                       static_cast<float>(k[1][s]) * d + static_cast<float>(k[2][s]);
+                r[v] = static_cast<float>(coef[s][0]) * widen(gv[kBackward ? q : 0].lane[v]) +
+                       static_cast<float>(coef[s][1]) * d + static_cast<float>(coef[s][2]);
             }
         }
         store_values<T, V>(dx + offset_of(begin + row0 + q * rows), r, a.alpha, a.beta);
     }
+}
+
+// MIOPEN_BN_GPU_WAVE_TILES=0 leaves the small tiles to whole blocks.
+bool wave_tiles_enabled() {
+    static const bool on = switch_from_environment("MIOPEN_BN_GPU_WAVE_TILES", true);
+    return on;
 }
 
 // MIOPEN_BN_GPU_CHANNEL_TILES: "0" never, "force" whenever the call fits,
@@ -368,6 +476,7 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
     const std::int64_t m = geom.reduction_size();
     const int element = static_cast<int>(dtype_size(x.dtype));
     const int full = 16 / element;
+    const int wave = std::max(1, device.wave_size);
     if (nhwc) {
         // A thread's vector holds neighbouring channels: C must split into them.
         if (!aligned || channels % full != 0) return p;
@@ -383,6 +492,26 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
         p.lanes = 1;
         p.tiles = channels;
         p.units = m / p.vector;
+        // Wave tiles: an NCHW channel that one wave holds in registers, each
+        // wave of a block a channel of its own, finished by its own lanes
+        // with no shared memory and no block barrier.  Measured on the H100
+        // (bench/RESULTS.md "wave tiles"): 1.2-1.3x on 7x7 planes, even where
+        // the block takes 16-byte vectors too; slower where they cost the
+        // block's vectors (14x14 half: 0.75x) and for NHWC tiles, whose lanes
+        // each finish 4-8 channels (0.64-0.81x), so neither takes them.
+        const int most = p.vector == 1 ? kMaxWavePerThread : kMaxPerThread;
+        const std::int64_t per_lane = ceil_div(p.units, wave);
+        if (wave_tiles_enabled() && (p.vector == 1 || p.vector == full) && per_lane <= most) {
+            p.wave = true;
+            p.cluster = 1;
+            p.block_units = p.units;
+            p.per_thread = p.vector == 1 ? 4 : 1;  // the smallest instances (launch())
+            while (p.per_thread < per_lane) p.per_thread *= 2;
+            p.threads = static_cast<int>(std::min<std::int64_t>(kWavesPerWaveTileBlock, p.tiles)) * wave;
+            p.blocks = ceil_div(p.tiles, p.threads / wave);
+            p.usable = true;
+            return p;
+        }
     }
     // Blocks per tile: enough tiles to cover the multiprocessors where
     // clusters allow it, and enough that a block's share fits its registers
@@ -399,8 +528,8 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
     // Blocks small enough that the whole grid is resident at once where the
     // tiles allow (each block's loads, sums and stores then overlap the
     // others'), then the fewest vectors per thread that fit.
-    const int wave = std::max(1, device.wave_size);
-    const std::int64_t blocks = p.tiles * p.cluster;
+    p.blocks = p.tiles * p.cluster;
+    const std::int64_t blocks = p.blocks;
     std::int64_t threads = std::max<std::int64_t>(
         2 * wave, std::min<std::int64_t>(kMaxThreads, device.multiprocessors * kResidentThreadsAimed / blocks));
     p.per_thread = 1;
@@ -428,33 +557,46 @@ void launch(const TileArgs& a, DType dtype, const ChannelTilePlan& p, const Laun
         using T = typename decltype(tag)::type;
         if constexpr (!std::is_same<T, double>::value) {
             constexpr int kFull = 16 / sizeof(T);
-            auto go = [&](auto nhwc, auto vector, auto per_thread) {
+            auto go = [&](auto nhwc, auto wave, auto vector, auto per_thread) {
                 constexpr bool kNhwc = decltype(nhwc)::value;
+                constexpr bool kWave = decltype(wave)::value;
                 constexpr int kV = decltype(vector)::value;
                 constexpr int kK = decltype(per_thread)::value;
-                launch_clustered(bn_channel_tile<T, kBackward, kNhwc, kV, kK>,
-                                 dim3(static_cast<unsigned>(p.tiles * p.cluster)), dim3(static_cast<unsigned>(p.threads)),
-                                 0, p.cluster, target.stream, "bn_channel_tile", a);
+                launch_clustered(bn_channel_tile<T, kBackward, kNhwc, kWave, kV, kK>,
+                                 dim3(static_cast<unsigned>(p.blocks)), dim3(static_cast<unsigned>(p.threads)), 0,
+                                 p.cluster, target.stream, "bn_channel_tile", a);
             };
-            auto with_k = [&](auto nhwc, auto vector) {
-                switch (p.per_thread) {
-                    case 1: go(nhwc, vector, std::integral_constant<int, 1>{}); return;
-                    case 2: go(nhwc, vector, std::integral_constant<int, 2>{}); return;
-                    default: go(nhwc, vector, std::integral_constant<int, kMaxPerThread>{}); return;
+            // Vectors per thread: 1, 2 or 4 (single values in wave tiles: 4, 8 or 16).
+            auto with_k = [&](auto nhwc, auto wave, auto vector) {
+                constexpr int kLeast = decltype(vector)::value == 1 && decltype(wave)::value ? 4 : 1;
+                if (p.per_thread <= kLeast)
+                    go(nhwc, wave, vector, std::integral_constant<int, kLeast>{});
+                else if (p.per_thread <= 2 * kLeast)
+                    go(nhwc, wave, vector, std::integral_constant<int, 2 * kLeast>{});
+                else
+                    go(nhwc, wave, vector, std::integral_constant<int, 4 * kLeast>{});
+            };
+            auto with_vector = [&](auto nhwc, auto wave) {
+                if constexpr (decltype(nhwc)::value) {
+                    with_k(nhwc, wave, std::integral_constant<int, kFull>{});
+                } else if (p.vector == kFull) {
+                    with_k(nhwc, wave, std::integral_constant<int, kFull>{});
+                } else if constexpr (decltype(wave)::value) {  // 16-byte vectors or single values
+                    with_k(nhwc, wave, std::integral_constant<int, 1>{});
+                } else if (p.vector == 4) {  // half and bfloat16 only: float's 4 is kFull
+                    with_k(nhwc, wave, std::integral_constant<int, 4>{});
+                } else if (p.vector == 2) {
+                    with_k(nhwc, wave, std::integral_constant<int, 2>{});
+                } else {
+                    with_k(nhwc, wave, std::integral_constant<int, 1>{});
                 }
             };
-            if (p.nhwc) {
-                with_k(std::true_type{}, std::integral_constant<int, kFull>{});
-                return;
-            }
-            if (p.vector == kFull)
-                with_k(std::false_type{}, std::integral_constant<int, kFull>{});
-            else if (p.vector == 4)  // half and bfloat16 only: float's 4 is kFull
-                with_k(std::false_type{}, std::integral_constant<int, 4>{});
-            else if (p.vector == 2)
-                with_k(std::false_type{}, std::integral_constant<int, 2>{});
+            if (p.nhwc)
+                with_vector(std::true_type{}, std::false_type{});
+            else if (p.wave)
+                with_vector(std::false_type{}, std::true_type{});
             else
-                with_k(std::false_type{}, std::integral_constant<int, 1>{});
+                with_vector(std::false_type{}, std::false_type{});
         }
     });
 }
@@ -467,6 +609,7 @@ TileArgs shape_args(const BnGeometry& geom, const ChannelTilePlan& p) {
     a.block_units = static_cast<int>(p.block_units);
     a.lanes = p.lanes;
     a.cluster = p.cluster;
+    a.tiles = static_cast<int>(p.tiles);
     a.count = static_cast<double>(geom.reduction_size());
     return a;
 }

@@ -7,7 +7,9 @@
 // Taken first where usable (unless MIOPEN_BN_GPU_RESIDENT=force); other
 // calls take the one-launch kernel (bn_resident.hpp) or the multi-pass ones.
 // MIOPEN_BN_GPU_CHANNEL_TILES=0 turns it off, =force takes it wherever the
-// call fits.
+// call fits.  NCHW channels one wave holds (up to 4 vectors, or 16 single
+// values of a plane that does not divide into vectors, per lane) are each
+// owned by one wave; MIOPEN_BN_GPU_WAVE_TILES=0 gives them whole blocks.
 #pragma once
 
 #include "common/problem.hpp"
@@ -22,12 +24,14 @@ namespace gpu {
 struct ChannelTilePlan {
     bool usable = false;
     bool nhwc = false;
+    bool wave = false;   // each wave of a block owns a channel (small NCHW channels)
     int vector = 1;      // elements per access
     int lanes = 1;       // threads across a row of an NHWC tile
     int per_thread = 1;  // vectors each thread holds per tensor
     int threads = 0;
     int cluster = 1;     // blocks per tile
     std::int64_t tiles = 0;
+    std::int64_t blocks = 0;
     std::int64_t units = 0;        // vectors (NCHW) or rows (NHWC) per tile
     std::int64_t block_units = 0;  // of them per block
 };

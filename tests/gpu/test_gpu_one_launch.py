@@ -13,7 +13,9 @@ replay (the grid barrier's counter must be back at zero after every launch).
 By default, training and backward shapes whose channels fit a block's or a
 cluster's registers take the channel tiles (bn_channel_tile.hip: one channel
 per tile in NCHW, 8-16 in NHWC; 64x256x14x14 and 16x128x56x56 NCHW need
-clusters of blocks) and the rest of these shapes the size rules of the other
+clusters of blocks; NCHW channels as small as 2x64x7x7's, 8x2048x7x7's and
+2x64x4x4's are each held by one wave, and the device run repeats the
+training and backward tests with MIOPEN_BN_GPU_WAVE_TILES=0) and the rest of these shapes the size rules of the other
 paths, and inference the dense pass; the device run repeats this module with
 MIOPEN_BN_GPU_CHANNEL_TILES=force and with MIOPEN_BN_GPU_RESIDENT=force, which
 put every shape that fits on the tiles (clusters included), or on the
