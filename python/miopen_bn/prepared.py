@@ -230,8 +230,11 @@ def _signature(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional
     for array in arrays:
         if array is None:
             key.append(None)
-        elif type(array) is _torch_tensor:  # DLPack refuses tensors that require grad: the key keeps them apart
-            key.append((array.dtype, array.shape, array.stride(), array.device, array.requires_grad))
+        elif type(array) is _torch_tensor:
+            # The device as True for the CPU (cheaper to read and compare
+            # than a torch.device), else as it is; DLPack refuses tensors
+            # that require grad: the key keeps them apart.
+            key.append((array.dtype, array.shape, array.stride(), array.is_cpu or array.device, array.requires_grad))
         elif type(array) is np.ndarray:
             flags = array.flags
             key.append((array.dtype, array.shape, array.strides, flags.writeable, flags.aligned))
