@@ -401,22 +401,43 @@ def allocator(output, inputs: Sequence) -> Optional[tuple]:
     """How a repeated call makes a new array laid out like ``output`` (a
     NumPy array or torch tensor a first call allocated), given the call's
     arrays (inputs, and outputs allocated before this one): ``(i,
-    empty_like)`` where ``empty_like(inputs[i])`` does (the cheapest
+    empty_like)`` where ``empty_like(inputs[i])`` does (the cheapest NumPy
     allocation), else ``(None, make)`` with ``make()`` doing it; None when
-    neither can."""
-    torch_tensor = type(output).__module__.startswith("torch")
-    if torch_tensor:
-        import torch
-
-        empty_like, layout = torch.empty_like, _torch_layout
-    else:
-        empty_like, layout = np.empty_like, _numpy_layout
+    neither can.  A torch tensor is made by torch_maker()."""
+    if type(output).__module__.startswith("torch"):
+        return None, torch_maker(output)
     for index, array in enumerate(inputs):
-        if (type(array) is type(output) and array is not output and layout(array) == layout(output)
-                and layout(empty_like(array)) == layout(output)):
-            return index, empty_like
-    make = _torch_maker(output) if torch_tensor else _numpy_maker(output)
+        if (type(array) is np.ndarray and array is not output and _numpy_layout(array) == _numpy_layout(output)
+                and _numpy_layout(np.empty_like(array)) == _numpy_layout(output)):
+            return index, np.empty_like
+    make = _numpy_maker(output)
     return None if make is None else (None, make)
+
+
+def joint_allocators(allocations: dict, made: Sequence) -> tuple:
+    """Groups the contiguous torch tensors among the outputs a first call
+    allocated (``allocations``: {array index: allocator()'s pair}, ``made``:
+    the call's arrays with those outputs) that share one dtype, shape and
+    device: a repeated call makes each group as the rows of one buffer (one
+    allocation, the rows views of it; on CUDA, where an allocation costs
+    more host time than a view, cheaper than an allocation per output).
+    Returns ((indices, make) per group, where ``make()`` gives the group's
+    tensors in order; the allocations left to make one by one)."""
+    groups: dict = {}
+    for index in allocations:
+        output = made[index]
+        if type(output).__module__.startswith("torch") and output.is_contiguous():
+            groups.setdefault(_torch_layout(output), []).append(index)
+    joint, single = [], dict(allocations)
+    for indices in groups.values():
+        if len(indices) < 2:
+            continue
+        make = _rows_maker(made[indices[0]], len(indices))
+        if all(_torch_layout(row) == _torch_layout(made[index]) for row, index in zip(make(), indices)):
+            joint.append((tuple(indices), make))
+            for index in indices:
+                del single[index]
+    return tuple(joint), single
 
 
 def _torch_layout(tensor) -> tuple:
@@ -443,8 +464,53 @@ def _transposed_empty(shape: tuple, dtype, axes: tuple) -> np.ndarray:
     return np.empty(shape, dtype).transpose(axes)
 
 
-def _torch_maker(tensor) -> Callable:
+# --------------------------------------------------------------------------- #
+# torch tensors for repeated calls, made without torch's operator dispatch
+# where torch offers it: the allocation functions the code Inductor
+# generates calls (an empty_strided without the dispatcher, about half its
+# host time, and a view with given sizes, strides and offset), else the
+# public operators.
+# --------------------------------------------------------------------------- #
+@functools.lru_cache(maxsize=None)
+def _undispatched() -> tuple:
+    """(empty_strided on the CPU, on the current CUDA device, view) from
+    torch._C._dynamo.guards, each None where this torch lacks it."""
+    guards = getattr(getattr(__import__("torch")._C, "_dynamo", None), "guards", None)
+    return tuple(getattr(guards, name, None) for name in
+                 ("_empty_strided_cpu", "_empty_strided_cuda", "_reinterpret_tensor"))
+
+
+def torch_maker(tensor) -> Callable:
+    """A function making new tensors with ``tensor``'s dtype, shape, strides
+    and device."""
     import torch
 
-    return functools.partial(torch.empty_strided, tuple(tensor.shape), tensor.stride(), dtype=tensor.dtype,
-                             device=tensor.device)
+    shape, strides, dtype, device = tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.device
+    on_cpu, on_cuda, _ = _undispatched()
+    if device.type == "cpu" and on_cpu is not None:
+        return functools.partial(on_cpu, shape, strides, dtype)
+    public = functools.partial(torch.empty_strided, shape, strides, dtype=dtype, device=device)
+    if device.type != "cuda" or on_cuda is None:
+        return public
+    current, index = torch._C._cuda_getDevice, device.index
+
+    def make():  # the undispatched function allocates on the current device
+        return on_cuda(shape, strides, dtype) if current() == index else public()
+
+    return make
+
+
+def _rows_maker(like, count: int) -> Callable[[], tuple]:
+    """A function making ``count`` new tensors laid out like the contiguous
+    ``like``, the rows of one buffer."""
+    make_buffer = torch_maker(like.new_empty((count,) + tuple(like.shape)))
+    view = _undispatched()[2]
+    if view is None:
+        return lambda: make_buffer().unbind(0)
+    shape, strides, offsets = tuple(like.shape), like.stride(), tuple(row * like.numel() for row in range(count))
+
+    def make():
+        buffer = make_buffer()
+        return tuple(view(buffer, shape, strides, offset) for offset in offsets)
+
+    return make

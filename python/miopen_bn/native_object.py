@@ -28,6 +28,11 @@ class NativeObject:
     def closed(self) -> bool:
         return not self._finalizer.alive
 
+    def lifetime(self):
+        """An object whose ``alive`` is True until this one is closed or
+        collected, and which does not keep it alive (for caches of its pointer)."""
+        return self._finalizer
+
     def close(self) -> None:
         self._finalizer()
 

@@ -76,6 +76,7 @@ class Plan:
                  value_slots: tuple, scalars, keepalive: list):
         self._entry = entry
         self._handle = weakref.ref(handle)
+        self._handle_open = handle.lifetime()  # .alive: the handle neither closed nor collected
         self._library = library
         self._ffi = library.ffi
         self._check = library.check
@@ -83,12 +84,15 @@ class Plan:
         self._function = getattr(library.lib, function)
         self._template = template
         self._pointer_positions = pointer_positions
-        self._value_slots = value_slots  # (position, value index, index in scalars or None for a number)
+        # value_slots: (position, value index, index in scalars or None for a number)
+        self._pointed = tuple((scalar, index) for _, index, scalar in value_slots if scalar is not None)
+        self._numbers = tuple((position, index) for position, index, scalar in value_slots if scalar is None)
         self._scalars = scalars  # float[]; the template points into it
         self._keepalive = keepalive  # the descriptors the template names
         # Set by repeatable():
         self._reads: tuple = ()  # (position, array index, address reader) per pointer argument
         self._allocations: tuple = ()  # (array index, source index, make) per output it creates: arrays.allocator
+        self._joint: tuple = ()  # (array indices, make) per group of outputs made together: arrays.joint_allocators
         self._cuda_device: Optional[int] = None  # of the CUDA tensors, whose stream must be the handle's
         self._integer_addresses = False  # the function takes pointers as ints (_take_addresses)
 
@@ -123,6 +127,8 @@ class Plan:
                 return False
             reads.append((position, index, read))
         self._reads = tuple(reads)
+        if self._cuda_device is not None:  # a CUDA allocation costs more host time than a view
+            self._joint, allocations = adapters.joint_allocators(allocations, made)
         self._allocations = tuple((index, source, make) for index, (source, make) in allocations.items())
         if reads and all(type(view.source) is _torch_tensor for view in views):
             self._take_addresses()
@@ -144,23 +150,26 @@ class Plan:
                           else arg for arg, parameter in zip(self._template, parameters)]
         self._reads = tuple((position, index, _torch_tensor.data_ptr) for position, index, _ in self._reads)
 
-    def usable(self, handle) -> bool:
-        """Made with this handle (None: the thread's default one), still
-        open, and for CUDA tensors on the default stream or torch's current one."""
-        own = self._handle()
-        if own is None or (handle is not None and own is not handle) or own.closed:
+    def usable(self) -> bool:
+        """Its handle still open, and for CUDA tensors on the default stream
+        or torch's current one.  (The signature names a given handle by id:
+        while the plan's is open, no other object has its id.)"""
+        if not self._handle_open.alive:
             return False
         if self._cuda_device is None:
             return True
-        stream = own.stream
+        stream = self._handle().stream
         return stream == 0 or stream == _current_stream(self._cuda_device)
 
     def run(self, arrays: tuple, values: tuple):
         """Repeats the call on ``arrays`` (of this plan's signature)."""
-        if self._allocations:
+        if self._allocations or self._joint:
             arrays = list(arrays)
             for index, source, make in self._allocations:
                 arrays[index] = make() if source is None else make(arrays[source])
+            for indices, make in self._joint:
+                for index, array in zip(indices, make()):
+                    arrays[index] = array
         args = self._template.copy()
         for position, index, read in self._reads:
             args[position] = read(arrays[index])
@@ -177,15 +186,16 @@ class Plan:
     def call(self, args: list, values: tuple) -> None:
         """Sets the values in ``args`` and makes the C call."""
         scalars = self._scalars
-        for position, index, scalar in self._value_slots:
-            if scalar is None:
-                args[position] = float(values[index])
-            else:
-                try:
-                    scalars[scalar] = float(values[index])
-                except (TypeError, ValueError):
-                    scalars[scalar] = real_number(values[index], self._entry.values[index])
-        self._check(self._function(*args))
+        for scalar, index in self._pointed:
+            try:
+                scalars[scalar] = float(values[index])
+            except (TypeError, ValueError):
+                scalars[scalar] = real_number(values[index], self._entry.values[index])
+        for position, index in self._numbers:
+            args[position] = float(values[index])
+        status = self._function(*args)
+        if status:
+            self._check(status)
 
 
 class FirstCall:
@@ -220,8 +230,11 @@ def _signature(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional
     for array in arrays:
         if array is None:
             key.append(None)
-        elif type(array) is _torch_tensor:  # DLPack refuses tensors that require grad: the key keeps them apart
-            key.append((array.dtype, array.shape, array.stride(), array.device, array.requires_grad))
+        elif type(array) is _torch_tensor:
+            # The device as True for the CPU (cheaper to read and compare
+            # than a torch.device), else as it is; DLPack refuses tensors
+            # that require grad: the key keeps them apart.
+            key.append((array.dtype, array.shape, array.stride(), array.is_cpu or array.device, array.requires_grad))
         elif type(array) is np.ndarray:
             flags = array.flags
             key.append((array.dtype, array.shape, array.strides, flags.writeable, flags.aligned))
@@ -232,14 +245,15 @@ def _signature(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional
 
 def find(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[Plan]:
     """The plan a previous call of this signature left, or None."""
-    key = _signature(entry, handle, arrays, steering)
+    plans = getattr(_per_thread, "plans", None)
+    key = None if plans is None else _signature(entry, handle, arrays, steering)
     if key is None:
         return None
     try:
-        plan = _plans().get(key)
+        plan = plans.get(key)
     except TypeError:  # an unhashable steering argument: the first-call path says what is wrong with it
         return None
-    return plan if plan is not None and plan.usable(handle) else None
+    return plan if plan is not None and plan.usable() else None
 
 
 def remember(plan: Plan, entry: Entry, handle, arrays: tuple, steering: tuple, views: list) -> None:

@@ -325,3 +325,79 @@ def test_torch_plans_of_every_entry_point(p):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     expected = reference.batchnorm_backward(p.x, p.dy, p.scale)
     check(second[3].numpy(), expected["dx"], "float32", "elementwise", "dx")
+
+
+def _torch_calls(torch, p):
+    """Every entry point on torch tensors (NHWC x), with the outputs each returns."""
+    x = torch.from_numpy(nhwc(p.x))
+    dy, scale, bias = (torch.from_numpy(a) for a in (p.dy, p.scale, p.bias))
+    mean, var = torch.from_numpy(p.mean.copy()), torch.from_numpy(p.var.copy())
+    _, saved_mean, saved_inv_std = miopen_bn.batchnorm_forward_training(x, scale, bias)
+    _, gn_mean, gn_rstd = miopen_bn.groupnorm_forward(x, 3, scale, bias)
+    return [
+        lambda: (miopen_bn.batchnorm_forward_inference(x, scale, bias, mean, var),),
+        lambda: miopen_bn.batchnorm_forward_training(x, scale, bias, running_mean=mean, running_var=var),
+        lambda: miopen_bn.batchnorm_backward(x, dy, scale, saved_mean=saved_mean, saved_inv_std=saved_inv_std),
+        lambda: miopen_bn.groupnorm_forward(x, 3, scale, bias),
+        lambda: miopen_bn.groupnorm_backward(x, dy, 3, scale, gn_mean, gn_rstd),
+    ]
+
+
+def _layout(t):
+    return t.dtype, t.shape, t.stride(), t.device
+
+
+@pytest.mark.parametrize("undispatched", [True, False])
+def test_torch_outputs_of_repeated_calls(p, monkeypatch, undispatched):
+    """A planned call on torch tensors makes new outputs laid out as the
+    first call's (NHWC y and dx stay NHWC), each its own memory, with the
+    same values; without torch's dispatcher (no operator runs) where torch
+    has the functions for it, else through its public operators."""
+    torch = pytest.importorskip("torch")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from miopen_bn import arrays
+
+    if not undispatched:
+        monkeypatch.setattr(arrays, "_undispatched", lambda: (None, None, None))
+    elif arrays._undispatched()[0] is None:
+        pytest.skip("this torch has no undispatched allocation")
+
+    class Operators(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Operators.count += 1
+            return func(*args, **(kwargs or {}))
+
+    for call in _torch_calls(torch, p):
+        first = call()
+        with Operators():
+            second = call()
+        assert (Operators.count == 0) == undispatched
+        for a, b in zip(first, second):
+            assert _layout(a) == _layout(b) and a.data_ptr() != b.data_ptr()
+            assert torch.equal(a, b)
+        Operators.count = 0
+
+
+@pytest.mark.parametrize("undispatched", [True, False])
+def test_joint_outputs_are_disjoint_rows_of_one_buffer(monkeypatch, undispatched):
+    """arrays.joint_allocators (what CUDA plans use for their per-channel
+    outputs): outputs of one layout become rows of one buffer, each laid out
+    as its own tensor and apart from the others; other layouts stay alone."""
+    torch = pytest.importorskip("torch")
+    from miopen_bn import arrays
+
+    if not undispatched:
+        monkeypatch.setattr(arrays, "_undispatched", lambda: (None, None, None))
+    made = [torch.empty(4, 3, 2), torch.empty(3), torch.empty(3), torch.empty(3, dtype=torch.float64)]
+    allocations = {index: arrays.allocator(made[index], made) for index in (0, 1, 2, 3)}
+    joint, single = arrays.joint_allocators(allocations, made)
+    assert [indices for indices, _ in joint] == [(1, 2)] and sorted(single) == [0, 3]
+    rows = joint[0][1]()
+    assert [_layout(row) for row in rows] == [_layout(made[1])] * 2
+    assert rows[0].untyped_storage().data_ptr() == rows[1].untyped_storage().data_ptr()
+    rows[0].fill_(1.0)
+    rows[1].fill_(2.0)
+    assert rows[0].tolist() == [1.0] * 3 and rows[1].tolist() == [2.0] * 3

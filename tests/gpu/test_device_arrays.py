@@ -172,3 +172,41 @@ def test_repeated_calls_on_cuda_tensors_follow_torch_streams(torch, rng, monkeyp
     for out, data in ((y, x), (y2, x2)):
         expected = reference.batchnorm_forward_inference(data.cpu().numpy(), scale_np, bias_np)
         check(out.cpu().numpy(), expected, "float32", "elementwise", "y")
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_repeated_calls_make_cuda_outputs_like_the_first(torch, rng, channels_last):
+    """A planned call on CUDA tensors makes its outputs without torch's
+    dispatcher where torch allows, its per-channel (and group norm's (N, G))
+    outputs as rows of one buffer (arrays.joint_allocators): each laid out
+    as the first call's, apart from the others, with the same values, and
+    usable as the next call's inputs."""
+    from miopen_bn import prepared
+
+    prepared._plans().clear()
+    x, scale, bias = problem(torch, rng, channels_last=channels_last)
+    dy = torch.randn_like(x)
+    mean, var = torch.zeros_like(scale), torch.ones_like(scale)
+
+    def calls():
+        y, saved_mean, saved_inv_std = miopen_bn.batchnorm_forward_training(x, scale, bias)
+        grads = miopen_bn.batchnorm_backward(x, dy, scale, saved_mean=saved_mean, saved_inv_std=saved_inv_std)
+        gy, gn_mean, gn_rstd = miopen_bn.groupnorm_forward(x, 3, scale, bias)
+        gn_grads = miopen_bn.groupnorm_backward(x, dy, 3, scale, gn_mean, gn_rstd)
+        inferred = miopen_bn.batchnorm_forward_inference(x, scale, bias, mean, var)
+        return (y, saved_mean, saved_inv_std, *grads, gy, gn_mean, gn_rstd, *gn_grads, inferred)
+
+    first, second = calls(), calls()
+    torch.cuda.synchronize()
+    for a, b in zip(first, second):
+        assert (a.dtype, a.shape, a.stride(), a.device) == (b.dtype, b.shape, b.stride(), b.device)
+        assert a.data_ptr() != b.data_ptr()
+        assert torch.equal(a, b)
+    for pair in ((1, 2), (4, 5), (7, 8), (10, 11)):  # saved stats, dscale/dbias, mean/rstd, dweight/dbias
+        one, other = (second[i] for i in pair)
+        assert one.untyped_storage().data_ptr() == other.untyped_storage().data_ptr()
+        assert abs(one.data_ptr() - other.data_ptr()) >= one.numel() * one.element_size()
+    expected = reference.batchnorm_backward(x.cpu().double().numpy(), dy.cpu().double().numpy(),
+                                            scale.cpu().double().numpy())
+    check(second[3].cpu().numpy(), expected["dx"], "float32", "elementwise", "dx")
+    check(second[4].cpu().numpy(), expected["dscale"], "float32", "reduction", "dscale")
