@@ -169,6 +169,12 @@ __global__ void __launch_bounds__(kMaxThreads) bn_dense_inference_planes(Inferen
         store_blended(y, e, apply((e / a.spatial) % a.channels, widen(x[e])), a.alpha, a.beta);
 }
 
+// Whether a call takes NHWC channel slices (bn_dense_inference_slices):
+// packed NHWC with C a multiple of the 16-byte vector.
+bool takes_slices(const BnForwardInference& p) {
+    return p.x.order == MemoryOrder::packed_nhwc && p.geom.len[kC] % (16 / dtype_size(p.x.dtype)) == 0;
+}
+
 // MIOPEN_BN_GPU_DENSE_INFERENCE=0 turns the path off.
 bool dense_inference_enabled() {
     static const bool on = switch_from_environment("MIOPEN_BN_GPU_DENSE_INFERENCE", true);
@@ -187,8 +193,7 @@ bool dense_inference_fits(const BnForwardInference& p) {
         if (!aligned16(*t)) return false;
     // The contiguous walk's table holds every channel; NHWC slices hold a
     // slice's channels only.
-    const bool slices = x.order == MemoryOrder::packed_nhwc && p.geom.len[kC] % (16 / dtype_size(x.dtype)) == 0;
-    return x.element_count() < (std::int64_t(1) << 31) - 4096 && (slices || p.geom.len[kC] <= kMaxChannels);
+    return x.element_count() < (std::int64_t(1) << 31) - 4096 && (takes_slices(p) || p.geom.len[kC] <= kMaxChannels);
 }
 
 void run_dense_inference(const BnForwardInference& p, const DeviceShape& device, const LaunchTarget& target) {
@@ -198,7 +203,7 @@ void run_dense_inference(const BnForwardInference& p, const DeviceShape& device,
     const std::int64_t spatial = p.geom.spatial_size();
     const int element = static_cast<int>(dtype_size(x.dtype));
     const int vector = 16 / element;
-    const bool slices = x.order == MemoryOrder::packed_nhwc && channels % vector == 0;
+    const bool slices = takes_slices(p);
     const std::int64_t rows = elements / channels;
     const std::int64_t channel_vectors = channels / vector;
 
