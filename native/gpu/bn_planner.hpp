@@ -17,12 +17,27 @@ struct SlotTensors {
     const TensorArg* slot[kMaxSlots] = {};
 };
 
+// Blocks a thread-block cluster may hold on every device that has them.
+constexpr int kPortableClusterBlocks = 8;
+
 // The device facts the launch shape depends on.
 struct DeviceShape {
     int multiprocessors = 1;
     int wave_size = 32;
     int shared_bytes_per_block = 0;  // the most dynamic shared memory one block may use
-    int cluster_blocks = 1;          // blocks one thread-block cluster may hold (1: no clusters)
+    int cluster_blocks = 1;          // blocks (a power of two) one thread-block cluster may hold (1: no clusters)
+    // Clusters of k blocks (k = 2 .. kPortableClusterBlocks) that run at
+    // once when each block takes a whole multiprocessor: fewer than the
+    // multiprocessors / k, since a cluster must fit one GPC (the H100: 66
+    // of 2, 30 of 4, 15 of 8).  A grid of more runs in rounds.  0: clusters
+    // of k do not launch.
+    int cluster_slots[kPortableClusterBlocks + 1] = {};
+
+    // The same for any k, 1 included.
+    int resident_clusters(int k) const {
+        if (k == 1) return multiprocessors;
+        return k > 1 && k <= kPortableClusterBlocks ? cluster_slots[k] : 0;
+    }
 };
 
 // Whether a tensor's data may be moved as 16-byte vectors.

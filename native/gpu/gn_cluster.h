@@ -2,7 +2,7 @@
 // run at the same time and read each other's shared memory.  The on-chip
 // group-norm kernels use them to share a tile's statistics within one
 // launch.  Elsewhere (AMD, older NVIDIA, the host pass) MBN_GN_CLUSTERS is 0
-// and the host launches one block per tile (gn_tile_cluster_limit).
+// and the host launches one block per tile (measure_gn_tile_clusters).
 //
 // Every helper is called by every thread of every block of the cluster.
 #pragma once

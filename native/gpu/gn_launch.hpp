@@ -15,12 +15,12 @@ namespace gpu {
 void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target);
 void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTarget& target);
 
-// The most blocks (a power of two) the on-chip kernels put in one
-// thread-block cluster on `device` (the current one): up to
-// kGnTileMaxCluster where the device launches clusters, the code it runs
-// was built for them (sm_90 on) and such clusters fit; else 1.
-int gn_tile_cluster_limit(int device);
-int gn_tile_backward_largest_cluster();  // gn_tile_backward.hip's part of it
+// The clusters the on-chip kernels may use on `device` (the current one)
+// into shape.cluster_slots and shape.cluster_blocks: none (1) unless the
+// device launches clusters and the code it runs was built for them (sm_90
+// on); then, per size, the clusters of both kernels resident at once.
+void measure_gn_tile_clusters(int device, DeviceShape& shape);
+int gn_tile_backward_resident_clusters(int blocks);  // gn_tile_backward.hip's part of it
 
 // By slices, three launches (run_gn_forward_slices); else by chunks: one
 // launch when each group fits one team, or when all chunks of every group

@@ -343,13 +343,14 @@ void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const Lau
     });
 }
 
-int gn_tile_backward_largest_cluster() {
+int gn_tile_backward_resident_clusters(int blocks) {
 #if MBN_GPU_CUDA
-    return largest_cluster(gn_tile_backward<__half, float, true>, kGnTileBackwardThreads);
+    return resident_clusters(gn_tile_backward<__half, float, true>, kGnTileBackwardThreads, blocks);
 #else
     // No clusters on AMD; naming the kernel here would ask hipcc for a host
     // stub of an instance it never emits (a link error).
-    return 1;
+    (void)blocks;
+    return 0;
 #endif
 }
 

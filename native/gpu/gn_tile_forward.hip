@@ -274,29 +274,35 @@ void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const Launc
     });
 }
 
-int gn_tile_cluster_limit(int device) {
+void measure_gn_tile_clusters(int device, DeviceShape& shape) {
+    shape.cluster_blocks = 1;
+    for (int& slots : shape.cluster_slots) slots = 0;
 #if MBN_GPU_CUDA
     int supported = 0;
     if (cudaDeviceGetAttribute(&supported, cudaDevAttrClusterLaunch, device) != cudaSuccess) {
         (void)cudaGetLastError();
-        return 1;
+        return;
     }
-    if (supported == 0) return 1;
+    if (supported == 0) return;
     // The kernels use clusters only when built for sm_90 or later: the code
     // this device runs must come from such a build.
     cudaFuncAttributes attributes{};
     if (cudaFuncGetAttributes(&attributes, gn_tile_forward<float, float, true>) != cudaSuccess) {
         (void)cudaGetLastError();
-        return 1;
+        return;
     }
-    if (attributes.ptxVersion < 90) return 1;
+    if (attributes.ptxVersion < 90) return;
     // Every instance takes a whole multiprocessor's registers: one of each
     // kernel stands for all.
-    return std::min(largest_cluster(gn_tile_forward<__half, float, true>, kGnTileForwardThreads),
-                    gn_tile_backward_largest_cluster());
+    static_assert(kGnTileMaxCluster <= kPortableClusterBlocks, "cluster_slots has no room for the largest cluster");
+    for (int blocks = 2; blocks <= kGnTileMaxCluster; ++blocks) {
+        const int slots = std::min(resident_clusters(gn_tile_forward<__half, float, true>, kGnTileForwardThreads, blocks),
+                                   gn_tile_backward_resident_clusters(blocks));
+        shape.cluster_slots[blocks] = std::max(slots, 0);
+        if (slots > 0 && (blocks & (blocks - 1)) == 0) shape.cluster_blocks = blocks;
+    }
 #else
     (void)device;
-    return 1;
 #endif
 }
 

@@ -12,27 +12,25 @@
 namespace mbn {
 namespace gpu {
 
-// The most blocks (a power of two, up to kGnTileMaxCluster) a cluster of
-// `kernel` may hold on the current device with blocks of `threads` threads
-// and the most shared memory the planner gives them: 1 where clusters
-// cannot be launched or none of that size can be resident.
+// Clusters of `blocks` blocks of `kernel` (blocks of `threads` threads and
+// the most shared memory the planner gives them) that can run at once on
+// the current device: 0 where such clusters cannot be launched.
 template <typename... Params>
-int largest_cluster(void (*kernel)(Params...), int threads) {
+int resident_clusters(void (*kernel)(Params...), int threads, int blocks) {
 #if MBN_GPU_CUDA
-    for (int blocks = kGnTileMaxCluster; blocks > 1; blocks /= 2) {
-        cudaLaunchAttribute attribute;
-        const cudaLaunchConfig_t config = cluster_config(dim3(static_cast<unsigned>(blocks)),
-                                                         dim3(static_cast<unsigned>(threads)), kGnTileMaxSharedBytes,
-                                                         nullptr, blocks, attribute);
-        int resident = 0;
-        if (cudaOccupancyMaxActiveClusters(&resident, kernel, &config) == cudaSuccess && resident > 0) return blocks;
-        (void)cudaGetLastError();
-    }
+    cudaLaunchAttribute attribute;
+    const cudaLaunchConfig_t config = cluster_config(dim3(static_cast<unsigned>(blocks)),
+                                                     dim3(static_cast<unsigned>(threads)), kGnTileMaxSharedBytes,
+                                                     nullptr, blocks, attribute);
+    int resident = 0;
+    if (cudaOccupancyMaxActiveClusters(&resident, kernel, &config) == cudaSuccess) return resident;
+    (void)cudaGetLastError();
 #else
     (void)kernel;
     (void)threads;
+    (void)blocks;
 #endif
-    return 1;
+    return 0;
 }
 
 template <typename... Params, typename... Args>

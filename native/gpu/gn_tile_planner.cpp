@@ -129,24 +129,32 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     GnTileWalk w{};
     if (const char* why = cut_tiles(shape, x, width, w)) return why;
 
-    // Blocks per tile, a power of two (clusters of other sizes are not
-    // sure to launch; positions fastest, the parts' vectors stay a power of
-    // two): the fewest whose parts fit the registers, more when tiles are
-    // too few to give every multiprocessor a block.
+    // Blocks per tile (one cluster): the fewest whose parts fit the
+    // registers, more when tiles are too few to give every multiprocessor a
+    // block, but only while every cluster runs at once (a cluster must fit
+    // one GPC, so clusters of 4 or 8 blocks fill fewer multiprocessors than
+    // pairs do, and a grid of one cluster too many takes two rounds: 2x).
+    // Channels fastest, any size up to the device's largest (rows split
+    // evenly); positions fastest, powers of two (the parts' vectors stay
+    // one).  Either kernel's block takes a whole multiprocessor at its most
+    // threads; fewer threads only make more of them fit.
     const int slots = backward ? kGnTileBackwardSlots : kGnTileForwardSlots;
     const int most_threads = backward ? kGnTileBackwardThreads : kGnTileForwardThreads;
     const std::int64_t axis = w.channels_inner ? w.rows : w.vectors;
-    const int cluster_limit = static_cast<int>(std::min<std::int64_t>(std::max(1, device.cluster_blocks), axis));
-    int needed = 0;
-    for (int k = 1; k <= cluster_limit && needed == 0; k *= 2)
-        if (part_shape(w, k, most_threads, slots).threads != 0) needed = k;
-    if (needed == 0) return "its groups are too large to stay on chip";
+    const int cluster_limit = static_cast<int>(std::min<std::int64_t>(
+        w.channels_inner ? kGnTileMaxCluster : std::max(1, device.cluster_blocks), axis));
+    auto next_size = [&](int k) { return w.channels_inner ? k + 1 : 2 * k; };
     const std::int64_t tiles = w.samples * w.tiles_per_sample;
+    int needed = 0;
+    for (int k = 1; k <= cluster_limit && needed == 0; k = next_size(k))
+        if (device.resident_clusters(k) > 0 && part_shape(w, k, most_threads, slots).threads != 0) needed = k;
+    if (needed == 0) return "its groups are too large to stay on chip";
     const std::int64_t tile_bytes = static_cast<std::int64_t>(w.tile_groups) * w.group_size() * size;
     const std::int64_t to_fill = std::max<std::int64_t>(1, device.multiprocessors / tiles);
     const std::int64_t wanted = std::min<std::int64_t>({cluster_limit, to_fill, ceil_div(tile_bytes, kMinBlockBytes)});
     w.cluster = needed;
-    while (2 * w.cluster <= wanted) w.cluster *= 2;
+    for (int k = next_size(needed); k <= wanted; k = next_size(k))
+        if (device.resident_clusters(k) >= tiles) w.cluster = k;
 
     // Threads: the fewest that leave each at most two slots, else as many
     // as a block takes.  The kernels are bound by instruction issue once

@@ -321,7 +321,7 @@ std::unique_ptr<Backend> make_gpu_backend(void* stream) {
         (void)hipGetLastError();
         return nullptr;
     }
-    shape.cluster_blocks = gpu::gn_tile_cluster_limit(device);
+    gpu::measure_gn_tile_clusters(device, shape);
     return std::make_unique<gpu::GpuBackend>(device, shape, stream);
 }
 

@@ -226,13 +226,18 @@ void compare(const char* what, const Case& k, const std::vector<double>& got, co
     }
 }
 
-// An H100 (132 multiprocessors, clusters of 8); built for 64-lane waves,
-// an AMD CDNA device (110 compute units, no clusters).
+// An H100 (132 multiprocessors, clusters of up to 8 with the resident
+// counts cudaOccupancyMaxActiveClusters gave there); built for 64-lane
+// waves, an AMD CDNA device (110 compute units, no clusters).
 DeviceShape device_shape() {
     DeviceShape d;
     d.wave_size = EMU_WAVE_SIZE;
     d.multiprocessors = EMU_WAVE_SIZE == 64 ? 110 : 132;
     d.cluster_blocks = EMU_WAVE_SIZE == 64 ? 1 : 8;
+    if (EMU_WAVE_SIZE != 64) {
+        const int h100[] = {0, 0, 66, 39, 30, 22, 17, 15, 15};
+        for (int k = 0; k <= kPortableClusterBlocks; ++k) d.cluster_slots[k] = h100[k];
+    }
     return d;
 }
 

@@ -15,8 +15,8 @@ namespace gpu {
 
 // The emulator runs clusters of any size the planner asks for.
 template <typename... Params>
-int largest_cluster(void (*)(Params...), int) {
-    return kGnTileMaxCluster;
+int resident_clusters(void (*)(Params...), int, int) {
+    return 1;
 }
 
 template <typename... Params, typename... Args>
