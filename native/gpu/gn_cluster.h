@@ -30,6 +30,17 @@ __device__ __forceinline__ void cluster_sync() { cooperative_groups::this_cluste
 // it waits before it exits, so that none leaves while another reads its own.
 __device__ __forceinline__ void cluster_arrive() { cooperative_groups::this_cluster().barrier_arrive(); }
 __device__ __forceinline__ void cluster_wait() { cooperative_groups::this_cluster().barrier_wait(); }
+// An arrival that publishes nothing (no fence before it: a release arrival
+// waits for the block's outstanding global stores, measured as the kernel's
+// costliest stall on the H100).  Only for arrivals that signal "done reading
+// the others' shared memory".
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(MBN_EMULATION)
+    cooperative_groups::this_cluster().barrier_arrive();
+#else
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#endif
+}
 
 // The same shared variable in block `rank` of the cluster.
 template <typename V>
@@ -48,6 +59,7 @@ __device__ __forceinline__ V* cluster_peer_writable(V* mine, int rank) {
 __device__ __forceinline__ void cluster_sync() {}
 __device__ __forceinline__ void cluster_arrive() {}
 __device__ __forceinline__ void cluster_wait() {}
+__device__ __forceinline__ void cluster_arrive_relaxed() {}
 template <typename V>
 __device__ __forceinline__ const V* cluster_peer(const V* mine, int) {
     return mine;

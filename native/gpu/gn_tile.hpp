@@ -87,18 +87,20 @@ struct GnTileWalk {
     MBN_HOST_DEVICE std::int64_t block_channels() const { return channels_inner ? tile_channels() : rows; }
 };
 
-// The part of a tile block `rank` of its cluster holds.
+// The part of a tile block `rank` of its cluster holds.  A tile fits a
+// cluster's registers, so its rows and vectors (and the tiles of a launch,
+// the planner checks) count in int: no 64-bit division in the kernels.
 struct GnTilePart {
-    std::int64_t row0, rows;
-    std::int64_t vector0, vectors;
+    int row0, rows;
+    int vector0, vectors;
 };
 
 MBN_HOST_DEVICE inline GnTilePart tile_part(const GnTileWalk& w, int rank) {
-    const std::int64_t axis = w.channels_inner ? w.rows : w.vectors;
-    const std::int64_t begin = axis * rank / w.cluster;
-    const std::int64_t end = axis * (rank + 1) / w.cluster;
-    if (w.channels_inner) return GnTilePart{begin, end - begin, 0, w.vectors};
-    return GnTilePart{0, w.rows, begin, end - begin};
+    const int axis = static_cast<int>(w.channels_inner ? w.rows : w.vectors);
+    const int begin = axis * rank / w.cluster;
+    const int end = axis * (rank + 1) / w.cluster;
+    if (w.channels_inner) return GnTilePart{begin, end - begin, 0, static_cast<int>(w.vectors)};
+    return GnTilePart{0, static_cast<int>(w.rows), begin, end - begin};
 }
 
 // Partials per channel (or group) before the block folds them, sized for
@@ -121,6 +123,7 @@ struct GnTileShared {
     int block;    // forward: 3 doubles per group; backward: 2 doubles per channel
     int totals;   // forward: 2 doubles per group (offset, rstd); backward: 2 doubles per channel
     int terms;    // backward: 2 doubles per group
+    int weights;  // backward: the block's channels' weights, 1 float each
     int flag;     // backward: the last-arrival flag
     int bytes;
 };
@@ -143,6 +146,8 @@ MBN_HOST_DEVICE inline GnTileShared tile_shared(const GnTileWalk& w, bool backwa
         at += round_up_16(channels * 2 * 8);
         s.terms = static_cast<int>(at);
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 2 * 8);
+        s.weights = static_cast<int>(at);
+        at += round_up_16(channels * 4);
         s.flag = static_cast<int>(at);
         at += 16;
     } else {
@@ -151,7 +156,7 @@ MBN_HOST_DEVICE inline GnTileShared tile_shared(const GnTileWalk& w, bool backwa
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 3 * 8);
         s.totals = static_cast<int>(at);
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 2 * 8);
-        s.terms = s.flag = static_cast<int>(at);
+        s.terms = s.weights = s.flag = static_cast<int>(at);
     }
     s.bytes = at > (std::int64_t(1) << 30) ? (1 << 30) : static_cast<int>(at);
     return s;

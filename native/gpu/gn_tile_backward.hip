@@ -114,18 +114,19 @@ __device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, 
 }
 
 // mean(w g) and mean(w g xhat) of each of the tile's groups into `terms`,
-// from the tile's per-channel sums (every thread calls; a wave per group).
-template <typename P, bool kInner>
-__device__ void group_terms(const GnTileBackwardArgs<P>& args, const Sums2<double>* totals, std::int64_t channel0,
+// from the tile's per-channel sums and the block's channels' weights
+// (every thread calls; a wave per group).
+template <bool kInner>
+__device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, const float* weights,
                             Sums2<double>* terms) {
-    const GnTileWalk& w = args.walk;
     const int lane = static_cast<int>(threadIdx.x) % MBN_WAVE_SIZE;
     const int waves = w.threads / MBN_WAVE_SIZE;
+    const int channels = static_cast<int>(w.channels);
     for (int group = static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE; group < w.tile_groups; group += waves) {
         Sums2<double> sum{0.0, 0.0};
-        for (std::int64_t k = lane; k < w.channels; k += MBN_WAVE_SIZE) {
-            const std::int64_t c = (kInner ? group * w.channels : 0) + k;
-            const double weight = channel_param(args.weight, args.weight_stride, channel0 + c, 1.0f);
+        for (int k = lane; k < channels; k += MBN_WAVE_SIZE) {
+            const int c = (kInner ? group * channels : 0) + k;
+            const double weight = weights[c];
             sum.a += weight * totals[c].a;
             sum.b += weight * totals[c].b;
         }
@@ -183,18 +184,24 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
     const GnTileWalk& w = args.walk;
     require_cluster_support(w.cluster);
     const GnTileShared layout = tile_shared(w, true);
-    const GnTileThread at(w);
-    const unsigned held = held_slots<R>(w, at);
+    const GnTileThread at(w, W);
+    const unsigned held = held_slots<R>(at);
     Pack<T, W> raw_x[R], raw_dy[R];
-    load_slots<R, W>(x, w, at, held, raw_x);
-    load_slots<R, W>(dy, w, at, held, raw_dy);
+    load_slots<R, W>(x, at, held, raw_x);
+    load_slots<R, W>(dy, at, held, raw_dy);
 
     // A column past the part's vectors holds nothing (and names no group).
     const bool active = at.active();
     const GnLaneGroups lanes = lane_groups<W, kInner>(w, at.tx);
     const int split = kInner ? lanes.split : W;
-    const std::int64_t group0 = at.tile * w.tile_groups;
-    const std::int64_t channel0 = at.tile * w.tile_channels();
+    const std::int64_t group0 = static_cast<std::int64_t>(at.tile) * w.tile_groups;
+    const std::int64_t channel0 = static_cast<std::int64_t>(at.tile) * w.tile_channels();
+    void* shared = gn_tile_backward_shared;
+    // The block's channels' weights for the group terms, fetched now so that
+    // they arrive with x (the first barrier publishes them).
+    float* block_weights = shared_at<float>(shared, layout.weights);
+    for (int c = static_cast<int>(threadIdx.x); c < w.block_channels(); c += w.threads)
+        block_weights[c] = channel_param(args.weight, args.weight_stride, channel0 + c, 1.0f);
     GnLaneTerms lo{0.0f, 0.0f, 1.0f, 0.0f}, hi = lo;
     if (active) {
         lo.mean = static_cast<float>(read_stat(args.mean, at.n, group0 + lanes.lo));
@@ -204,29 +211,22 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
             hi.rstd = static_cast<float>(read_stat(args.rstd, at.n, group0 + lanes.lo + 1));
         }
     }
-    // What each lane shares with its channel (channels fastest: fixed per
-    // thread), and what slot a's row shares (positions fastest: the row is
-    // the channel).
-    GnLaneTerms lane[W];
+    // What the elements of a lane share (channels fastest: the lane is the
+    // channel) or of a slot (positions fastest: the row is the channel),
+    // fetched once for both passes.
+    constexpr int kTerms = kInner ? W : R;
+    GnLaneTerms terms_of[kTerms];
 #pragma unroll
-    for (int j = 0; j < W; ++j) {
-        lane[j] = j < split ? lo : hi;
-        if (kInner && active) {
-            const std::int64_t c = channel0 + static_cast<std::int64_t>(at.tx) * W + j;
-            lane[j].weight = channel_param(args.weight, args.weight_stride, c, 1.0f);
-            lane[j].bias = channel_param(args.bias, args.bias_stride, c, 0.0f);
+    for (int k = 0; k < kTerms; ++k) {
+        terms_of[k] = kInner && k >= split ? hi : lo;
+        const bool wanted = kInner ? active : (held & (1u << k)) != 0;
+        if (wanted) {
+            const std::int64_t c = channel0 + (kInner ? at.tx * W + k : at.row(w, k));
+            terms_of[k].weight = channel_param(args.weight, args.weight_stride, c, 1.0f);
+            terms_of[k].bias = channel_param(args.bias, args.bias_stride, c, 0.0f);
         }
     }
-    auto row_terms = [&](int a) {
-        GnLaneTerms t = lo;
-        if (!kInner) {
-            const std::int64_t c = channel0 + at.row(w, a);
-            t.weight = channel_param(args.weight, args.weight_stride, c, 1.0f);
-            t.bias = channel_param(args.bias, args.bias_stride, c, 0.0f);
-        }
-        return t;
-    };
-    auto lane_terms = [&](const GnLaneTerms& row, int j) { return kInner ? lane[j] : row; };
+    auto element_terms = [&](int a, int j) -> const GnLaneTerms& { return terms_of[kInner ? j : a]; };
 
     // g of every element, kept for dx (dy is dead once g is known: the
     // registers are x's and g's, not x's, dy's and a second exp).
@@ -237,11 +237,10 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
 #pragma unroll
     for (int a = 0; a < R; ++a) {
         if (!(held & (1u << a))) continue;
-        const GnLaneTerms row = row_terms(a);
 #pragma unroll
         for (int j = 0; j < W; ++j) {
             float xhat, g;
-            element_gradient(args, lane_terms(row, j), widen(raw_x[a].lane[j]), widen(raw_dy[a].lane[j]), xhat, g);
+            element_gradient(args, element_terms(a, j), widen(raw_x[a].lane[j]), widen(raw_dy[a].lane[j]), xhat, g);
             grad[a][j] = g;
             const int k = kInner ? j : a;
             sum_g[k] += g;
@@ -249,7 +248,6 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
         }
     }
 
-    void* shared = gn_tile_backward_shared;
     Sums2<double>* block_sums = shared_at<Sums2<double>>(shared, layout.block);
     block_channel_sums<W, K, kInner>(w, at, sum_g, sum_gx, shared_at<Sums2<float>>(shared, layout.entries), block_sums);
 
@@ -259,10 +257,11 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
     for (std::int64_t c = threadIdx.x; c < w.block_channels(); c += w.threads)
         totals[c] = cluster_total(block_sums + c, w.cluster);
     __syncthreads();
-    if (w.cluster > 1) cluster_arrive();  // no more reads of other blocks' memory
+    // No more reads of other blocks' memory (nothing to publish: relaxed).
+    if (w.cluster > 1) cluster_arrive_relaxed();
 
     Sums2<double>* terms = shared_at<Sums2<double>>(shared, layout.terms);
-    group_terms<P, kInner>(args, totals, channel0, terms);
+    group_terms<kInner>(w, totals, block_weights, terms);
     if (args.dweight != nullptr) parameter_gradients(args, at, totals, channel0, shared_at<int>(shared, layout.flag));
     __syncthreads();
 
@@ -283,16 +282,15 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
 #pragma unroll
     for (int a = 0; a < R; ++a) {
         if (!(held & (1u << a))) continue;
-        const GnLaneTerms row = row_terms(a);
         Pack<T, W> out;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            const GnLaneTerms t = lane_terms(row, j);
+            const GnLaneTerms& t = element_terms(a, j);
             const float xhat = (widen(raw_x[a].lane[j]) - t.mean) * t.rstd;
             const float v = t.rstd * ((t.weight * grad[a][j] - mean_wg[j]) - xhat * mean_wgx[j]);
             out.lane[j] = narrow<T>(v);
         }
-        *reinterpret_cast<Pack<T, W>*>(dx + at.offset<W>(w, a)) = out;
+        *reinterpret_cast<Pack<T, W>*>(dx + at.offset(a)) = out;
     }
     if (w.cluster > 1) cluster_wait();
 }

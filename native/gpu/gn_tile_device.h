@@ -14,59 +14,60 @@
 namespace mbn {
 namespace gpu {
 
-// Where this thread sits: its tile, its block's part, its column and row.
+// Where this thread sits: its tile, its block's part, its column and row,
+// and the rows it holds (slots 0 .. slots - 1, row_threads rows apart).
+// Set up once in int arithmetic; a slot's address is then one add.
 struct GnTileThread {
-    std::int64_t n;     // sample
-    std::int64_t tile;  // tile within the sample
-    int rank;           // block within the cluster
+    int n;      // sample
+    int tile;   // tile within the sample
+    int rank;   // block within the cluster
     GnTilePart part;
     int tx, ty;
     bool in_block;      // ty < row_threads (threads past them hold nothing)
+    int slots;          // rows held
     std::int64_t base;  // offset of the tile's first element
+    std::int64_t first; // offset of slot 0's first lane
+    std::int64_t step;  // from one slot's first lane to the next's
 
-    __device__ GnTileThread(const GnTileWalk& w) {
-        const std::int64_t block = blockIdx.x;
-        const std::int64_t tile_index = block / w.cluster;
-        rank = static_cast<int>(block - tile_index * w.cluster);
-        n = tile_index / w.tiles_per_sample;
-        tile = tile_index - n * w.tiles_per_sample;
+    // `width`: the kernel's elements per vector.
+    __device__ GnTileThread(const GnTileWalk& w, int width) {
+        const int block = static_cast<int>(blockIdx.x);
+        const int tile_index = block / w.cluster;
+        rank = block - tile_index * w.cluster;
+        const int per_sample = static_cast<int>(w.tiles_per_sample);
+        n = tile_index / per_sample;
+        tile = tile_index - n * per_sample;
         part = tile_part(w, rank);
         tx = static_cast<int>(threadIdx.x) % w.columns;
         ty = static_cast<int>(threadIdx.x) / w.columns;
         in_block = ty < w.row_threads;
+        slots = active() && ty < part.rows ? (part.rows - ty + w.row_threads - 1) / w.row_threads : 0;
         base = w.tile_base(n, tile);
+        first = base + static_cast<std::int64_t>(part.row0 + ty) * w.row_stride +
+                static_cast<std::int64_t>(part.vector0 + tx) * width;
+        step = static_cast<std::int64_t>(w.row_threads) * w.row_stride;
     }
 
     // Row (within the tile) of slot a.
-    __device__ std::int64_t row(const GnTileWalk& w, int a) const { return part.row0 + ty + std::int64_t(a) * w.row_threads; }
-    __device__ bool holds(const GnTileWalk& w, int a) const {
-        return in_block && tx < part.vectors && ty + std::int64_t(a) * w.row_threads < part.rows;
-    }
+    __device__ int row(const GnTileWalk& w, int a) const { return part.row0 + ty + a * w.row_threads; }
     // Whether the thread's column names channels of the tile.
     __device__ bool active() const { return in_block && tx < part.vectors; }
     // Element offset of slot a's first lane.
-    template <int W>
-    __device__ std::int64_t offset(const GnTileWalk& w, int a) const {
-        return base + row(w, a) * w.row_stride + (part.vector0 + tx) * W;
-    }
+    __device__ std::int64_t offset(int a) const { return first + a * step; }
 };
 
 // The slots this thread holds, as a bit mask (slot a: bit a).
 template <int R>
-__device__ __forceinline__ unsigned held_slots(const GnTileWalk& w, const GnTileThread& at) {
-    unsigned mask = 0;
-#pragma unroll
-    for (int a = 0; a < R; ++a)
-        if (at.holds(w, a)) mask |= 1u << a;
-    return mask;
+__device__ __forceinline__ unsigned held_slots(const GnTileThread& at) {
+    static_assert(R < 32, "slots are bits of an unsigned");
+    return at.slots >= R ? (1u << R) - 1 : (1u << at.slots) - 1;
 }
 
 template <int R, int W, typename T>
-__device__ __forceinline__ void load_slots(const T* data, const GnTileWalk& w, const GnTileThread& at, unsigned held,
-                                           Pack<T, W> (&raw)[R]) {
+__device__ __forceinline__ void load_slots(const T* data, const GnTileThread& at, unsigned held, Pack<T, W> (&raw)[R]) {
 #pragma unroll
     for (int a = 0; a < R; ++a)
-        if (held & (1u << a)) raw[a] = load_pack<W>(data + at.offset<W>(w, a));
+        if (held & (1u << a)) raw[a] = load_pack<W>(data + at.offset(a));
 }
 
 // The groups (within the tile) of a thread's lanes: lanes below `split`
@@ -80,10 +81,11 @@ struct GnLaneGroups {
 template <int W, bool kInner>
 __device__ __forceinline__ GnLaneGroups lane_groups(const GnTileWalk& w, int tx) {
     if (!kInner) return GnLaneGroups{0, W};
-    const std::int64_t first = static_cast<std::int64_t>(tx) * W;
-    const std::int64_t lo = first / w.channels;
-    const std::int64_t split = (lo + 1) * w.channels - first;
-    return GnLaneGroups{static_cast<int>(lo), static_cast<int>(split < W ? split : W)};
+    const int channels = static_cast<int>(w.channels);
+    const int first = tx * W;
+    const int lo = first / channels;
+    const int split = (lo + 1) * channels - first;
+    return GnLaneGroups{lo, split < W ? split : W};
 }
 
 // A parameter (weight or bias) of channel c as float; `absent` without one.

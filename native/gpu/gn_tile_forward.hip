@@ -110,17 +110,21 @@ __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMom
     const int waves = w.threads / MBN_WAVE_SIZE;
     for (int group = wave; group < w.tile_groups; group += waves) {
         // The columns holding lanes of this group: a straddling column adds
-        // its hi side to the group after its lo group.
-        int first = 0, count = 1;
+        // its hi side to the group after its lo group (the column's first
+        // lane lies in the group before).
+        int first = 0, count = 1, group_first = 0;
         if (kInner) {
-            first = static_cast<int>(group * w.channels / W);
-            count = static_cast<int>(((group + 1) * w.channels - 1) / W) - first + 1;
+            const int channels = static_cast<int>(w.channels);
+            group_first = group * channels;
+            first = group_first / W;
+            count = ((group + 1) * channels - 1) / W - first + 1;
         }
         GnMomentSums sum{0.0, 0.0, 0.0};
         for (int item = lane; item < rows * count; item += MBN_WAVE_SIZE) {
-            const int column = first + item % count;
-            const GnMomentSums* entry = entries + 2 * ((item / count) * columns + column);
-            sum = sum + (lane_groups<W, kInner>(w, column).lo == group ? entry[0] : entry[1]);
+            const int row = item / count;
+            const int column = first + (item - row * count);
+            const GnMomentSums* entry = entries + 2 * (row * columns + column);
+            sum = sum + (column * W >= group_first ? entry[0] : entry[1]);
         }
         sum = butterfly_sum(sum, 1);
         if (lane == 0) block_sums[group] = sum;
@@ -140,10 +144,10 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     const GnTileWalk& w = args.walk;
     require_cluster_support(w.cluster);
     const GnTileShared layout = tile_shared(w, false);
-    const GnTileThread at(w);
-    const unsigned held = held_slots<R>(w, at);
+    const GnTileThread at(w, W);
+    const unsigned held = held_slots<R>(at);
     Pack<T, W> raw[R];
-    load_slots<R, W>(x, w, at, held, raw);
+    load_slots<R, W>(x, at, held, raw);
 
     const GnLaneGroups lanes = lane_groups<W, kInner>(w, at.tx);
     const int split = kInner ? lanes.split : W;
@@ -159,6 +163,22 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         }
 #pragma unroll
         for (int j = 0; j < W; ++j) shift[j] = j < split ? shift_lo : shift_hi;
+    }
+    // The weight and bias of each element's channel, fetched beside x so
+    // that their latency hides behind the statistics: channels fastest, per
+    // lane (the same for every slot); positions fastest, per slot (the row
+    // is the channel).
+    constexpr int kParams = kInner ? W : R;
+    float weight[kParams], bias[kParams];
+    {
+        const std::int64_t channel0 = static_cast<std::int64_t>(at.tile) * w.tile_channels();
+#pragma unroll
+        for (int k = 0; k < kParams; ++k) {
+            const bool wanted = kInner ? active : (held & (1u << k)) != 0;
+            const std::int64_t c = channel0 + (kInner ? at.tx * W + k : at.row(w, k));
+            weight[k] = wanted ? channel_param(args.weight, args.weight_stride, c, 1.0f) : 1.0f;
+            bias[k] = wanted ? channel_param(args.bias, args.bias_stride, c, 0.0f) : 0.0f;
+        }
     }
     GnMomentSums lo, hi;
     thread_moments<R, W>(raw, held, split, shift, lo, hi);
@@ -180,18 +200,18 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         stats[2 * group] = offset;
         stats[2 * group + 1] = rstd;
         if (at.rank == 0) {
-            const std::int64_t g = at.tile * w.tile_groups + group;
+            const std::int64_t g = static_cast<std::int64_t>(at.tile) * w.tile_groups + group;
             const double shift = static_cast<double>(widen(x[at.base + group * group_step]));
             write_stat(args.mean, at.n, g, shift + offset);
             write_stat(args.rstd, at.n, g, rstd);
         }
     }
     __syncthreads();
-    if (w.cluster > 1) cluster_arrive();  // no more reads of other blocks' memory
+    // No more reads of other blocks' memory (nothing to publish: relaxed).
+    if (w.cluster > 1) cluster_arrive_relaxed();
 
-    // Per lane: its group's offset, and the scale and bias of its channel
-    // (channels fastest: fixed per thread; positions fastest: per slot).
-    float offset[W], scale[W], bias[W];
+    // Per lane: its group's offset and rstd.
+    float offset[W], rstd[W];
     {
         float offset_lo = 0.0f, rstd_lo = 0.0f, offset_hi = 0.0f, rstd_hi = 0.0f;
         if (active) {
@@ -202,35 +222,25 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
                 rstd_hi = static_cast<float>(stats[2 * lanes.lo + 3]);
             }
         }
-        const std::int64_t channel0 = at.tile * w.tile_channels() + static_cast<std::int64_t>(at.tx) * W;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            const bool mine = kInner && active;
             offset[j] = j < split ? offset_lo : offset_hi;
-            scale[j] = (j < split ? rstd_lo : rstd_hi) *
-                       (mine ? channel_param(args.weight, args.weight_stride, channel0 + j, 1.0f) : 1.0f);
-            bias[j] = mine ? channel_param(args.bias, args.bias_stride, channel0 + j, 0.0f) : 0.0f;
+            rstd[j] = j < split ? rstd_lo : rstd_hi;
         }
     }
     const float beta = args.swish_beta;
 #pragma unroll
     for (int a = 0; a < R; ++a) {
         if (!(held & (1u << a))) continue;
-        float row_scale = 0.0f, row_bias = 0.0f;
-        if (!kInner) {  // positions fastest: the row is the channel
-            const std::int64_t c = at.tile * w.tile_channels() + at.row(w, a);
-            row_scale = scale[0] * channel_param(args.weight, args.weight_stride, c, 1.0f);
-            row_bias = channel_param(args.bias, args.bias_stride, c, 0.0f);
-        }
         Pack<T, W> out;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            float v = ((widen(raw[a].lane[j]) - shift[j]) - offset[j]) * (kInner ? scale[j] : row_scale) +
-                      (kInner ? bias[j] : row_bias);
+            const int k = kInner ? j : a;
+            float v = ((widen(raw[a].lane[j]) - shift[j]) - offset[j]) * (rstd[j] * weight[k]) + bias[k];
             if (args.swish) v = fast_swish(v, beta);
             out.lane[j] = narrow<T>(v);
         }
-        *reinterpret_cast<Pack<T, W>*>(y + at.offset<W>(w, a)) = out;
+        *reinterpret_cast<Pack<T, W>*>(y + at.offset(a)) = out;
     }
     if (w.cluster > 1) cluster_wait();
 }
