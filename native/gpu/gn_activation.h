@@ -35,21 +35,53 @@ __device__ __forceinline__ A swish_derivative(A z, A beta) {
     return slope == A(0) ? s : s + t * slope;
 }
 
-// The same in float with the hardware's approximate exponential and
-// division, for finite z (the on-chip kernels, bound by instruction issue:
-// two special-function operations instead of ~20 instructions).  exp is
-// within 2 + 1.2 |x| ulp and the division within 2 ulp: a relative error
-// below 1e-5 wherever the result is not negligible beside float32's
-// tolerance.  Where exp overflows, or the divisor passes 2^126, the
-// division gives 0: swish's limit there.
-__device__ __forceinline__ float fast_swish(float z, float beta) {
-    return __fdividef(z, 1.0f + __expf(-beta * z));
+// 2^v and 1/v on the special-function unit.  On NVIDIA with denormals
+// flushed: the non-flushing forms (what __expf and __fdividef compile to
+// without -ftz) test and rescale their operand around every such operation,
+// which the on-chip kernels, bound by instruction issue, pay per element.
+// Flushing loses nothing here: swish's divisor is at least 1, and a flushed
+// exponential only gives 1 + e = 1 a little earlier.
+__device__ __forceinline__ float approx_exp2(float v) {
+#if MBN_GPU_CUDA && !defined(MBN_EMULATION)
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+#else
+    return __expf(v * 0.69314718055994531f);
+#endif
 }
 
-__device__ __forceinline__ float fast_swish_derivative(float z, float beta) {
-    const float t = beta * z;
-    const float s = __fdividef(1.0f, 1.0f + __expf(-t));
-    return s + t * (s * (1.0f - s));
+__device__ __forceinline__ float approx_reciprocal(float v) {
+#if MBN_GPU_CUDA && !defined(MBN_EMULATION)
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+#else
+    return __fdividef(1.0f, v);
+#endif
+}
+
+// log2(e): exp(-beta z) = 2^(z * (-beta log2(e))).
+constexpr float kLog2E = 1.44269504088896341f;
+
+// The exponent scale of fast_swish for a given beta (computed once per
+// kernel, not per element).
+__device__ __forceinline__ float swish_exponent_scale(float beta) { return -beta * kLog2E; }
+
+// Swish in float with the approximate exponential and reciprocal, for
+// finite z (the on-chip kernels): two special-function operations instead
+// of ~20 instructions.  ex2.approx is within 2 ulp + 1.2 |v| ulp and the
+// reciprocal within 1 ulp: a relative error below 1e-5 wherever the result
+// is not negligible beside float32's tolerance.  Where the exponential
+// overflows the reciprocal gives 0: swish's limit there.  `scale` is
+// swish_exponent_scale(beta).
+__device__ __forceinline__ float fast_swish(float z, float scale) {
+    return z * approx_reciprocal(1.0f + approx_exp2(z * scale));
+}
+
+__device__ __forceinline__ float fast_swish_derivative(float z, float beta, float scale) {
+    const float s = approx_reciprocal(1.0f + approx_exp2(z * scale));
+    return s + (beta * z) * (s * (1.0f - s));
 }
 
 // Swish as normalize_share's epilogue (bn_block_phases.h).

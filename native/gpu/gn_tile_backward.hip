@@ -57,7 +57,9 @@ template <typename P>
 __device__ __forceinline__ void element_gradient(const GnTileBackwardArgs<P>& a, const GnLaneTerms& t, float x,
                                                  float dy, float& xhat, float& g) {
     xhat = (x - t.mean) * t.rstd;
-    g = a.swish ? dy * fast_swish_derivative(xhat * t.weight + t.bias, a.swish_beta) : dy;
+    g = a.swish ? dy * fast_swish_derivative(xhat * t.weight + t.bias, a.swish_beta,
+                                            swish_exponent_scale(a.swish_beta))
+                : dy;
 }
 
 // The block's sums of g and g * xhat per channel (block_channels()) into

@@ -71,12 +71,21 @@ __device__ void thread_moments(const Pack<T, W> (&raw)[R], unsigned held, int sp
         lane_mean[j] = j < split ? mean_lo : mean_hi;
         lane_m2[j] = 0.0f;
     }
+    // 16-bit data: the deviations about shift + mean in one subtraction.
+    // The rounding of that centre (|x| 2^-24) moves M2 by n times its
+    // square, negligible beside any spread 16-bit values can hold (their
+    // own spacing is |x| 2^-11).  float32 data keep the exact deviations.
+    constexpr bool kFoldCentre = sizeof(T) == 2;
+    float centre[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) centre[j] = kFoldCentre ? shift[j] + lane_mean[j] : lane_mean[j];
 #pragma unroll
     for (int a = 0; a < R; ++a) {
         if (!(held & (1u << a))) continue;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            const float e = (widen(raw[a].lane[j]) - shift[j]) - lane_mean[j];
+            const float e = kFoldCentre ? widen(raw[a].lane[j]) - centre[j]
+                                        : (widen(raw[a].lane[j]) - shift[j]) - centre[j];
             lane_m2[j] += e * e;
         }
     }
@@ -228,7 +237,22 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
             rstd[j] = j < split ? rstd_lo : rstd_hi;
         }
     }
-    const float beta = args.swish_beta;
+    // y = d s + t with d = x - shift, s = rstd w, t = b - offset s: one
+    // fused multiply-add per element.  Its error beside the form
+    // (d - offset) s + b is |offset s| 2^-24, offset the group's mean less
+    // its first element: negligible for 16-bit outputs; float32 outputs
+    // keep that form.
+    constexpr bool kFoldOffset = sizeof(T) == 2;
+    float scale[kParams], term[kParams];
+#pragma unroll
+    for (int k = 0; k < kParams; ++k) {
+        // Channels fastest: lane k's group; positions fastest: one group.
+        const float r = kInner ? rstd[k] : rstd[0];
+        const float o = kInner ? offset[k] : offset[0];
+        scale[k] = r * weight[k];
+        term[k] = kFoldOffset ? bias[k] - o * scale[k] : bias[k];
+    }
+    const float exponent_scale = swish_exponent_scale(args.swish_beta);
 #pragma unroll
     for (int a = 0; a < R; ++a) {
         if (!(held & (1u << a))) continue;
@@ -236,8 +260,9 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
 #pragma unroll
         for (int j = 0; j < W; ++j) {
             const int k = kInner ? j : a;
-            float v = ((widen(raw[a].lane[j]) - shift[j]) - offset[j]) * (rstd[j] * weight[k]) + bias[k];
-            if (args.swish) v = fast_swish(v, beta);
+            const float d = widen(raw[a].lane[j]) - shift[j];
+            float v = kFoldOffset ? d * scale[k] + term[k] : (d - offset[j]) * scale[k] + term[k];
+            if (args.swish) v = fast_swish(v, exponent_scale);
             out.lane[j] = narrow<T>(v);
         }
         *reinterpret_cast<Pack<T, W>*>(y + at.offset(a)) = out;
