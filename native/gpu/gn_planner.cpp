@@ -114,14 +114,7 @@ GnSlicePlan plan_slices(const GnShape& shape, const SlotTensors& tensors, const 
     return plan;
 }
 
-// A float32 backward on chip needs groups of at least this many values:
-// dx = rstd (w g - mean(w g) - xhat mean(w g xhat)) cancels in small groups
-// (two values: to rounding), where the on-chip kernel's float arithmetic
-// would leave errors of rstd * 1e-7, beyond float32's tolerance once the
-// group's values lie close together.  The slices path works in double.
-constexpr std::int64_t kFloatBackwardMinGroup = 64;
-
-enum class OnChipMode { automatic, never, fitting, required };
+enum class OnChipMode { automatic, never, required };
 
 // MIOPEN_BN_GN_ONCHIP (gn_planner.hpp), read at each call so that tests can
 // run both paths in one process; any other value keeps the default.
@@ -129,28 +122,26 @@ OnChipMode on_chip_mode() {
     const char* text = std::getenv("MIOPEN_BN_GN_ONCHIP");
     if (text == nullptr) return OnChipMode::automatic;
     if (std::strcmp(text, "0") == 0) return OnChipMode::never;
-    if (std::strcmp(text, "1") == 0) return OnChipMode::fitting;
     if (std::strcmp(text, "2") == 0) return OnChipMode::required;
     return OnChipMode::automatic;
 }
 
-// Whether the call runs on chip, filling `walk` when it does.  `fallback`:
-// why the default would not take it although it fits (nullptr: it would).
+// Whether the call runs on chip, filling `walk` when it does.
 bool plan_on_chip(const GnShape& shape, std::initializer_list<const TensorArg*> data, bool backward,
-                  const char* fallback, const DeviceShape& device, GnTileWalk& walk) {
+                  const DeviceShape& device, GnTileWalk& walk) {
     const OnChipMode mode = on_chip_mode();
     if (mode == OnChipMode::never) return false;
     const char* why = plan_gn_tiles(shape, data, backward, device, walk);
     require(why == nullptr || mode != OnChipMode::required, miopenStatusNotImplemented,
             "MIOPEN_BN_GN_ONCHIP=2: the on-chip group-norm kernels cannot take this problem: ", why ? why : "");
-    return why == nullptr && (fallback == nullptr || mode != OnChipMode::automatic);
+    return why == nullptr;
 }
 
 }  // namespace
 
 GnForwardPlan plan_gn_forward(const GnForward& p, const DeviceShape& device) {
     GnForwardPlan plan{};
-    plan.on_chip = plan_on_chip(p.shape, {&p.x, &p.y}, false, nullptr, device, plan.tiles);
+    plan.on_chip = plan_on_chip(p.shape, {&p.x, &p.y}, false, device, plan.tiles);
     if (plan.on_chip) {
         plan.needs = GnScratchNeeds{0, 0};
         return plan;
@@ -186,9 +177,7 @@ GnForwardPlan plan_gn_forward(const GnForward& p, const DeviceShape& device) {
 
 GnBackwardPlan plan_gn_backward(const GnBackward& p, const DeviceShape& device) {
     GnBackwardPlan plan{};
-    const bool cancels = p.x.dtype == DType::f32 && p.shape.group_size() < kFloatBackwardMinGroup;
-    plan.on_chip = plan_on_chip(p.shape, {&p.x, &p.dy, &p.dx}, true,
-                                cancels ? "small float32 groups" : nullptr, device, plan.tiles);
+    plan.on_chip = plan_on_chip(p.shape, {&p.x, &p.dy, &p.dx}, true, device, plan.tiles);
     if (plan.on_chip) {
         plan.needs = tile_backward_scratch_needs(plan.tiles, p.affine);
         return plan;

@@ -20,11 +20,10 @@ struct GnSlicePlan {
 
 // Which kernels run a call.  On chip (gn_tile.hpp): one launch, data read
 // once; taken whenever the problem fits them (float64, mixed layouts,
-// unaligned tensors and groups too large for a cluster's registers do not),
-// except a float32 backward of small groups, whose dx cancels too much for
-// the kernels' float arithmetic.  MIOPEN_BN_GN_ONCHIP overrides the choice:
-// 0 never, 1 whenever the problem fits, 2 the same and a problem that does
-// not fit fails (NotImplemented; for tests that must run these kernels).
+// unaligned tensors and groups too large for a cluster's registers do not).
+// MIOPEN_BN_GN_ONCHIP overrides the choice: 0 never, 1 whenever the problem
+// fits (the default), 2 the same and a problem that does not fit fails
+// (NotImplemented; for tests that must run these kernels).
 struct GnForwardPlan {
     bool on_chip;
     GnTileWalk tiles;  // when on_chip

@@ -44,6 +44,14 @@ constexpr int kGnTileForwardThreads = 512;
 constexpr int kGnTileForwardSlots = 8;
 constexpr int kGnTileBackwardThreads = 256;
 constexpr int kGnTileBackwardSlots = 11;
+// The backward of float32 groups under kGnTileExactGroup values runs its
+// element arithmetic in double (GnTileWalk::exact): there
+// dx = rstd (w g - mean(w g) - xhat mean(w g xhat)) cancels (in a 2-value
+// group, to rounding), and float would leave errors of rstd * 1e-7, beyond
+// float32's tolerance once the group's values lie close together.  Its
+// double sums take registers: fewer slots.
+constexpr std::int64_t kGnTileExactGroup = 64;
+constexpr int kGnTileExactBackwardSlots = 4;
 constexpr int kGnTileMaxThreads = 512;
 constexpr int kGnTileMinThreads = 64;   // at least one wave on every target
 constexpr int kGnTileMaxCluster = 8;    // the portable cluster size
@@ -73,6 +81,7 @@ struct GnTileWalk {
     int columns;      // threads along a row
     int row_threads;  // rows of threads: T / columns, rounded down
     int shared_bytes; // dynamic shared memory per block
+    bool exact;       // backward: element arithmetic in double (kGnTileExactGroup)
 
     MBN_HOST_DEVICE std::int64_t tiles() const { return samples * tiles_per_sample; }
     MBN_HOST_DEVICE std::int64_t group_size() const { return channels * positions; }
@@ -119,7 +128,7 @@ MBN_HOST_DEVICE inline int entry_columns(const GnTileWalk& w) { return w.channel
 
 // Byte offsets of the kernels' shared arrays (dynamic shared memory).
 struct GnTileShared {
-    int entries;  // forward: 6 doubles per entry; backward: 2 floats
+    int entries;  // forward: 6 doubles per entry; backward: 2 floats (exact: 2 doubles)
     int block;    // forward: 3 doubles per group; backward: 2 doubles per channel
     int totals;   // forward: 2 doubles per group (offset, rstd); backward: 2 doubles per channel
     int terms;    // backward: 2 doubles per group
@@ -139,7 +148,7 @@ MBN_HOST_DEVICE inline GnTileShared tile_shared(const GnTileWalk& w, bool backwa
     s.entries = 0;
     if (backward) {
         const std::int64_t channels = w.block_channels();
-        at += round_up_16(rows * channels * 2 * 4);
+        at += round_up_16(rows * channels * 2 * (w.exact ? 8 : 4));
         s.block = static_cast<int>(at);
         at += round_up_16(channels * 2 * 8);
         s.totals = static_cast<int>(at);

@@ -52,12 +52,14 @@ struct GnLaneTerms {
     float weight, bias;
 };
 
-// xhat and the pre-activation gradient g of one element.
-template <typename P>
+// xhat (in the element arithmetic A) and the pre-activation gradient g of
+// one element.  g stays float in every mode: dx is linear in g, and the
+// same stored g enters the sums and dx, so its rounding cancels with it.
+template <typename A, typename P>
 __device__ __forceinline__ void element_gradient(const GnTileBackwardArgs<P>& a, const GnLaneTerms& t, float x,
-                                                 float dy, float& xhat, float& g) {
-    xhat = (x - t.mean) * t.rstd;
-    g = a.swish ? dy * fast_swish_derivative(xhat * t.weight + t.bias, a.swish_beta,
+                                                 float dy, A& xhat, float& g) {
+    xhat = (static_cast<A>(x) - static_cast<A>(t.mean)) * static_cast<A>(t.rstd);
+    g = a.swish ? dy * fast_swish_derivative(static_cast<float>(xhat) * t.weight + t.bias, a.swish_beta,
                                             swish_exponent_scale(a.swish_beta))
                 : dy;
 }
@@ -67,15 +69,15 @@ __device__ __forceinline__ void element_gradient(const GnTileBackwardArgs<P>& a,
 // a wave add theirs by shuffles and one per wave stores them; channels
 // fastest, every thread stores its own.  Then a few threads per channel add
 // its entries in a fixed order.
-template <int W, int K, bool kInner>
-__device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, float (&sum_g)[K],
-                                   float (&sum_gx)[K], Sums2<float>* entries, Sums2<double>* block_sums) {
+template <int W, int K, bool kInner, typename A>
+__device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, A (&sum_g)[K], A (&sum_gx)[K],
+                                   Sums2<A>* entries, Sums2<double>* block_sums) {
     const std::int64_t channels = w.block_channels();
     if (kInner) {
         if (at.active()) {
 #pragma unroll
             for (int j = 0; j < K; ++j)
-                entries[at.ty * channels + static_cast<std::int64_t>(at.tx) * W + j] = Sums2<float>{sum_g[j], sum_gx[j]};
+                entries[at.ty * channels + static_cast<std::int64_t>(at.tx) * W + j] = Sums2<A>{sum_g[j], sum_gx[j]};
         }
     } else {
 #pragma unroll
@@ -88,7 +90,7 @@ __device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, 
 #pragma unroll
             for (int a = 0; a < K; ++a) {
                 const std::int64_t row = at.ty + static_cast<std::int64_t>(a) * w.row_threads;
-                if (row < at.part.rows) entries[part * channels + row] = Sums2<float>{sum_g[a], sum_gx[a]};
+                if (row < at.part.rows) entries[part * channels + row] = Sums2<A>{sum_g[a], sum_gx[a]};
             }
         }
     }
@@ -105,7 +107,7 @@ __device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, 
         Sums2<double> sum{0.0, 0.0};
         if (c < channels)
             for (int e = member; e < rows; e += team) {
-                const Sums2<float> entry = entries[e * channels + c];
+                const Sums2<A> entry = entries[e * channels + c];
                 sum.a += static_cast<double>(entry.a);
                 sum.b += static_cast<double>(entry.b);
             }
@@ -175,12 +177,13 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
 
 // Launched as tile_shared / launch_tile_kernel say.  dx may be x or dy:
 // each thread reads its elements before it writes them, and no other
-// thread reads them.
-template <typename T, typename P, bool kInner>
+// thread reads them.  A: the element arithmetic, float, or double where
+// the walk is exact (kGnTileExactGroup).
+template <typename T, typename P, bool kInner, typename A>
 __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
     gn_tile_backward(const T* x, const T* dy, T* dx, GnTileBackwardArgs<P> args) {
     constexpr int W = static_cast<int>(16 / sizeof(T));
-    constexpr int R = kGnTileBackwardSlots;
+    constexpr int R = std::is_same<A, double>::value ? kGnTileExactBackwardSlots : kGnTileBackwardSlots;
     constexpr int K = kInner ? W : R;  // sums per thread: per lane or per slot
     extern __shared__ double gn_tile_backward_shared[];
     const GnTileWalk& w = args.walk;
@@ -233,16 +236,18 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
     // g of every element, kept for dx (dy is dead once g is known: the
     // registers are x's and g's, not x's, dy's and a second exp).
     float grad[R][W];
-    float sum_g[K], sum_gx[K];
+    A sum_g[K], sum_gx[K];
 #pragma unroll
-    for (int k = 0; k < K; ++k) sum_g[k] = sum_gx[k] = 0.0f;
+    for (int k = 0; k < K; ++k) sum_g[k] = sum_gx[k] = A(0);
 #pragma unroll
     for (int a = 0; a < R; ++a) {
         if (!(held & (1u << a))) continue;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            float xhat, g;
-            element_gradient(args, element_terms(a, j), widen(raw_x[a].lane[j]), widen(raw_dy[a].lane[j]), xhat, g);
+            A xhat;
+            float g;
+            element_gradient<A>(args, element_terms(a, j), widen(raw_x[a].lane[j]), widen(raw_dy[a].lane[j]), xhat,
+                                g);
             grad[a][j] = g;
             const int k = kInner ? j : a;
             sum_g[k] += g;
@@ -251,7 +256,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
     }
 
     Sums2<double>* block_sums = shared_at<Sums2<double>>(shared, layout.block);
-    block_channel_sums<W, K, kInner>(w, at, sum_g, sum_gx, shared_at<Sums2<float>>(shared, layout.entries), block_sums);
+    block_channel_sums<W, K, kInner>(w, at, sum_g, sum_gx, shared_at<Sums2<A>>(shared, layout.entries), block_sums);
 
     // The tile's sums per channel from every block's, in rank order.
     if (w.cluster > 1) cluster_sync();
@@ -268,7 +273,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
     __syncthreads();
 
     // Per lane: its group's mean(w g) and mean(w g xhat).
-    float mean_wg[W], mean_wgx[W];
+    A mean_wg[W], mean_wgx[W];
     {
         Sums2<double> lo_terms{0.0, 0.0}, hi_terms{0.0, 0.0};
         if (active) {
@@ -277,8 +282,8 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
         }
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            mean_wg[j] = static_cast<float>(j < split ? lo_terms.a : hi_terms.a);
-            mean_wgx[j] = static_cast<float>(j < split ? lo_terms.b : hi_terms.b);
+            mean_wg[j] = static_cast<A>(j < split ? lo_terms.a : hi_terms.a);
+            mean_wgx[j] = static_cast<A>(j < split ? lo_terms.b : hi_terms.b);
         }
     }
 #pragma unroll
@@ -288,8 +293,9 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
 #pragma unroll
         for (int j = 0; j < W; ++j) {
             const GnLaneTerms& t = element_terms(a, j);
-            const float xhat = (widen(raw_x[a].lane[j]) - t.mean) * t.rstd;
-            const float v = t.rstd * ((t.weight * grad[a][j] - mean_wg[j]) - xhat * mean_wgx[j]);
+            const A xhat = (static_cast<A>(widen(raw_x[a].lane[j])) - static_cast<A>(t.mean)) * static_cast<A>(t.rstd);
+            const A v = static_cast<A>(t.rstd) *
+                        ((static_cast<A>(t.weight) * static_cast<A>(grad[a][j]) - mean_wg[j]) - xhat * mean_wgx[j]);
             out.lane[j] = narrow<T>(v);
         }
         *reinterpret_cast<Pack<T, W>*>(dx + at.offset(a)) = out;
@@ -318,8 +324,17 @@ void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTa
     args.rstd = stat_tensor(p.rstd);
     args.swish = p.activation == Activation::swish;
     args.swish_beta = p.swish_beta;
-    launch_tile_kernel(gn_tile_backward<T, P, kInner>, walk, target.stream, "gn_tile_backward",
-                       static_cast<const T*>(p.x.data), static_cast<const T*>(p.dy.data), static_cast<T*>(p.dx.data),
+    const auto* x = static_cast<const T*>(p.x.data);
+    const auto* dy = static_cast<const T*>(p.dy.data);
+    auto* dx = static_cast<T*>(p.dx.data);
+    if constexpr (std::is_same<T, float>::value) {
+        if (walk.exact) {
+            launch_tile_kernel(gn_tile_backward<T, P, kInner, double>, walk, target.stream, "gn_tile_backward", x,
+                               dy, dx, args);
+            return;
+        }
+    }
+    launch_tile_kernel(gn_tile_backward<T, P, kInner, float>, walk, target.stream, "gn_tile_backward", x, dy, dx,
                        args);
 }
 
@@ -345,7 +360,7 @@ void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const Lau
 
 int gn_tile_backward_resident_clusters(int blocks) {
 #if MBN_GPU_CUDA
-    return resident_clusters(gn_tile_backward<__half, float, true>, kGnTileBackwardThreads, blocks);
+    return resident_clusters(gn_tile_backward<__half, float, true, float>, kGnTileBackwardThreads, blocks);
 #else
     // No clusters on AMD; naming the kernel here would ask hipcc for a host
     // stub of an instance it never emits (a link error).

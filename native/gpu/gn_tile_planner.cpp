@@ -128,6 +128,7 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     }
     GnTileWalk w{};
     if (const char* why = cut_tiles(shape, x, width, w)) return why;
+    w.exact = backward && x.dtype == DType::f32 && w.group_size() < kGnTileExactGroup;
 
     // Blocks per tile (one cluster): the fewest whose parts fit the
     // registers, more when tiles are too few to give every multiprocessor a
@@ -138,7 +139,7 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     // evenly); positions fastest, powers of two (the parts' vectors stay
     // one).  Either kernel's block takes a whole multiprocessor at its most
     // threads; fewer threads only make more of them fit.
-    const int slots = backward ? kGnTileBackwardSlots : kGnTileForwardSlots;
+    const int slots = !backward ? kGnTileForwardSlots : w.exact ? kGnTileExactBackwardSlots : kGnTileBackwardSlots;
     const int most_threads = backward ? kGnTileBackwardThreads : kGnTileForwardThreads;
     const std::int64_t axis = w.channels_inner ? w.rows : w.vectors;
     const int cluster_limit = static_cast<int>(std::min<std::int64_t>(

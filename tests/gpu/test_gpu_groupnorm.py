@@ -484,6 +484,23 @@ def test_on_chip_in_place(handle, on_chip):
     run_backward(handle, x, dy, ON_CHIP_SMALL_GROUPS, 154, dx=x)
 
 
+@pytest.mark.parametrize("activation", (None, "swish"))
+@pytest.mark.parametrize("layout", ("nchw", "nhwc"))
+def test_on_chip_small_float_groups_that_cancel(handle, on_chip, layout, activation):
+    """16-value float32 groups, x close together and dy nearly 1 + its
+    deviation: dx nearly cancels, which float element arithmetic misses
+    (the kernel's exact mode works in double; gn_tile.hpp)."""
+    shape, groups = (4, 32, 2, 2), 8
+    gen = torch.Generator(device="cuda").manual_seed(191)
+    z = torch.randn(shape, generator=gen, device="cuda", dtype=torch.float64)
+    noise = torch.randn(shape, generator=gen, device="cuda", dtype=torch.float64)
+    x = (3.0 + 1e-3 * z).to(torch.float32)
+    dy = (1.0 + z + 1e-3 * noise).to(torch.float32)
+    if layout == "nhwc":
+        x, dy = (t.contiguous(memory_format=torch.channels_last) for t in (x, dy))
+    run_backward(handle, x, dy, groups, 191, activation=activation)
+
+
 @pytest.mark.parametrize("layout", ("nchw", "nhwc"))
 def test_on_chip_is_deterministic(handle, on_chip, layout):
     """Clusters add their blocks' sums in rank order, dweight in sample order."""

@@ -175,16 +175,17 @@ struct Case {
     bool affine;
     bool params_like_x;  // weight and bias in x's type (else float32)
     bool in_place;
+    bool close = false;  // x within 1e-3 of 3, dy near-linear in x: dx cancels
 };
 
 std::string describe(const Case& k) {
     char text[200];
-    std::snprintf(text, sizeof text, "%lldx%lldx%lldx%lldx%lld G%lld %s %s%s%s%s%s",
+    std::snprintf(text, sizeof text, "%lldx%lldx%lldx%lldx%lld G%lld %s %s%s%s%s%s%s",
                   static_cast<long long>(k.len[kN]), static_cast<long long>(k.len[kC]),
                   static_cast<long long>(k.len[kD]), static_cast<long long>(k.len[kH]),
                   static_cast<long long>(k.len[kW]), static_cast<long long>(k.groups), dtype_name(k.dtype),
                   k.channels_last ? "NHWC" : "NCHW", k.swish ? " swish" : "", k.affine ? "" : " plain",
-                  k.params_like_x ? " params-like-x" : "", k.in_place ? " in-place" : "");
+                  k.params_like_x ? " params-like-x" : "", k.in_place ? " in-place" : "", k.close ? " close" : "");
     return text;
 }
 
@@ -251,11 +252,15 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     std::normal_distribution<double> normal;
     std::uniform_real_distribution<double> uniform;
     for (std::int64_t c = 0; c < C; ++c) {
-        const double mean = uniform(rng) * 4 - 2, spread = uniform(rng) * 1.5 + 0.5;
+        double mean = uniform(rng) * 4 - 2, spread = uniform(rng) * 1.5 + 0.5;
+        if (k.close) mean = 3.0, spread = 1e-3;
         for (std::int64_t n = 0; n < N; ++n)
             for (std::int64_t s = 0; s < S; ++s) {
-                x.set(n, c, s, normal(rng) * spread + mean);
-                dy.set(n, c, s, normal(rng));
+                const double z = normal(rng);
+                x.set(n, c, s, z * spread + mean);
+                // close: dy near 1 + z, whose dx is ~0 (dy in the span of 1
+                // and xhat cancels out of dx entirely).
+                dy.set(n, c, s, k.close ? 1.0 + z + 1e-3 * normal(rng) : normal(rng));
             }
     }
     Small weight(pt, 1, C), bias(pt, 1, C);
@@ -485,6 +490,12 @@ int main(int argc, char** argv) {
     cases.push_back(Case{{3, 40, 1, 5, 8}, 4, DType::bf16, false, true, true, true, false});
     cases.push_back(Case{{2, 64, 1, 4, 8}, 8, DType::f32, true, true, true, false, true});
     cases.push_back(Case{{2, 64, 1, 4, 8}, 8, DType::f16, false, false, true, false, true});
+    // Small float32 groups (16 values), x close together and dy near-linear
+    // in x: the backward's exact mode (kGnTileExactGroup); float arithmetic
+    // fails dx here.
+    for (bool last : {false, true})
+        for (bool swish : {false, true})
+            cases.push_back(Case{{4, 32, 1, 2, 2}, 8, DType::f32, last, swish, true, false, false, true});
     // UNet shapes (clusters of several blocks).
     const Shape unet[] = {
         {{1, 320, 1, 64, 64}, 32, true},
