@@ -147,21 +147,6 @@ def cases(shape, dtype, device, channels_last):
         yield ("array API: gn backward", lambda: mbn.groupnorm_backward(x, dy, groups, gn_w, gn_mean, gn_rstd),
                lambda: torch.ops.aten.native_group_norm_backward(
                    dy, x, gn_mean, gn_rstd, gn_w, n, c, x[0, 0].numel(), groups, [True, True, True]))
-    # A float32 backward of groups under 64 values (the default shape's 16)
-    # runs three launches on the GPU (gn_planner.cpp, kFloatBackwardMinGroup),
-    # larger groups one: the same call with 4x4 positions per channel (groups
-    # of 64 values for the default 4 channels a group) shows the difference.
-    if dtype == torch.float32 and x.dim() > 2 and (c // groups) * x[0, 0].numel() < 64:
-        x4 = torch.randn((n, c) + (4,) * (x.dim() - 2), **make)
-        if channels_last and x4.dim() == 4:
-            x4 = x4.contiguous(memory_format=torch.channels_last)
-        dy4 = torch.randn_like(x4)
-        _, gn_mean4, gn_rstd4 = mbn.groupnorm_forward(x4, groups, gn_w, gn_b)
-        with torch.no_grad():
-            yield (f"array API: gn backward {'x'.join(map(str, x4.shape))}",
-                   lambda: mbn.groupnorm_backward(x4, dy4, groups, gn_w, gn_mean4, gn_rstd4),
-                   lambda: torch.ops.aten.native_group_norm_backward(
-                       dy4, x4, gn_mean4, gn_rstd4, gn_w, n, c, x4[0, 0].numel(), groups, [True, True, True]))
 
 
 def main(argv=None):

@@ -60,6 +60,30 @@ constexpr int kGnTileMaxSharedBytes = 48 * 1024;
 // Waves are at least this wide: shared arrays indexed by wave are sized by it.
 constexpr int kGnTileNarrowestWave = 32;
 
+// Division by a number fixed for a launch, as a multiply and a shift: the
+// kernels' setup divides by the cluster, the columns, ... and a hardware
+// integer division costs ~25 instructions before the first load can go
+// out.  For 0 <= n < 2^31 and d >= 1, with l = ceil(log2 d) and
+// m = ceil(2^(31 + l) / d) (below 2^32), n / d = (m n) >> (31 + l)
+// (Granlund and Montgomery, 1994, theorem 4.2 with N = 31).
+struct GnDivisor {
+    std::uint32_t multiplier;
+    int shift;    // 31 + l
+    int divisor;  // d
+
+    MBN_HOST_DEVICE int divide(int n) const {
+        return static_cast<int>((static_cast<std::uint64_t>(multiplier) * static_cast<std::uint32_t>(n)) >> shift);
+    }
+};
+
+inline GnDivisor gn_divisor(int d) {
+    int l = 0;
+    while ((std::int64_t(1) << l) < d) ++l;
+    const std::uint64_t power = std::uint64_t(1) << (31 + l);
+    const std::uint64_t m = (power + static_cast<std::uint64_t>(d) - 1) / static_cast<std::uint64_t>(d);
+    return GnDivisor{static_cast<std::uint32_t>(m), 31 + l, d};
+}
+
 struct GnTileWalk {
     // The problem.
     std::int64_t samples;       // N
@@ -82,6 +106,8 @@ struct GnTileWalk {
     int row_threads;  // rows of threads: T / columns, rounded down
     int shared_bytes; // dynamic shared memory per block
     bool exact;       // backward: element arithmetic in double (kGnTileExactGroup)
+    // The kernels' divisors (set with the fields they divide by).
+    GnDivisor by_cluster, by_tiles_per_sample, by_columns, by_row_threads, by_channels;
 
     MBN_HOST_DEVICE std::int64_t tiles() const { return samples * tiles_per_sample; }
     MBN_HOST_DEVICE std::int64_t group_size() const { return channels * positions; }
@@ -106,8 +132,8 @@ struct GnTilePart {
 
 MBN_HOST_DEVICE inline GnTilePart tile_part(const GnTileWalk& w, int rank) {
     const int axis = static_cast<int>(w.channels_inner ? w.rows : w.vectors);
-    const int begin = axis * rank / w.cluster;
-    const int end = axis * (rank + 1) / w.cluster;
+    const int begin = w.by_cluster.divide(axis * rank);
+    const int end = w.by_cluster.divide(axis * (rank + 1));
     if (w.channels_inner) return GnTilePart{begin, end - begin, 0, static_cast<int>(w.vectors)};
     return GnTilePart{0, static_cast<int>(w.rows), begin, end - begin};
 }

@@ -32,16 +32,16 @@ struct GnTileThread {
     // `width`: the kernel's elements per vector.
     __device__ GnTileThread(const GnTileWalk& w, int width) {
         const int block = static_cast<int>(blockIdx.x);
-        const int tile_index = block / w.cluster;
+        const int tile_index = w.by_cluster.divide(block);
         rank = block - tile_index * w.cluster;
-        const int per_sample = static_cast<int>(w.tiles_per_sample);
-        n = tile_index / per_sample;
-        tile = tile_index - n * per_sample;
+        n = w.by_tiles_per_sample.divide(tile_index);
+        tile = tile_index - n * static_cast<int>(w.tiles_per_sample);
         part = tile_part(w, rank);
-        tx = static_cast<int>(threadIdx.x) % w.columns;
-        ty = static_cast<int>(threadIdx.x) / w.columns;
+        const int thread = static_cast<int>(threadIdx.x);
+        ty = w.by_columns.divide(thread);
+        tx = thread - ty * w.columns;
         in_block = ty < w.row_threads;
-        slots = active() && ty < part.rows ? (part.rows - ty + w.row_threads - 1) / w.row_threads : 0;
+        slots = active() && ty < part.rows ? w.by_row_threads.divide(part.rows - ty + w.row_threads - 1) : 0;
         base = w.tile_base(n, tile);
         first = base + static_cast<std::int64_t>(part.row0 + ty) * w.row_stride +
                 static_cast<std::int64_t>(part.vector0 + tx) * width;
@@ -83,7 +83,7 @@ __device__ __forceinline__ GnLaneGroups lane_groups(const GnTileWalk& w, int tx)
     if (!kInner) return GnLaneGroups{0, W};
     const int channels = static_cast<int>(w.channels);
     const int first = tx * W;
-    const int lo = first / channels;
+    const int lo = w.by_channels.divide(first);
     const int split = (lo + 1) * channels - first;
     return GnLaneGroups{lo, split < W ? split : W};
 }

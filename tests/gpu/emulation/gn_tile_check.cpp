@@ -455,6 +455,33 @@ void run_case(const Case& k, std::mt19937_64& rng) {
                 walk_text(backward_walk).c_str());
 }
 
+// GnDivisor (gn_tile.hpp) against integer division: every divisor to 2^12
+// and some up to 2^31 - 1, on the numerators around its multiples, the
+// largest ones and random ones.
+void check_divisors(std::mt19937_64& rng) {
+    std::vector<int> divisors;
+    for (int d = 1; d <= 4096; ++d) divisors.push_back(d);
+    for (int k = 13; k <= 30; ++k)
+        for (int d : {(1 << k) - 1, 1 << k, (1 << k) + 1}) divisors.push_back(d);
+    divisors.push_back(2147483647);
+    std::uniform_int_distribution<int> any(0, 2147483647);
+    int wrong = 0;
+    for (int d : divisors) {
+        const GnDivisor by = gn_divisor(d);
+        std::vector<int> numerators = {0, 1, 2147483647, 2147483646};
+        for (int q : {1, 2, 3, 1000, 2147483647 / d})
+            for (int e : {-1, 0, 1}) {
+                const std::int64_t n = static_cast<std::int64_t>(q) * d + e;
+                if (n >= 0 && n <= 2147483647) numerators.push_back(static_cast<int>(n));
+            }
+        for (int i = 0; i < 64; ++i) numerators.push_back(any(rng));
+        for (int n : numerators)
+            if (by.divide(n) != n / d && wrong++ < 5) std::printf("FAIL divisor %d: %d / %d gave %d\n", d, n, d, by.divide(n));
+    }
+    if (wrong) ++failures;
+    std::printf("divisors: %d wrong quotient(s)\n", wrong);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -509,6 +536,7 @@ int main(int argc, char** argv) {
                 if (quick && t != DType::f16) continue;
                 cases.push_back(Case{s.len, s.groups, t, last, true, true, false, false});
             }
+    check_divisors(rng);
     int skipped = 0;
     for (const Case& k : cases) {
         try {
