@@ -80,10 +80,15 @@ __device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, 
                 entries[at.ty * channels + static_cast<std::int64_t>(at.tx) * W + j] = Sums2<A>{sum_g[j], sum_gx[j]};
         }
     } else {
+        // A row's threads add by shuffles, every slot's sums one level at a
+        // time: the level loop (bounded at run time) is paid once, not per
+        // slot and sum.  The same additions in the same order per value.
+        for (int mask = 1; mask < w.columns && mask < MBN_WAVE_SIZE; mask *= 2) {
 #pragma unroll
-        for (int a = 0; a < K; ++a) {
-            sum_g[a] = butterfly_sum_below(sum_g[a], w.columns);
-            sum_gx[a] = butterfly_sum_below(sum_gx[a], w.columns);
+            for (int a = 0; a < K; ++a) {
+                sum_g[a] = sum_g[a] + shuffle_xor(sum_g[a], mask);
+                sum_gx[a] = sum_gx[a] + shuffle_xor(sum_gx[a], mask);
+            }
         }
         if ((at.tx & (MBN_WAVE_SIZE - 1)) == 0) {
             const int part = at.tx / MBN_WAVE_SIZE;
