@@ -6,7 +6,8 @@ compiled by Inductor for the row's static shape, dtype and layout.
     bn_bwd        aten.native_batch_norm_backward from the saved statistics
     gn_fwd        F.group_norm
     gn_fwd_swish  F.silu(F.group_norm(...)), one compiled function
-    gn_bwd        aten.native_group_norm_backward from torch's own saved mean/rstd
+    gn_bwd        aten.native_group_norm_backward from torch's own saved mean/rstd, on
+                  the tensors autograd gives it (x_saved: see bench_compiled.gn_bwd)
 
 Each row compiles once (`torch.compile(fn, dynamic=False, fullgraph=True)`),
 the compile and its first call outside any timing; the verification and every
@@ -65,10 +66,23 @@ def gn_fwd_swish(x, groups, weight, bias):
     return F.silu(F.group_norm(x, groups, weight, bias, EPSILON))
 
 
-def gn_bwd(dy, x, groups, mean, rstd, weight):
-    n, c = x.shape[0], x.shape[1]
+def gn_bwd(dy, x_saved, groups, mean, rstd, weight):
+    """As autograd calls it.  On CUDA, F.group_norm normalizes (and saves) a
+    contiguous copy of a channels-last input, made in the forward, and the
+    backward makes the gradient contiguous (its kernel takes no other
+    layout); on the CPU both keep their layout.  x_saved is that saved input
+    (saved_input)."""
+    n, c = x_saved.shape[0], x_saved.shape[1]
+    if dy.is_cuda:
+        dy = dy.contiguous()
     return torch.ops.aten.native_group_norm_backward(
-        dy, x, mean, rstd, weight, n, c, x.numel() // (n * c), groups, [True, True, True])
+        dy, x_saved, mean, rstd, weight, n, c, x_saved.numel() // (n * c), groups, [True, True, True])
+
+
+def saved_input(x):
+    """The input F.group_norm saves for its backward: a contiguous copy on
+    CUDA, x itself (its layout kept) on the CPU."""
+    return x.contiguous() if x.is_cuda else x
 
 
 FUNCTIONS = {f.__name__: f for f in (bn_infer, bn_train, bn_bwd, gn_fwd, gn_fwd_swish, gn_bwd)}
@@ -84,7 +98,7 @@ ARGUMENTS = {
     "bn_bwd": ("dy", "x", "scale", "running_mean", "running_var", "saved_mean", "saved_inv_std"),
     "gn_fwd": _GN_FORWARD,
     "gn_fwd_swish": _GN_FORWARD,
-    "gn_bwd": ("dy", "x", "groups", "gn_mean", "gn_rstd", "gn_weight"),
+    "gn_bwd": ("dy", "x_saved", "groups", "gn_mean", "gn_rstd", "gn_weight"),
 }
 
 
@@ -112,6 +126,8 @@ def blank_arguments(op, shape, dtype_name, layout, device):
     def blank(name):
         if name in ("x", "dy"):
             return in_layout(torch, torch.empty(shape, dtype=io, device=device), layout)
+        if name == "x_saved":
+            return saved_input(in_layout(torch, torch.empty(shape, dtype=io, device=device), layout))
         if name == "groups":
             return GN_GROUPS
         if name.startswith("gn_"):
@@ -121,7 +137,7 @@ def blank_arguments(op, shape, dtype_name, layout, device):
     values = {name: blank(name) for name in set(ARGUMENTS[op]) - {"gn_mean", "gn_rstd"}}
     if op == "gn_bwd":
         values["gn_mean"], values["gn_rstd"] = torch_group_statistics(
-            values["x"], values["gn_weight"], torch.empty_like(values["gn_weight"]), GN_GROUPS)
+            values["x_saved"], values["gn_weight"], torch.empty_like(values["gn_weight"]), GN_GROUPS)
     return arguments(op, values.__getitem__)
 
 
