@@ -68,8 +68,7 @@ constexpr int kGnTileNarrowestWave = 32;
 // (Granlund and Montgomery, 1994, theorem 4.2 with N = 31).
 struct GnDivisor {
     std::uint32_t multiplier;
-    int shift;    // 31 + l
-    int divisor;  // d
+    int shift;  // 31 + l
 
     MBN_HOST_DEVICE int divide(int n) const {
         return static_cast<int>((static_cast<std::uint64_t>(multiplier) * static_cast<std::uint32_t>(n)) >> shift);
@@ -81,7 +80,7 @@ inline GnDivisor gn_divisor(int d) {
     while ((std::int64_t(1) << l) < d) ++l;
     const std::uint64_t power = std::uint64_t(1) << (31 + l);
     const std::uint64_t m = (power + static_cast<std::uint64_t>(d) - 1) / static_cast<std::uint64_t>(d);
-    return GnDivisor{static_cast<std::uint32_t>(m), 31 + l, d};
+    return GnDivisor{static_cast<std::uint32_t>(m), 31 + l};
 }
 
 struct GnTileWalk {
