@@ -14,6 +14,7 @@
 #include "gpu/bn_planner.hpp"
 #include "gpu/bn_channel_tile.hpp"
 #include "gpu/bn_dense_inference.hpp"
+#include "gpu/bn_nhwc_columns.hpp"
 #include "gpu/bn_nhwc_slab.hpp"
 #include "gpu/bn_resident.hpp"
 #include "gpu/bn_scratch.hpp"
@@ -112,6 +113,12 @@ public:
         t.slot[kFwdPrevMean] = &p.prev_running_mean;
         t.slot[kFwdPrevVar] = &p.prev_running_var;
         if (!resident_forced()) {
+            const ColumnPlan columns = plan_nhwc_columns(p, shape_);
+            if (columns.usable) {
+                run(columns.scratch_bytes, columns.counters,
+                    [&](const LaunchTarget& target) { run_nhwc_columns(p, columns, target); });
+                return;
+            }
             // The NHWC slabs when asked for (opt-in), else the channel tiles.
             const NhwcSlabPlan slabs = plan_nhwc_slabs(p, shape_);
             if (slabs.usable) {
@@ -163,6 +170,12 @@ public:
         t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
         t.slot[kBwdBias] = &p.bias;
         if (!resident_forced()) {
+            const ColumnPlan columns = plan_nhwc_columns(p, shape_);
+            if (columns.usable) {
+                run(columns.scratch_bytes, columns.counters,
+                    [&](const LaunchTarget& target) { run_nhwc_columns(p, columns, target); });
+                return;
+            }
             // The NHWC slabs when asked for (opt-in), else the channel tiles.
             const NhwcSlabPlan slabs = plan_nhwc_slabs(p, shape_);
             if (slabs.usable) {

@@ -70,6 +70,55 @@ __device__ __forceinline__ void grid_barrier_exit(BarrierCounter* counter, unsig
     }
 }
 
+// Hand-overs: blocks that need the same totals store their partial
+// results and arrive at a shared counter; the block whose arrival brings the
+// counter to its target folds the partials (one block reads them, instead
+// of every block: the fold costs one block's loads, not the team's times the
+// L2 traffic), stores the totals and releases the others, who wait for
+// that.  Targets only grow during a launch; every block leaves each counter
+// once at the end, and the last to leave puts it back at zero for the next
+// launch or graph replay.
+
+// Whether this block's arrival brought the counter to `target` (the same
+// answer in every thread of the block).  With it, the other arrivals'
+// stores are visible to this block's load_after_barrier reads.
+__device__ __forceinline__ bool arrive_last(BarrierCounter* counter, BarrierCounter target) {
+    __shared__ int last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();  // this block's partials before its arrival
+        last = atomicAdd(counter, 1ull) + 1 == target;
+        if (last) __threadfence();  // the others' partials before the fold's reads
+    }
+    __syncthreads();
+    return last != 0;
+}
+
+// The folding block, after storing the totals: one more count.
+__device__ __forceinline__ void release(BarrierCounter* counter) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(counter, 1ull);
+    }
+}
+
+// Returns once the counter has reached `target`, with the stores made
+// before that visible to this block's load_after_barrier reads.
+__device__ __forceinline__ void wait_for(BarrierCounter* counter, BarrierCounter target) {
+    if (threadIdx.x == 0) {
+        while (load_counter(counter) < target) pause_briefly();
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// A block's way out: `final_count` is the counter's value once every block
+// that uses it has left.  No thread may touch the counter afterwards.
+__device__ __forceinline__ void leave(BarrierCounter* counter, BarrierCounter final_count) {
+    if (threadIdx.x == 0 && atomicAdd(counter, 1ull) + 1 == final_count) atomicExch(counter, 0ull);
+}
+
 // The same two for a grid of thread-block clusters of `cluster` blocks: one
 // arrival per cluster, after the cluster's own barrier, so the counter sees
 // `cluster` times fewer atomics and pollers.  Every thread of every block

@@ -1,0 +1,753 @@
+// Spatial batch-norm training and backward on packed NHWC tensors, one team
+// of blocks per channel column (bn_nhwc_columns.hpp).
+//
+// Numerics as the other one-launch kernels: values are taken around a
+// per-channel center exact in float (the channel's first value, or the
+// saved mean); statistics are summed in float over a few rows, then in
+// double; gradient sums in double per value; the totals folded in a fixed
+// order.
+#include "gpu/bn_nhwc_columns.hpp"
+
+#include "common/environment.hpp"
+#include "common/numerics.hpp"
+#include "gpu/bn_device_math.h"
+#include "gpu/bn_dispatch.hpp"
+#include "gpu/grid_barrier.h"
+#include "gpu/param_io.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+namespace mbn {
+namespace gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxWaves = kThreads / 32;  // the most waves a block has (32-lane waves)
+constexpr int kMaxLanes = 8;              // 16-byte vectors in a column's row: 128 bytes
+constexpr int kMaxColumnChannels = kMaxLanes * 8;
+// Rows past the registers: loads in flight per thread and tensor (more
+// cost registers the held rows need).
+constexpr int kStreamBatch = 4;
+
+struct ColumnArgs {
+    const void* x;
+    const void* dy;  // backward
+    void* out;       // y, or dx
+    int rows;        // N * spatial
+    int channels;
+    int lanes;
+    int blocks_per_column;
+    int rows_per_block;
+    int team_size;  // columns of many blocks fold in teams of this many (column_totals)
+    int teams;      // per column; 1: every block folds all partials
+    double count;  // values per channel (rows)
+    ChannelParam scale, bias, prev_mean, prev_var, running_mean, running_var, saved_mean, saved_inv_std;
+    ChannelParam dscale, dbias;
+    double epsilon, exp_avg_factor;
+    float alpha, beta;              // y or dx
+    float param_alpha, param_beta;  // dscale, dbias
+    bool saved;                     // backward: saved statistics given
+    double* partials;               // per round (1, 2): (column, block, column channel, 2)
+    double* team_partials;          // teams > 1: (column, team, column channel, 2)
+    double* totals;                 // teams > 1: (column, column channel, 2)
+    BarrierCounter* counters;       // per column: 1 + (teams > 1 ? teams : 0)
+};
+
+// Where a thread's data lies: its 16-byte vector of the column's row
+// (lane), its first row and the stride between its rows.
+struct ThreadMap {
+    int lane, cw, column_first, c0, first_row, stride, r_end;
+    __device__ ThreadMap(const ColumnArgs& a, int vector) {
+        const int t = threadIdx.x;
+        lane = t % a.lanes;
+        stride = kThreads / a.lanes;
+        cw = a.lanes * vector;
+        column_first = static_cast<int>(blockIdx.y) * cw;
+        c0 = column_first + lane * vector;
+        const int r_begin = static_cast<int>(blockIdx.x) * a.rows_per_block;
+        first_row = r_begin + t / a.lanes;
+        r_end = min(a.rows, r_begin + a.rows_per_block);
+    }
+};
+
+// A round's partials: a second round (backward's gradient sums after its
+// statistics) writes its own, since a block may store them while another
+// still folds the first round's.
+__device__ __forceinline__ double* round_partials(const ColumnArgs& a, const ThreadMap& m, unsigned round) {
+    return a.partials + (round - 1) * static_cast<std::size_t>(gridDim.y) * a.blocks_per_column * m.cw * 2;
+}
+
+struct ColumnShared {
+    double wave_part[kMaxWaves][kMaxColumnChannels][2];
+    double fold_part[kThreads];
+    double totals[kMaxColumnChannels * 2];
+    float center[kMaxColumnChannels];
+    double in[kMaxColumnChannels][4];   // what finishing a channel reads besides its sums
+    double stat[kMaxColumnChannels][2]; // backward without saved statistics: mean offset, inverse std
+    float coef[kMaxColumnChannels][4];  // center, then y or dx coefficients
+};
+
+// A 16-byte vector as four 32-bit registers, its elements converted where
+// they are used (held as Pack<T, V>, 16-bit elements took a register each).
+using Bits = uint4;
+
+template <typename T>
+__device__ __forceinline__ Bits load_bits(const T* p) {
+    return *reinterpret_cast<const Bits*>(p);
+}
+
+__device__ __forceinline__ unsigned word_of(const Bits& b, int i) {
+    return i == 0 ? b.x : i == 1 ? b.y : i == 2 ? b.z : b.w;
+}
+
+// Element v of the vector (v a constant after unrolling), as float.
+template <typename T>
+__device__ __forceinline__ float value_at(const Bits& b, int v) {
+    if constexpr (std::is_same<T, float>::value) {
+        return __uint_as_float(word_of(b, v));
+    } else {
+        const unsigned w = word_of(b, v / 2);
+        if constexpr (std::is_same<T, __half>::value)
+            return __half2float(__ushort_as_half(static_cast<unsigned short>(v % 2 ? w >> 16 : w & 0xffffu)));
+        else
+            return __uint_as_float(v % 2 ? w & 0xffff0000u : w << 16);
+    }
+}
+
+// ---- sums -------------------------------------------------------------------------
+
+template <typename T, int V>
+__device__ __forceinline__ void add_float_batch(const float (&f)[V][2], double (&s)[V][2], bool& finite) {
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            finite = finite && isfinite(f[v][q]);
+            s[v][q] += f[v][q];
+        }
+}
+
+template <int V, typename A>
+__device__ __forceinline__ void add_deviation(const A (&xv)[V], const float (&cx)[V], A (&f)[V][2]) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        const A d = xv[v] - static_cast<A>(cx[v]);
+        f[v][0] += d;
+        f[v][1] = d * d + f[v][1];
+    }
+}
+
+// Sums of x - cx and its square over the thread's rows: the register rows,
+// then the streamed ones, each batch in float added into double.  Redone in
+// double from memory if a float sum overflowed or met Inf/NaN (bfloat16 and
+// float data near 1e19 and beyond).
+template <typename T, int V, int K>
+__device__ void statistics_sums(const ColumnArgs& a, const ThreadMap& m, const Bits (&xr)[K],
+                                const float (&cx)[V], double (&s)[V][2]) {
+    const T* x = static_cast<const T*>(a.x);
+    const int C = a.channels;
+#pragma unroll
+    for (int v = 0; v < V; ++v) s[v][0] = s[v][1] = 0.0;
+    bool finite = true;
+    {
+        float f[V][2] = {};
+#pragma unroll
+        for (int i = 0; i < K; ++i) {
+            if (m.first_row + i * m.stride < m.r_end) {
+                float xv[V];
+#pragma unroll
+                for (int v = 0; v < V; ++v) xv[v] = value_at<T>(xr[i], v);
+                add_deviation<V>(xv, cx, f);
+            }
+        }
+        add_float_batch<T, V>(f, s, finite);
+    }
+    for (int r0 = m.first_row + K * m.stride; r0 < m.r_end; r0 += kStreamBatch * m.stride) {
+        Bits b[kStreamBatch];
+#pragma unroll
+        for (int j = 0; j < kStreamBatch; ++j) {
+            const int r = r0 + j * m.stride;
+            if (r < m.r_end) b[j] = load_bits(x + r * C + m.c0);
+        }
+        float f[V][2] = {};
+#pragma unroll
+        for (int j = 0; j < kStreamBatch; ++j) {
+            if (r0 + j * m.stride < m.r_end) {
+                float xv[V];
+#pragma unroll
+                for (int v = 0; v < V; ++v) xv[v] = value_at<T>(b[j], v);
+                add_deviation<V>(xv, cx, f);
+            }
+        }
+        add_float_batch<T, V>(f, s, finite);
+    }
+    if (finite) return;
+#pragma unroll
+    for (int v = 0; v < V; ++v) s[v][0] = s[v][1] = 0.0;
+    for (int r = m.first_row; r < m.r_end; r += m.stride) {
+        const Bits p = load_bits(x + r * C + m.c0);
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            const double d = static_cast<double>(value_at<T>(p, v)) - static_cast<double>(cx[v]);
+            s[v][0] += d;
+            s[v][1] = d * d + s[v][1];
+        }
+    }
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void add_gradients(const Bits& xp, const Bits& dp, const float (&cx)[V],
+                                              double (&g)[V][2]) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        const double dv = static_cast<double>(value_at<T>(dp, v));
+        g[v][0] += dv;
+        g[v][1] = dv * (static_cast<double>(value_at<T>(xp, v)) - static_cast<double>(cx[v])) + g[v][1];
+    }
+}
+
+// Sums of dy and dy * (x - cx) over the thread's rows, in double per value:
+// the second often cancels to a small value from large terms.
+template <typename T, int V, int K>
+__device__ void gradient_sums(const ColumnArgs& a, const ThreadMap& m, const Bits (&xr)[K],
+                              const Bits (&dr)[K], const float (&cx)[V], double (&g)[V][2]) {
+    const T* x = static_cast<const T*>(a.x);
+    const T* dy = static_cast<const T*>(a.dy);
+    const int C = a.channels;
+#pragma unroll
+    for (int v = 0; v < V; ++v) g[v][0] = g[v][1] = 0.0;
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+        if (m.first_row + i * m.stride < m.r_end) {
+            add_gradients<T, V>(xr[i], dr[i], cx, g);
+        }
+    }
+    constexpr int B = kStreamBatch;
+    for (int r0 = m.first_row + K * m.stride; r0 < m.r_end; r0 += B * m.stride) {
+        Bits bx[B], bd[B];
+#pragma unroll
+        for (int j = 0; j < B; ++j) {
+            const int r = r0 + j * m.stride;
+            if (r < m.r_end) {
+                bx[j] = load_bits(x + r * C + m.c0);
+                bd[j] = load_bits(dy + r * C + m.c0);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < B; ++j) {
+            if (r0 + j * m.stride < m.r_end) {
+                add_gradients<T, V>(bx[j], bd[j], cx, g);
+            }
+        }
+    }
+}
+
+// ---- the team's totals ------------------------------------------------------------
+
+// The block's sums per column channel into its entry of the partials: the
+// row groups of each wave by shuffles, then the waves in order.
+template <int V>
+__device__ void store_block_sums(const ColumnArgs& a, const ThreadMap& m, double (&s)[V][2], ColumnShared& sh,
+                                 unsigned round) {
+    for (int mask = a.lanes; mask < MBN_WAVE_SIZE; mask *= 2)
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) s[v][q] += shuffle_xor(s[v][q], mask);
+    const int t = threadIdx.x;
+    const int wave = t / MBN_WAVE_SIZE;
+    if (t % MBN_WAVE_SIZE < a.lanes)
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) sh.wave_part[wave][m.lane * V + v][q] = s[v][q];
+    __syncthreads();
+    const int n = m.cw * 2;
+    if (t < n) {
+        double sum = 0.0;
+        for (int w = 0; w < kThreads / MBN_WAVE_SIZE; ++w) sum += sh.wave_part[w][t / 2][t % 2];
+        const std::size_t entry = static_cast<std::size_t>(blockIdx.y) * a.blocks_per_column + blockIdx.x;
+        round_partials(a, m, round)[entry * n + t] = sum;
+    }
+}
+
+// `count` partial entries at src folded per column channel into
+// sh.totals, in a fixed order whichever block folds.
+__device__ void fold_entries(const double* src, int count, const ThreadMap& m, ColumnShared& sh) {
+    const int n = m.cw * 2;
+    const int parts = kThreads / n;
+    const int t = threadIdx.x;
+    const int idx = t % n;
+    double acc = 0.0;
+#pragma unroll 8
+    for (int b = t / n; b < count; b += parts) acc += load_after_barrier(src + static_cast<std::size_t>(b) * n + idx);
+    sh.fold_part[t] = acc;
+    __syncthreads();
+    if (t < n) {
+        double sum = 0.0;
+        for (int p = 0; p < parts; ++p) sum += sh.fold_part[p * n + t];
+        sh.totals[t] = sum;
+    }
+    __syncthreads();
+}
+
+// Round `round` (1, 2) of the column's hand-over, after the block stored
+// its partial; afterwards every block of the column holds the same totals
+// in sh.totals.
+//
+// A column of few blocks (teams == 1) meets at its counter and every block
+// folds all partials itself, in the same order: one wait, one fold.  In a
+// column of many blocks that would be many times the partials' bytes through
+// L2, so it folds as a tree: the last block of each team to arrive folds the
+// team's partials, the last of those folders the teams' sums, and it
+// publishes the totals and releases the column (counter at round * (teams
+// + 1)).
+__device__ void column_totals(const ColumnArgs& a, const ThreadMap& m, ColumnShared& sh, unsigned round) {
+    const int n = m.cw * 2;
+    const int B = a.blocks_per_column;
+    const std::size_t column = blockIdx.y;
+    BarrierCounter* counter = a.counters + column * (1 + a.teams);
+    const double* partials = round_partials(a, m, round) + column * B * n;
+    if (a.teams == 1) {
+        const BarrierCounter arrived = static_cast<BarrierCounter>(round) * B;
+        arrive_last(counter, arrived);
+        wait_for(counter, arrived);
+        fold_entries(partials, B, m, sh);
+        return;
+    }
+    const int team = static_cast<int>(blockIdx.x) / a.team_size;
+    const int first = team * a.team_size;
+    const int members = min(a.team_size, B - first);
+    const BarrierCounter released = static_cast<BarrierCounter>(round) * (a.teams + 1);
+    double* totals = a.totals + column * n;
+    const int t = threadIdx.x;
+    if (arrive_last(counter + 1 + team, static_cast<BarrierCounter>(round) * members)) {
+        fold_entries(partials + static_cast<std::size_t>(first) * n, members, m, sh);
+        double* team_sums = a.team_partials + (column * a.teams + team) * n;
+        if (t < n) team_sums[t] = sh.totals[t];
+        if (arrive_last(counter, released - 1)) {
+            fold_entries(a.team_partials + column * a.teams * n, a.teams, m, sh);
+            if (t < n) totals[t] = sh.totals[t];
+            release(counter);
+            return;
+        }
+    }
+    wait_for(counter, released);
+    if (t < n) sh.totals[t] = load_after_barrier(totals + t);
+    __syncthreads();
+}
+
+// The counters' way out, after `rounds` rounds.
+__device__ void leave_columns(const ColumnArgs& a, unsigned rounds) {
+    const int B = a.blocks_per_column;
+    BarrierCounter* counter = a.counters + static_cast<std::size_t>(blockIdx.y) * (1 + a.teams);
+    if (a.teams == 1) {
+        leave(counter, static_cast<BarrierCounter>(rounds + 1) * B);
+        return;
+    }
+    const int team = static_cast<int>(blockIdx.x) / a.team_size;
+    const int members = min(a.team_size, B - team * a.team_size);
+    leave(counter + 1 + team, static_cast<BarrierCounter>(rounds + 1) * members);
+    leave(counter, static_cast<BarrierCounter>(rounds) * (a.teams + 1) + B);
+}
+
+__device__ __forceinline__ void set_coefficients(ColumnShared& sh, int ch, float center, double k0, double k1,
+                                                 double k2) {
+    sh.coef[ch][0] = center;
+    sh.coef[ch][1] = static_cast<float>(k0);
+    sh.coef[ch][2] = static_cast<float>(k1);
+    sh.coef[ch][3] = static_cast<float>(k2);
+}
+
+// Training: statistics, running averages, y = (x - center) * k0 + k1.
+__device__ void finish_training(const ColumnArgs& a, int c, int ch, ColumnShared& sh) {
+    const double(&in)[4] = sh.in[ch];
+    const double s1 = sh.totals[ch * 2], s2 = sh.totals[ch * 2 + 1];
+    const float center = sh.center[ch];
+    const Statistics st = shifted_statistics(center, s1, s2, a.count);
+    const double inv_std = inverse_std(st.variance, a.epsilon);
+    if (blockIdx.x == 0 && a.running_mean.present()) {
+        a.running_mean.store(c, running_update(in[2], st.mean, a.exp_avg_factor));
+        a.running_var.store(c, running_update(in[3], unbiased_variance(st.variance, a.count), a.exp_avg_factor));
+    }
+    if (blockIdx.x == 0 && a.saved_mean.present()) {
+        a.saved_mean.store(c, st.mean);
+        a.saved_inv_std.store(c, inv_std);
+    }
+    const double k0 = in[0] * inv_std;
+    set_coefficients(sh, ch, center, k0, in[1] - s1 / a.count * k0, 0.0);
+}
+
+// Backward without saved statistics, first round: the statistics alone.
+__device__ void finish_backward_statistics(const ColumnArgs& a, int ch, ColumnShared& sh) {
+    const double s1 = sh.totals[ch * 2], s2 = sh.totals[ch * 2 + 1];
+    const Statistics st = shifted_statistics(0.0, s1, s2, a.count);
+    sh.stat[ch][0] = st.mean;  // the mean's offset from the center
+    sh.stat[ch][1] = inverse_std(st.variance, a.epsilon);
+}
+
+// Backward: dscale, dbias, and dx = k0 * dy + k1 * (x - center) + k2 from the
+// gradient sums around the center.
+__device__ void finish_backward(const ColumnArgs& a, int c, int ch, ColumnShared& sh) {
+    const double(&in)[4] = sh.in[ch];
+    const double g1 = sh.totals[ch * 2];      // sum(dy)
+    const double g2 = sh.totals[ch * 2 + 1];  // sum(dy * (x - center))
+    double mean_offset = 0.0, inv_std = in[2];
+    if (!a.saved) {
+        mean_offset = sh.stat[ch][0];
+        inv_std = sh.stat[ch][1];
+    }
+    const double dy_xhat = (g2 - mean_offset * g1) * inv_std;
+    if (blockIdx.x == 0) {
+        a.dscale.store_blended(c, dy_xhat, a.param_alpha, a.param_beta);
+        a.dbias.store_blended(c, g1, a.param_alpha, a.param_beta);
+    }
+    const double k0 = in[0] * inv_std;
+    const double k1 = -k0 * inv_std * dy_xhat / a.count;
+    set_coefficients(sh, ch, sh.center[ch], k0, k1, -k0 * g1 / a.count - k1 * mean_offset);
+}
+
+// ---- write --------------------------------------------------------------------------
+
+template <typename T, bool kBackward, int V>
+__device__ __forceinline__ void write_row(const ColumnArgs& a, int e, const Bits& xp, const Bits& dp,
+                                          const float (&k)[4][V]) {
+    float result[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        const float d = value_at<T>(xp, v) - k[0][v];
+        result[v] = kBackward ? k[1][v] * value_at<T>(dp, v) + k[2][v] * d + k[3][v] : d * k[1][v] + k[2][v];
+    }
+    store_values<T, V>(static_cast<T*>(a.out) + e, result, a.alpha, a.beta);
+}
+
+// ---- the kernel ---------------------------------------------------------------------
+
+template <typename T, bool kBackward, int K>
+__global__ void __launch_bounds__(kThreads, 2) bn_nhwc_columns(ColumnArgs a) {
+    constexpr int V = 16 / sizeof(T);
+    __shared__ ColumnShared sh;
+    const ThreadMap m(a, V);
+    const T* x = static_cast<const T*>(a.x);
+    const T* dy = static_cast<const T*>(a.dy);
+    const int C = a.channels;
+    const int t = threadIdx.x;
+
+    // Every register row's loads first, then what finishing a channel needs
+    // (one channel per thread t < cw) while they are in flight.
+    Bits xr[K], dr[K];
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+        const int r = m.first_row + i * m.stride;
+        if (r < m.r_end) {
+            xr[i] = load_bits(x + r * C + m.c0);
+            if (kBackward) dr[i] = load_bits(dy + r * C + m.c0);
+        }
+    }
+    const bool saved = kBackward && a.saved;
+    if (t < m.cw) {
+        const int c = m.column_first + t;
+        double in[4] = {0.0, 0.0, 0.0, 0.0};
+        in[0] = a.scale.load_inline(c);
+        if (!kBackward) {
+            in[1] = a.bias.load_inline(c);
+            if (a.running_mean.present()) {
+                in[2] = a.prev_mean.load_inline(c);
+                in[3] = a.prev_var.load_inline(c);
+            }
+        } else if (saved) {
+            in[2] = a.saved_inv_std.load_inline(c);
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) sh.in[t][q] = in[q];
+        sh.center[t] = saved ? static_cast<float>(a.saved_mean.load_inline(c)) : widen(x[c]);
+    }
+    __syncthreads();
+    float cx[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) cx[v] = sh.center[m.lane * V + v];
+
+    unsigned round = 0;
+    const int ch = t;
+    const int c = m.column_first + t;
+    if (!saved) {
+        double s[V][2];
+        statistics_sums<T, V, K>(a, m, xr, cx, s);
+        store_block_sums<V>(a, m, s, sh, ++round);
+        column_totals(a, m, sh, round);
+        if (t < m.cw) {
+            if (kBackward)
+                finish_backward_statistics(a, ch, sh);
+            else
+                finish_training(a, c, ch, sh);
+        }
+    }
+    if (kBackward) {
+        double g[V][2];
+        gradient_sums<T, V, K>(a, m, xr, dr, cx, g);
+        store_block_sums<V>(a, m, g, sh, ++round);
+        column_totals(a, m, sh, round);
+        if (t < m.cw) finish_backward(a, c, ch, sh);
+    }
+    leave_columns(a, round);
+    __syncthreads();
+
+    float k[4][V];
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) k[q][v] = sh.coef[m.lane * V + v][q];
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+        const int r = m.first_row + i * m.stride;
+        if (r < m.r_end) write_row<T, kBackward, V>(a, r * C + m.c0, xr[i], dr[i], k);
+    }
+    // The streamed rows again, latest first: those are the likeliest still in L2.
+    const int streamed = m.first_row + K * m.stride;
+    if (streamed >= m.r_end) return;
+    const int last = streamed + (m.r_end - 1 - streamed) / m.stride * m.stride;
+    constexpr int B = kStreamBatch;
+    for (int r0 = last; r0 >= streamed; r0 -= B * m.stride) {
+        Bits bx[B], bd[B];
+#pragma unroll
+        for (int j = 0; j < B; ++j) {
+            const int r = r0 - j * m.stride;
+            if (r >= streamed) {
+                bx[j] = load_bits(x + r * C + m.c0);
+                if (kBackward) bd[j] = load_bits(dy + r * C + m.c0);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < B; ++j) {
+            const int r = r0 - j * m.stride;
+            if (r >= streamed) write_row<T, kBackward, V>(a, r * C + m.c0, bx[j], bd[j], k);
+        }
+    }
+}
+
+// ---- host -----------------------------------------------------------------------
+
+// MIOPEN_BN_GPU_NHWC_COLUMNS: "0" never, "force" whenever a call qualifies,
+// otherwise the size rule in worth_columns.
+PathUse columns_use() {
+    static const PathUse use = path_use_from_environment("MIOPEN_BN_GPU_NHWC_COLUMNS");
+    return use;
+}
+
+// Where the columns beat the channel tiles (H100, bench/RESULTS.md "NHWC
+// columns"): from a megabyte of input, except float tensors of a few hundred
+// rows (8x2048x7x7: wide and short), where the tiles' cluster hand-over is
+// the cheaper one.
+bool worth_columns(std::int64_t input_bytes, std::int64_t rows, int element) {
+    return input_bytes >= (std::int64_t(1) << 20) && (rows >= 1024 || element < 4);
+}
+
+// x from this size on: columns of 128-byte rows.
+constexpr std::int64_t kFullLineBytes = std::int64_t(32) << 20;
+// Columns of more blocks than this fold as a tree of teams.
+constexpr int kMostFlatBlocks = 96;
+
+template <typename Body>
+void with_column_type(DType dtype, Body&& body) {
+    switch (dtype) {
+        case DType::f16: body(TypeTag<__half>{}); return;
+        case DType::bf16: body(TypeTag<mbn_bfloat16>{}); return;
+        default: body(TypeTag<float>{}); return;
+    }
+}
+
+// Calls body(std::integral_constant<int, K>{}) for the register rows K of an instance.
+template <bool kBackward, typename Body>
+void with_register_rows(int k, Body&& body) {
+    switch (k) {
+        case 1: body(std::integral_constant<int, 1>{}); return;
+        case 2: body(std::integral_constant<int, 2>{}); return;
+        case 4: body(std::integral_constant<int, 4>{}); return;
+        default:
+            if constexpr (!kBackward) {
+                body(std::integral_constant<int, 8>{});
+                return;
+            }
+            body(std::integral_constant<int, 4>{});
+            return;
+    }
+}
+
+// Blocks of one kernel instance a multiprocessor holds, asked once per
+// (instance, device): the query costs microseconds of host time.
+template <typename T, bool kBackward, int K>
+int blocks_per_multiprocessor() {
+    constexpr int kDevices = 64;
+    static std::atomic<int> known[kDevices];
+    int device = 0;
+    check_runtime(hipGetDevice(&device), "hipGetDevice");
+    const bool cached = device >= 0 && device < kDevices;
+    if (cached && known[device].load() > 0) return known[device].load();
+    int blocks = 0;
+    check_runtime(hipOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, bn_nhwc_columns<T, kBackward, K>, kThreads, 0),
+                  "hipOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (cached) known[device].store(blocks);
+    return blocks;
+}
+
+template <bool kBackward>
+ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
+                        const DeviceShape& device) {
+    ColumnPlan plan;
+    if (columns_use() == PathUse::never || geom.mode != BnMode::spatial) return plan;
+    if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return plan;
+    if (x.order != MemoryOrder::packed_nhwc) return plan;
+    for (const TensorArg* t : data)
+        if (t->dtype != x.dtype || t->order != x.order || !aligned16(*t)) return plan;
+    const std::int64_t elements = x.element_count();
+    const std::int64_t channels = geom.len[kC];
+    const std::int64_t rows = geom.len[kN] * geom.spatial_size();
+    const int element = static_cast<int>(dtype_size(x.dtype));
+    const int V = 16 / element;
+    if (elements >= (std::int64_t(1) << 31) || channels % V != 0 || rows < 2) return plan;
+    if (kBackward && !float_backprop_enough(rows)) return plan;
+    const int tensors = kBackward ? 2 : 1;
+    if (columns_use() == PathUse::automatic && !worth_columns(elements * element * tensors, rows, element)) return plan;
+
+    // Rows of 128 bytes per column stream best once x is large; below that
+    // the hand-over dominates, and 64-byte columns halve each column's
+    // blocks and partials (H100, bench/RESULTS.md "NHWC columns").
+    int lanes = elements * element >= kFullLineBytes ? kMaxLanes : kMaxLanes / 2;
+    while ((channels / V) % lanes != 0) lanes /= 2;
+    const std::int64_t columns = channels / (lanes * V);
+    if (columns > 65535) return plan;
+    const std::int64_t stride = kThreads / lanes;
+
+    // The fewest register rows that hold every row at the grid the
+    // instance's occupancy allows; the most there are where none does
+    // (the rest are streamed).
+    const int most = kBackward ? 4 : 8;
+    for (int k = 1; k <= most; k *= 2) {
+        int per_multiprocessor = 0;
+        with_column_type(x.dtype, [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            with_register_rows<kBackward>(k, [&](auto kk) {
+                per_multiprocessor = blocks_per_multiprocessor<T, kBackward, decltype(kk)::value>();
+            });
+        });
+        const std::int64_t resident = static_cast<std::int64_t>(per_multiprocessor) * device.multiprocessors;
+        if (resident < 1) return plan;
+        // A block takes at least one row per thread; a team never outgrows
+        // what is resident beside the other columns' teams.
+        std::int64_t blocks = std::max<std::int64_t>(1, std::min(resident / columns, (rows + stride - 1) / stride));
+        const std::int64_t per_block = (rows + blocks - 1) / blocks;
+        blocks = (rows + per_block - 1) / per_block;
+        const std::int64_t per_thread = (per_block + stride - 1) / stride;
+        if (per_thread <= k || k == most) {
+            plan.register_rows = k;
+            plan.blocks_per_column = static_cast<int>(blocks);
+            plan.rows_per_block = static_cast<int>(per_block);
+            break;
+        }
+    }
+    const int B = plan.blocks_per_column;
+    plan.team_size = B;
+    plan.teams = 1;
+    if (B > kMostFlatBlocks) {
+        int team = 1;
+        while (team * team < B) ++team;
+        plan.team_size = team;
+        plan.teams = (B + team - 1) / team;
+    }
+    plan.usable = true;
+    plan.columns = static_cast<int>(columns);
+    plan.lanes = lanes;
+    const int rounds = 2;  // the layout of common_args, whatever the op
+    const std::int64_t entry = static_cast<std::int64_t>(lanes) * V * 2;
+    const std::int64_t tree = plan.teams > 1 ? columns * (plan.teams + 1) * entry : 0;
+    plan.scratch_bytes = static_cast<std::size_t>(rounds * columns * B * entry + tree) * sizeof(double);
+    plan.counters = columns * (plan.teams > 1 ? 1 + plan.teams : 1);
+    return plan;
+}
+
+ColumnArgs common_args(const ColumnPlan& plan, const BnGeometry& geom, const LaunchTarget& target) {
+    ColumnArgs a{};
+    a.channels = static_cast<int>(geom.len[kC]);
+    a.rows = static_cast<int>(geom.len[kN] * geom.spatial_size());
+    a.count = static_cast<double>(a.rows);
+    a.lanes = plan.lanes;
+    a.blocks_per_column = plan.blocks_per_column;
+    a.rows_per_block = plan.rows_per_block;
+    a.team_size = plan.team_size;
+    a.teams = plan.teams;
+    const std::int64_t entry = a.channels / plan.columns * 2;
+    const int rounds = 2;  // the most any op takes
+    a.partials = static_cast<double*>(target.scratch);
+    a.team_partials = a.partials + rounds * static_cast<std::int64_t>(plan.columns) * plan.blocks_per_column * entry;
+    a.totals = a.team_partials + static_cast<std::int64_t>(plan.columns) * plan.teams * entry;
+    a.counters = target.counters;
+    return a;
+}
+
+template <bool kBackward>
+void launch(const ColumnArgs& a, const ColumnPlan& plan, DType dtype, const LaunchTarget& target) {
+    const dim3 grid(static_cast<unsigned>(plan.blocks_per_column), static_cast<unsigned>(plan.columns));
+    with_column_type(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        with_register_rows<kBackward>(plan.register_rows, [&](auto k) {
+            bn_nhwc_columns<T, kBackward, decltype(k)::value><<<grid, kThreads, 0, target.stream>>>(a);
+        });
+        check_launch("bn_nhwc_columns");
+    });
+}
+
+}  // namespace
+
+ColumnPlan plan_nhwc_columns(const BnForwardTraining& p, const DeviceShape& device) {
+    if (!p.activation.identity()) return ColumnPlan{};
+    return plan_columns<false>(p.geom, p.x, {&p.x, &p.y}, device);
+}
+
+ColumnPlan plan_nhwc_columns(const BnBackward& p, const DeviceShape& device) {
+    if (!p.activation.identity()) return ColumnPlan{};
+    return plan_columns<true>(p.geom, p.x, {&p.x, &p.dy, &p.dx}, device);
+}
+
+void run_nhwc_columns(const BnForwardTraining& p, const ColumnPlan& plan, const LaunchTarget& target) {
+    ColumnArgs a = common_args(plan, p.geom, target);
+    a.x = p.x.data;
+    a.out = p.y.data;
+    a.scale = channel_param(p.scale);
+    a.bias = channel_param(p.bias);
+    a.prev_mean = channel_param(p.prev_running_mean);
+    a.prev_var = channel_param(p.prev_running_var);
+    a.running_mean = channel_param(p.running_mean);
+    a.running_var = channel_param(p.running_var);
+    a.saved_mean = channel_param(p.saved_mean);
+    a.saved_inv_std = channel_param(p.saved_inv_std);
+    a.epsilon = p.epsilon;
+    a.exp_avg_factor = p.exp_avg_factor;
+    a.alpha = p.out.alpha;
+    a.beta = p.out.beta;
+    launch<false>(a, plan, p.x.dtype, target);
+}
+
+void run_nhwc_columns(const BnBackward& p, const ColumnPlan& plan, const LaunchTarget& target) {
+    ColumnArgs a = common_args(plan, p.geom, target);
+    a.x = p.x.data;
+    a.dy = p.dy.data;
+    a.out = p.dx.data;
+    a.scale = channel_param(p.scale);
+    a.saved_mean = channel_param(p.saved_mean);
+    a.saved_inv_std = channel_param(p.saved_inv_std);
+    a.dscale = channel_param(p.dscale);
+    a.dbias = channel_param(p.dbias);
+    a.epsilon = p.epsilon;
+    a.alpha = p.data.alpha;
+    a.beta = p.data.beta;
+    a.param_alpha = p.param.alpha;
+    a.param_beta = p.param.beta;
+    a.saved = p.saved_mean.present();
+    launch<true>(a, plan, p.x.dtype, target);
+}
+
+}  // namespace gpu
+}  // namespace mbn
