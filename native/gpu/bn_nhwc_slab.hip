@@ -26,7 +26,6 @@
 // double.
 #include "gpu/bn_nhwc_slab.hpp"
 
-#include "common/environment.hpp"
 #include "common/numerics.hpp"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
@@ -417,11 +416,6 @@ __global__ void __launch_bounds__(kMaxSlots / (16 / sizeof(T))) bn_nhwc_slab(Sla
 
 // ---- host ---------------------------------------------------------------------------
 
-PathUse nhwc_slabs_use() {
-    static const PathUse use = path_use_from_environment("MIOPEN_BN_GPU_NHWC_SLABS");
-    return use;
-}
-
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // Blocks of `kernel` resident at once on the device in clusters of `cluster`
@@ -486,9 +480,7 @@ template <bool kBackward>
 NhwcSlabPlan plan(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
                   bool identity, const DeviceShape& device) {
     NhwcSlabPlan p{};
-    const PathUse use = nhwc_slabs_use();
-    // Opt-in for now (the end of this function says why).
-    if (use != PathUse::forced || !identity || geom.mode != BnMode::spatial) return p;
+    if (!identity || geom.mode != BnMode::spatial) return p;
     if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return p;
     if (x.order != MemoryOrder::packed_nhwc) return p;
     for (const TensorArg* t : data)

@@ -12,9 +12,8 @@
 //
 // Usable for half, bfloat16 and float data aligned to 16 bytes with C a
 // multiple of the 16-byte vector, no fused activation, when the grid that
-// holds the tensor is resident at once.  Opt-in for now:
-// MIOPEN_BN_GPU_NHWC_SLABS=force takes it wherever the call fits (before the
-// channel tiles); by default, and with =0, calls take the other paths.
+// holds the tensor is resident at once.  Opt-in for now (bn_nhwc_slab.hip
+// says why): only MIOPEN_BN_GPU_ALGORITHM=nhwc_slabs takes it.
 #pragma once
 
 #include "common/problem.hpp"

@@ -352,10 +352,6 @@ void launch_passes(const GnForward& p, const GnForwardPlan& plan, const DeviceSh
 
 void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device,
                     const LaunchTarget& target) {
-    if (plan.by_slices) {
-        run_gn_forward_slices(p, plan.slices, target);
-        return;
-    }
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
         const DType param_dtype = p.affine ? p.weight.dtype : DType::f32;
