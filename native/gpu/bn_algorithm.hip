@@ -8,6 +8,7 @@
 #include "gpu/bn_dense_inference.hpp"
 #include "gpu/bn_fused.hpp"
 #include "gpu/bn_scratch.hpp"
+#include "gpu/gn_launch.hpp"
 
 namespace mbn {
 namespace gpu {
@@ -79,8 +80,10 @@ const char* mode_name(const BnGeometry& geom) { return geom.mode == BnMode::spat
 
 void log_choice(GpuOp op, Algorithm a, bool forced, const char* reason, const char* detail = nullptr) {
     if (!info_logging_enabled()) return;
-    log_info("gpu", concat(op_name(op), ": algorithm ", algorithm_name(a), " (",
-                           forced ? concat("forced by ", kAlgorithmVariable) : std::string(reason),
+    const std::string why = forced ? concat("forced by ", kAlgorithmVariable, reason != nullptr ? "; " : "",
+                                            reason != nullptr ? reason : "")
+                                   : std::string(reason);
+    log_info("gpu", concat(op_name(op), ": algorithm ", algorithm_name(a), " (", why,
                            detail != nullptr ? concat("; not on chip: ", detail) : std::string(), ")"));
 }
 
@@ -219,13 +222,19 @@ GnForwardChoice choose_algorithm(const GnForward& p, const DeviceShape& device) 
     const bool slices_better = plan_gn_forward_walk(p, c.plan);
     const bool slices = any ? slices_better : request.algorithm == Algorithm::gn_slices;
     c.algorithm = slices ? Algorithm::gn_slices : Algorithm::gn_chunks;
-    if (slices)
+    const char* reason = "channels innermost, short runs per group";
+    if (slices) {
         plan_gn_forward_slices(p, device, c.plan);
-    else
+    } else {
         plan_gn_forward_chunks(device, c.plan);
-    log_choice(kOpGnForward, c.algorithm, request.forced,
-               slices ? "channels innermost, short runs per group" : "groups walked in chunks",
-               any ? why_not_on_chip(not_on_chip) : nullptr);
+        reason = "each group in one team's registers, one launch";
+        if (c.plan.chunks.parts > 1) {
+            c.plan.resident_blocks = gn_forward_chunk_residency(p, c.plan, device);
+            reason = chunk_passes_resident(c.plan) ? "groups in chunks of several blocks, all resident: one launch"
+                                                   : "groups in chunks too many to be resident: two launches";
+        }
+    }
+    log_choice(kOpGnForward, c.algorithm, request.forced, reason, any ? why_not_on_chip(not_on_chip) : nullptr);
     return c;
 }
 

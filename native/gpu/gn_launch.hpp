@@ -25,8 +25,12 @@ int gn_tile_backward_resident_clusters(int blocks);  // gn_tile_backward.hip's p
 // By chunks (gn_chunks): one launch when each group fits one team, or when
 // all chunks of every group can be resident at once; two (statistics, then
 // output) otherwise.
-void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device,
-                    const LaunchTarget& target);
+// plan.resident_blocks decides between the last two: the blocks of the
+// plan's kernel the device (the current one) holds at once, from
+// gn_forward_chunk_residency when the chunks are planned.
+void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const LaunchTarget& target);
+std::int64_t gn_forward_chunk_residency(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device);
+bool chunk_passes_resident(const GnForwardPlan& plan);  // one launch for chunks of several blocks
 
 // By slices (gn_slices, gn_forward_slices.hip): three launches.
 void run_gn_forward_slices(const GnForward& p, const GnSlicePlan& plan, const LaunchTarget& target);

@@ -27,6 +27,7 @@ struct GnForwardPlan {
     GnForwardWalk walk;  // gn_chunks: chunks of each group, held in registers
     GnChunks chunks;
     int width;           // gn_chunks: elements per access, 16 bytes of x's type or 1
+    std::int64_t resident_blocks;  // gn_chunks of several parts: chunk blocks resident at once (gn_launch.hpp)
     GnScratchNeeds needs;
 };
 

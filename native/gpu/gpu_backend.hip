@@ -61,6 +61,25 @@ bool device_can_access(const void* data) {
 #endif
 }
 
+// Makes `device` current for its scope, then restores the previous one: the
+// choice of algorithm asks the current device too (occupancy queries).
+class DeviceScope {
+public:
+    explicit DeviceScope(int device) : device_(device) {
+        check_runtime(hipGetDevice(&previous_), "hipGetDevice");
+        if (previous_ != device_) check_runtime(hipSetDevice(device_), "hipSetDevice");
+    }
+    ~DeviceScope() {
+        if (previous_ != device_) (void)hipSetDevice(previous_);
+    }
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+
+private:
+    int device_;
+    int previous_ = 0;
+};
+
 class GpuBackend final : public Backend {
 public:
     GpuBackend(int device, const DeviceShape& shape, void* stream) : device_(device), shape_(shape) {
@@ -97,6 +116,7 @@ public:
 
     // Each op runs the algorithm bn_algorithm.hpp chooses for it.
     void bn_forward_training(const BnForwardTraining& p) override {
+        const DeviceScope on(device_);
         const BnChoice c = choose_algorithm(p, shape_);
         run(c.scratch_bytes, c.counters, [&](const LaunchTarget& target) {
             switch (c.algorithm) {
@@ -112,6 +132,7 @@ public:
     }
 
     void bn_forward_inference(const BnForwardInference& p) override {
+        const DeviceScope on(device_);
         const BnChoice c = choose_algorithm(p, shape_);
         run(c.scratch_bytes, c.counters, [&](const LaunchTarget& target) {
             switch (c.algorithm) {
@@ -123,6 +144,7 @@ public:
     }
 
     void bn_backward(const BnBackward& p) override {
+        const DeviceScope on(device_);
         const BnChoice c = choose_algorithm(p, shape_);
         run(c.scratch_bytes, c.counters, [&](const LaunchTarget& target) {
             switch (c.algorithm) {
@@ -154,18 +176,20 @@ public:
     }
 
     void gn_forward(const GnForward& p) override {
+        const DeviceScope on(device_);
         const GnForwardChoice c = choose_algorithm(p, shape_);
         run(c.plan.needs.bytes, c.plan.needs.counters, [&](const LaunchTarget& target) {
             switch (c.algorithm) {
                 case Algorithm::gn_on_chip: run_gn_tile_forward(p, c.plan.tiles, target); return;
                 case Algorithm::gn_slices: run_gn_forward_slices(p, c.plan.slices, target); return;
-                case Algorithm::gn_chunks: run_gn_forward(p, c.plan, shape_, target); return;
+                case Algorithm::gn_chunks: run_gn_forward(p, c.plan, target); return;
                 default: unexpected(c.algorithm);
             }
         });
     }
 
     void gn_backward(const GnBackward& p) override {
+        const DeviceScope on(device_);
         const GnBackwardChoice c = choose_algorithm(p, shape_);
         run(c.plan.needs.bytes, c.plan.needs.counters, [&](const LaunchTarget& target) {
             switch (c.algorithm) {
@@ -186,9 +210,7 @@ private:
     // profiling is on.
     template <typename Op>
     void run(std::size_t bytes, std::int64_t counters, Op&& op) {
-        int current = 0;
-        check_runtime(hipGetDevice(&current), "hipGetDevice");
-        if (current != device_) check_runtime(hipSetDevice(device_), "hipSetDevice");
+        const DeviceScope on(device_);
         grow_scratch(bytes);
         grow_counters(counters);
 
@@ -199,7 +221,6 @@ private:
             check_runtime(hipEventRecord(stop_, stream), "hipEventRecord");
             timed_ = true;
         }
-        if (current != device_) (void)hipSetDevice(current);
     }
 
     // Grows (never shrinks) the workspace.  The old buffer may still be in

@@ -257,7 +257,7 @@ def test_each_algorithm_served(tmp_path):
     lines = [line for line in log.read_text().splitlines() if "Info [gpu]" in line]
     op_names = {"training": "batch norm training", "inference": "batch norm inference", "gn": "group norm forward"}
     for name, op, _ in plan[:len(ALL)]:
-        wanted = f"{op_names[op]}: algorithm {name} (forced by {VARIABLE})"
+        wanted = f"{op_names[op]}: algorithm {name} (forced by {VARIABLE}"
         assert any(wanted in line for line in lines), f"no log line '{wanted}' in:\n" + "\n".join(lines)
     for *_, wanted in defaults:
         assert any(wanted in line for line in lines), f"no log line '{wanted}' in:\n" + "\n".join(lines)
