@@ -8,8 +8,9 @@
 // with miopenStatusNotImplemented saying why it cannot; calls of other ops
 // choose as usual (dense_inference forces inference only, gn_slices both
 // group-norm directions, gn_chunks the group-norm forward).  A name not in
-// the table fails every GPU call with miopenStatusBadParm listing the names.
-// The variable is read at each call.
+// the table fails each such call with miopenStatusBadParm listing the names.
+// The variable is read at each call; the split-phase ops, one kernel
+// sequence each, do not read it.
 #pragma once
 
 #include "common/error.hpp"
