@@ -279,8 +279,9 @@ step_c_check() {
     run_logged c_check "$OUT/c_check.log" timeout -k 10 150 "$C_CHECK" --huge
     local first=$RC summary
     summary="$(grep -E 'passed' "$OUT/c_check.log" | tail -n 1 || echo 'no summary')"
-    # The multi-launch kernels too, on the small shapes the single launch takes.
-    MIOPEN_BN_GPU_SINGLE_LAUNCH=0 run_logged c_check_multi "$OUT/c_check_multi.log" \
+    # The multi-launch kernels too, on every training and backward call
+    # (the small shapes included, which other algorithms take by default).
+    MIOPEN_BN_GPU_ALGORITHM=multi_pass run_logged c_check_multi "$OUT/c_check_multi.log" \
         timeout -k 10 120 "$C_CHECK" --quick
     summary="$summary; multi-launch --quick: $(grep -E 'passed' "$OUT/c_check_multi.log" | tail -n 1 || echo 'no summary')"
     [ "$first" = 0 ] || RC=$first

@@ -1,6 +1,7 @@
 // The library's tuning variables, read by one rule: a variable that is unset,
 // empty or malformed keeps the default, so a typo never changes behaviour
-// half-way.  (Logging and MIOPEN_BN_BACKEND have their own documented values.)
+// half-way.  (Logging, MIOPEN_BN_BACKEND and MIOPEN_BN_GPU_ALGORITHM have their
+// own documented values.)
 #pragma once
 
 #include <cstdint>
@@ -23,16 +24,6 @@ inline bool switch_from_environment(const char* name, bool fallback) {
     const char* text = std::getenv(name);
     if (text == nullptr || *text == '\0') return fallback;
     return std::strcmp(text, "0") != 0;
-}
-
-// A kernel path's variable: "0" never, "force" wherever the path can serve
-// the call (tests and comparisons), anything else its own size rule; unset
-// or empty keeps the rule.
-enum class PathUse { never, automatic, forced };
-inline PathUse path_use_from_environment(const char* name) {
-    const char* text = std::getenv(name);
-    if (text != nullptr && std::strcmp(text, "force") == 0) return PathUse::forced;
-    return switch_from_environment(name, true) ? PathUse::automatic : PathUse::never;
 }
 
 }  // namespace mbn

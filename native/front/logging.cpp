@@ -88,6 +88,7 @@ void write_line(const char* kind, const char* function, const std::string& text)
 }  // namespace
 
 bool log_level_enabled(LogLevel level) { return settings().level >= static_cast<int>(level); }
+bool info_logging_enabled() { return log_level_enabled(LogLevel::info); }
 bool api_logging_enabled() { return settings().api_calls; }
 bool command_logging_enabled() { return settings().commands; }
 

@@ -23,7 +23,6 @@ bool api_logging_enabled();
 bool command_logging_enabled();
 
 void log_error(const char* function, const std::string& message);
-void log_info(const char* function, const std::string& message);
 void log_command(const char* function, const std::string& command);
 
 // Argument formatting for the API-call log: descriptors show their type,

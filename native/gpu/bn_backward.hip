@@ -141,8 +141,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 }  // namespace
 
-void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarget& target) {
-    if (use_single_launch(layout)) {
+void run_backward(const BnBackward& p, const BnLayout& layout, bool single_launch, const LaunchTarget& target) {
+    if (single_launch) {
         run_backward_single_launch(p, layout, target);
         return;
     }

@@ -14,7 +14,6 @@
 // statistics summed in float per vector then double, gradient sums in double.
 #include "gpu/bn_channel_tile.hpp"
 
-#include "common/environment.hpp"
 #include "common/numerics.hpp"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
@@ -441,28 +440,17 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     }
 }
 
-// MIOPEN_BN_GPU_WAVE_TILES=0 leaves the small tiles to whole blocks.
-bool wave_tiles_enabled() {
-    static const bool on = switch_from_environment("MIOPEN_BN_GPU_WAVE_TILES", true);
-    return on;
-}
-
-// MIOPEN_BN_GPU_CHANNEL_TILES: "0" never, "force" whenever the call fits,
-// otherwise where the tiles keep the device busy or the tensor is small.
-PathUse channel_tiles_use() {
-    static const PathUse use = path_use_from_environment("MIOPEN_BN_GPU_CHANNEL_TILES");
-    return use;
-}
-
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// With `wave_tiles` the wave tiles only (no size rule: taken wherever they
+// fit), else the block and cluster tiles only.
 ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
-                     bool identity, const DeviceShape& device) {
+                     bool identity, const DeviceShape& device, PlanRule rule, bool wave_tiles) {
     ChannelTilePlan p{};
-    const PathUse use = channel_tiles_use();
-    if (use == PathUse::never || !identity || geom.mode != BnMode::spatial) return p;
+    if (!identity || geom.mode != BnMode::spatial) return p;
     if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return p;
     const bool nhwc = x.order == MemoryOrder::packed_nhwc;
+    if (nhwc && wave_tiles) return p;
     if (x.order != MemoryOrder::packed_nchw && !nhwc) return p;
     bool aligned = true;
     for (const TensorArg* t : data) {
@@ -501,7 +489,8 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
         // each finish 4-8 channels (0.64-0.81x), so neither takes them.
         const int most = p.vector == 1 ? kMaxWavePerThread : kMaxPerThread;
         const std::int64_t per_lane = ceil_div(p.units, wave);
-        if (wave_tiles_enabled() && (p.vector == 1 || p.vector == full) && per_lane <= most) {
+        if (wave_tiles) {
+            if ((p.vector != 1 && p.vector != full) || per_lane > most) return p;
             p.wave = true;
             p.cluster = 1;
             p.block_units = p.units;
@@ -547,7 +536,7 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
     const std::int64_t bytes = x.element_count() * element;
     const bool busy = p.tiles * p.cluster * 2 >= device.multiprocessors || bytes <= (std::int64_t(1) << 20);
     const bool cluster_ok = p.cluster == 1 || p.block_units * p.lanes <= kMostClusteredUnits;
-    p.usable = use == PathUse::forced || (busy && cluster_ok);
+    p.usable = rule == PlanRule::wherever_it_fits || (busy && cluster_ok);
     return p;
 }
 
@@ -616,12 +605,12 @@ TileArgs shape_args(const BnGeometry& geom, const ChannelTilePlan& p) {
 
 }  // namespace
 
-ChannelTilePlan plan_channel_tiles(const BnForwardTraining& p, const DeviceShape& device) {
-    return plan(p.geom, p.x, {&p.x, &p.y}, p.activation.identity(), device);
+ChannelTilePlan plan_channel_tiles(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule, bool wave) {
+    return plan(p.geom, p.x, {&p.x, &p.y}, p.activation.identity(), device, rule, wave);
 }
 
-ChannelTilePlan plan_channel_tiles(const BnBackward& p, const DeviceShape& device) {
-    return plan(p.geom, p.x, {&p.x, &p.dy, &p.dx}, p.activation.identity(), device);
+ChannelTilePlan plan_channel_tiles(const BnBackward& p, const DeviceShape& device, PlanRule rule, bool wave) {
+    return plan(p.geom, p.x, {&p.x, &p.dy, &p.dx}, p.activation.identity(), device, rule, wave);
 }
 
 void run_channel_tiles(const BnForwardTraining& p, const ChannelTilePlan& plan, const LaunchTarget& target) {

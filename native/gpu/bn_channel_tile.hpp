@@ -4,12 +4,10 @@
 // (a tile is a channel) or NHWC (8-16 channels), half, bfloat16 or float,
 // without a fused activation, up to 2048 vectors of x (16 bytes or the
 // widest that divides an NCHW plane) per block and 8 blocks per tile.
-// Taken first where usable (unless MIOPEN_BN_GPU_RESIDENT=force); other
-// calls take the one-launch kernel (bn_resident.hpp) or the multi-pass ones.
-// MIOPEN_BN_GPU_CHANNEL_TILES=0 turns it off, =force takes it wherever the
-// call fits.  NCHW channels one wave holds (up to 4 vectors, or 16 single
-// values of a plane that does not divide into vectors, per lane) are each
-// owned by one wave; MIOPEN_BN_GPU_WAVE_TILES=0 gives them whole blocks.
+// NCHW channels one wave holds (up to 4 vectors, or 16 single values of a
+// plane that does not divide into vectors, per lane) are each owned by one
+// wave: the algorithm wave_tiles, planned with `wave_tiles` true; the block
+// and cluster tiles are channel_tiles (bn_algorithm.cpp orders them).
 #pragma once
 
 #include "common/problem.hpp"
@@ -36,8 +34,9 @@ struct ChannelTilePlan {
     std::int64_t block_units = 0;  // of them per block
 };
 
-ChannelTilePlan plan_channel_tiles(const BnForwardTraining& p, const DeviceShape& device);
-ChannelTilePlan plan_channel_tiles(const BnBackward& p, const DeviceShape& device);
+ChannelTilePlan plan_channel_tiles(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule,
+                                   bool wave_tiles);
+ChannelTilePlan plan_channel_tiles(const BnBackward& p, const DeviceShape& device, PlanRule rule, bool wave_tiles);
 void run_channel_tiles(const BnForwardTraining& p, const ChannelTilePlan& plan, const LaunchTarget& target);
 void run_channel_tiles(const BnBackward& p, const ChannelTilePlan& plan, const LaunchTarget& target);
 

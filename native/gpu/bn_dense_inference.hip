@@ -10,7 +10,6 @@
 // a channel with mean 1e4 and std 1e-2 keeps its digits.
 #include "gpu/bn_dense_inference.hpp"
 
-#include "common/environment.hpp"
 #include "common/numerics.hpp"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
@@ -175,16 +174,10 @@ bool takes_slices(const BnForwardInference& p) {
     return p.x.order == MemoryOrder::packed_nhwc && p.geom.len[kC] % (16 / dtype_size(p.x.dtype)) == 0;
 }
 
-// MIOPEN_BN_GPU_DENSE_INFERENCE=0 turns the path off.
-bool dense_inference_enabled() {
-    static const bool on = switch_from_environment("MIOPEN_BN_GPU_DENSE_INFERENCE", true);
-    return on;
-}
-
 }  // namespace
 
 bool dense_inference_fits(const BnForwardInference& p) {
-    if (!dense_inference_enabled() || p.geom.mode != BnMode::spatial || !p.activation.identity()) return false;
+    if (p.geom.mode != BnMode::spatial || !p.activation.identity()) return false;
     const TensorArg& x = p.x;
     if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return false;
     if (x.order != MemoryOrder::packed_nchw && x.order != MemoryOrder::packed_nhwc) return false;

@@ -2,7 +2,7 @@
 // float tensors (up to 2048 channels, unless NHWC with C a multiple of the
 // 16-byte vector) in one elementwise pass
 // (bn_dense_inference.hip).  Other inference calls take bn_forward.hip's
-// nest walk.  MIOPEN_BN_GPU_DENSE_INFERENCE=0 turns it off.
+// nest walk.
 #pragma once
 
 #include "common/problem.hpp"

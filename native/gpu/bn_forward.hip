@@ -95,7 +95,8 @@ void launch_forward_apply(const TensorArg& x, const TensorArg& y, const BnLayout
 
 }  // namespace
 
-void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, const LaunchTarget& target) {
+void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, bool single_launch,
+                          const LaunchTarget& target) {
     StatsWrites writes;
     writes.scale = &p.scale;
     writes.bias = &p.bias;
@@ -110,7 +111,7 @@ void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, co
         writes.saved_inv_std = &p.saved_inv_std;
     }
     writes.exp_avg_factor = p.exp_avg_factor;
-    if (use_single_launch(layout)) {
+    if (single_launch) {
         run_training_single_launch(p.x, p.y, p.epsilon, writes, p.out, p.activation, layout, target);
         return;
     }

@@ -3,8 +3,7 @@
 // elementwise pass run in one kernel, x (and dy) re-read from cache by the
 // block that just reduced them.  Small and medium tensors are dominated by
 // launches (each a few microseconds on an H100), so this path is the fast
-// one there; bn_forward.hip / bn_backward.hip fall back to the multi-launch
-// sequence when there are several splits.
+// one there; the others take the multi-launch sequence (multi_pass).
 #pragma once
 
 #include "common/problem.hpp"
@@ -13,10 +12,12 @@
 namespace mbn {
 namespace gpu {
 
-// True when `layout` suits the single-launch kernels and they are not
-// switched off (MIOPEN_BN_GPU_SINGLE_LAUNCH=0 keeps the multi-launch path:
-// for comparing the two in the bench).
-bool use_single_launch(const BnLayout& layout);
+// True when `layout` suits the single-launch kernels (the algorithm
+// single_launch): each block owns its features' whole reduction.
+inline bool single_launch_fits(const BnLayout& layout) {
+    return layout.splits == 1 &&
+           static_cast<std::int64_t>(layout.tile_features) * layout.features_per_thread <= kBlockThreads;
+}
 
 // Two blocks per multiprocessor at least (at most 128 registers): the double
 // arithmetic of the backward kernel would otherwise take ~146, one block per

@@ -54,9 +54,12 @@ struct LaunchTarget {
     unsigned long long* counters;  // zero-initialized, as many as the op asked for (group norm)
 };
 
-void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, const LaunchTarget& target);
+// With `single_launch` the single-launch kernels (bn_fused.hpp; the layout
+// must fit them: single_launch_fits), else the multi-pass sequence.
+void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, bool single_launch,
+                          const LaunchTarget& target);
 void run_forward_inference(const BnForwardInference& p, const BnLayout& layout, const LaunchTarget& target);
-void run_backward(const BnBackward& p, const BnLayout& layout, const LaunchTarget& target);
+void run_backward(const BnBackward& p, const BnLayout& layout, bool single_launch, const LaunchTarget& target);
 
 // Batch statistics of x into the scratch (shift, mean_offset, inv_std), for
 // forward training and for backward without saved statistics.  Whatever

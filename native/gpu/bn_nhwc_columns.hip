@@ -8,7 +8,6 @@
 // order.
 #include "gpu/bn_nhwc_columns.hpp"
 
-#include "common/environment.hpp"
 #include "common/numerics.hpp"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
@@ -530,13 +529,6 @@ __global__ void __launch_bounds__(kThreads, 2) bn_nhwc_columns(ColumnArgs a) {
 
 // ---- host -----------------------------------------------------------------------
 
-// MIOPEN_BN_GPU_NHWC_COLUMNS: "0" never, "force" whenever a call qualifies,
-// otherwise the size rule in worth_columns.
-PathUse columns_use() {
-    static const PathUse use = path_use_from_environment("MIOPEN_BN_GPU_NHWC_COLUMNS");
-    return use;
-}
-
 // Where the columns beat the channel tiles (H100, bench/RESULTS.md "NHWC
 // columns"): from a megabyte of input, except float tensors of a few hundred
 // rows (8x2048x7x7: wide and short), where the tiles' cluster hand-over is
@@ -595,9 +587,9 @@ int blocks_per_multiprocessor() {
 
 template <bool kBackward>
 ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
-                        const DeviceShape& device) {
+                        const DeviceShape& device, PlanRule rule) {
     ColumnPlan plan;
-    if (columns_use() == PathUse::never || geom.mode != BnMode::spatial) return plan;
+    if (geom.mode != BnMode::spatial) return plan;
     if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return plan;
     if (x.order != MemoryOrder::packed_nhwc) return plan;
     for (const TensorArg* t : data)
@@ -610,7 +602,7 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     if (elements >= (std::int64_t(1) << 31) || channels % V != 0 || rows < 2) return plan;
     if (kBackward && !float_backprop_enough(rows)) return plan;
     const int tensors = kBackward ? 2 : 1;
-    if (columns_use() == PathUse::automatic && !worth_columns(elements * element * tensors, rows, element)) return plan;
+    if (rule == PlanRule::size_rule && !worth_columns(elements * element * tensors, rows, element)) return plan;
 
     // Rows of 128 bytes per column stream best once x is large; below that
     // the hand-over dominates, and 64-byte columns halve each column's
@@ -701,14 +693,14 @@ void launch(const ColumnArgs& a, const ColumnPlan& plan, DType dtype, const Laun
 
 }  // namespace
 
-ColumnPlan plan_nhwc_columns(const BnForwardTraining& p, const DeviceShape& device) {
+ColumnPlan plan_nhwc_columns(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule) {
     if (!p.activation.identity()) return ColumnPlan{};
-    return plan_columns<false>(p.geom, p.x, {&p.x, &p.y}, device);
+    return plan_columns<false>(p.geom, p.x, {&p.x, &p.y}, device, rule);
 }
 
-ColumnPlan plan_nhwc_columns(const BnBackward& p, const DeviceShape& device) {
+ColumnPlan plan_nhwc_columns(const BnBackward& p, const DeviceShape& device, PlanRule rule) {
     if (!p.activation.identity()) return ColumnPlan{};
-    return plan_columns<true>(p.geom, p.x, {&p.x, &p.dy, &p.dx}, device);
+    return plan_columns<true>(p.geom, p.x, {&p.x, &p.dy, &p.dx}, device, rule);
 }
 
 void run_nhwc_columns(const BnForwardTraining& p, const ColumnPlan& plan, const LaunchTarget& target) {

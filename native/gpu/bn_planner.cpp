@@ -1,7 +1,5 @@
 #include "gpu/bn_planner.hpp"
 
-#include "common/environment.hpp"
-
 #include <algorithm>
 #include <cstdint>
 
@@ -125,32 +123,9 @@ std::int64_t innermost_x_stride(const LoopNest& nest) {
     return nest.rank > 0 ? nest.stride[kSlotX][kNestRank - 1] : INT64_MAX;
 }
 
-// Knobs of the split choice, fixed per process; the environment may set
-// them so the bench can compare variants side by side:
-//   MIOPEN_BN_GPU_THREAD_ELEMENTS  least elements per thread (default 16)
-//   MIOPEN_BN_GPU_BLOCKS_PER_SM    blocks aimed at per multiprocessor
-//                                  (default: as many as its threads allow)
-//   MIOPEN_BN_GPU_REVERSE_SECOND_PASS  1 (default) or 0: BnLayout's
-//                                  reverse_second_pass
-struct SplitTuning {
-    int thread_elements = 16;
-    int blocks_per_multiprocessor = 0;  // 0: kThreadsPerMultiprocessor / block threads
-    bool reverse_second_pass = true;
-};
-
-const SplitTuning& split_tuning() {
-    static const SplitTuning tuning = [] {
-        SplitTuning t;
-        // Clamped: the planner multiplies these by block sizes in int.
-        t.thread_elements = static_cast<int>(
-            std::min<std::int64_t>(positive_from_environment("MIOPEN_BN_GPU_THREAD_ELEMENTS", t.thread_elements), 1 << 16));
-        t.blocks_per_multiprocessor =
-            static_cast<int>(std::min<std::int64_t>(positive_from_environment("MIOPEN_BN_GPU_BLOCKS_PER_SM", 0), 1 << 10));
-        t.reverse_second_pass = switch_from_environment("MIOPEN_BN_GPU_REVERSE_SECOND_PASS", true);
-        return t;
-    }();
-    return tuning;
-}
+// The split choice's constants.
+constexpr int kThreadElements = 16;  // least elements per thread
+constexpr bool kReverseSecondPass = true;  // BnLayout's reverse_second_pass
 
 int pow2_at_least(std::int64_t v) {
     int p = 1;
@@ -184,9 +159,8 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
     }
     const std::int64_t positions = layout.reduce.size;
     // At least ~16 elements per thread, so that setup and merges stay cheap.
-    const SplitTuning& tuning = split_tuning();
     const std::int64_t min_positions =
-        std::max(1, tuning.thread_elements / (layout.vector_width * layout.features_per_thread));
+        std::max(1, kThreadElements / (layout.vector_width * layout.features_per_thread));
 
     const std::int64_t feature_groups = features / layout.features_per_thread;
     const std::int64_t rows_wanted = pow2_at_least((positions + min_positions - 1) / min_positions);
@@ -209,9 +183,7 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
 
     // Enough blocks to fill the device's threads.
     const int block_threads = layout.tile_features * layout.rows;
-    const int blocks_per_multiprocessor = tuning.blocks_per_multiprocessor > 0
-                                              ? tuning.blocks_per_multiprocessor
-                                              : kThreadsPerMultiprocessor / block_threads;
+    const int blocks_per_multiprocessor = kThreadsPerMultiprocessor / block_threads;
     const std::int64_t target_blocks =
         static_cast<std::int64_t>(std::max(1, device.multiprocessors)) * blocks_per_multiprocessor;
     std::int64_t splits = (target_blocks + layout.tiles - 1) / layout.tiles;
@@ -224,7 +196,7 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
     if ((positions + layout.rows - 1) / layout.rows <= kSingleSplitSteps) splits = 1;
     layout.chunk = (positions + splits - 1) / splits;
     layout.splits = static_cast<int>((positions + layout.chunk - 1) / layout.chunk);
-    layout.reverse_second_pass = tuning.reverse_second_pass;
+    layout.reverse_second_pass = kReverseSecondPass;
     return layout;
 }
 

@@ -40,6 +40,11 @@ struct DeviceShape {
     }
 };
 
+// How a kernel path's plan decides (bn_algorithm.cpp): by its own size rule
+// (the default choice), or wherever it can serve the call (an algorithm
+// forced by MIOPEN_BN_GPU_ALGORITHM).
+enum class PlanRule { size_rule, wherever_it_fits };
+
 // Whether a tensor's data may be moved as 16-byte vectors.
 inline bool aligned16(const TensorArg& t) { return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0; }
 

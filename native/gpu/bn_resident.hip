@@ -21,7 +21,6 @@
 // dozen values in float and everything wider is summed in double.
 #include "gpu/bn_resident.hpp"
 
-#include "common/environment.hpp"
 #include "common/numerics.hpp"
 #include "gpu/bn_device_math.h"
 #include "gpu/bn_dispatch.hpp"
@@ -680,14 +679,6 @@ __global__ void __launch_bounds__(kThreads, 1) bn_resident(ResidentArgs a) {
 
 // ---- host -----------------------------------------------------------------------
 
-// MIOPEN_BN_GPU_RESIDENT: "0" never, "force" whenever the tensors fit
-// (the tests use it to reach every branch on small shapes), otherwise the
-// size rule in worth_one_launch.
-PathUse resident_use() {
-    static const PathUse use = path_use_from_environment("MIOPEN_BN_GPU_RESIDENT");
-    return use;
-}
-
 // Where the one-launch kernel beats the multi-pass ones (H100, bench/RESULTS.md
 // "one-launch batch norm"): it pays ~10 us of fixed cost (a launch with
 // 230 KB of shared memory per block, two grid barriers, the fold) that small
@@ -747,9 +738,9 @@ void with_resident_type(DType dtype, Body&& body) {
 // an unusable plan.
 template <bool kBackward>
 ResidentPlan plan_geometry(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
-                           const DeviceShape& device) {
+                           const DeviceShape& device, PlanRule rule) {
     ResidentPlan plan;
-    if (resident_use() == PathUse::never || geom.mode != BnMode::spatial || device.shared_bytes_per_block <= 0)
+    if (geom.mode != BnMode::spatial || device.shared_bytes_per_block <= 0)
         return plan;
     if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return plan;
     if (x.order != MemoryOrder::packed_nchw && x.order != MemoryOrder::packed_nhwc) return plan;
@@ -765,7 +756,7 @@ ResidentPlan plan_geometry(const BnGeometry& geom, const TensorArg& x, std::init
     if (nhwc && channels % kLaneChannels != 0) return plan;
 
     const int tensors = kBackward ? 2 : 1;
-    if (resident_use() == PathUse::automatic &&
+    if (rule == PlanRule::size_rule &&
         !worth_one_launch(elements * element * tensors, nhwc, spatial))
         return plan;
     const std::size_t fixed = table_bytes(static_cast<int>(channels)) + reduce_bytes(nhwc);
@@ -858,16 +849,14 @@ void launch(const ResidentArgs& a, const ResidentPlan& plan, DType dtype, const 
 
 }  // namespace
 
-bool resident_forced() { return resident_use() == PathUse::forced; }
-
-ResidentPlan plan_resident(const BnForwardTraining& p, const DeviceShape& device) {
+ResidentPlan plan_resident(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule) {
     if (!p.activation.identity()) return ResidentPlan{};
-    return plan_geometry<false>(p.geom, p.x, {&p.x, &p.y}, device);
+    return plan_geometry<false>(p.geom, p.x, {&p.x, &p.y}, device, rule);
 }
 
-ResidentPlan plan_resident(const BnBackward& p, const DeviceShape& device) {
+ResidentPlan plan_resident(const BnBackward& p, const DeviceShape& device, PlanRule rule) {
     if (!p.activation.identity()) return ResidentPlan{};
-    return plan_geometry<true>(p.geom, p.x, {&p.x, &p.dy, &p.dx}, device);
+    return plan_geometry<true>(p.geom, p.x, {&p.x, &p.dy, &p.dx}, device, rule);
 }
 
 void run_resident(const BnForwardTraining& p, const ResidentPlan& plan, const LaunchTarget& target) {

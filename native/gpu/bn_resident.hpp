@@ -9,11 +9,10 @@
 // statistics, meets the grid again, and writes y (or dx) from the copy it
 // holds: DRAM sees every input byte once and every output byte once.
 //
-// plan_resident says whether a call qualifies (its tensors fit, and they are
-// large enough to amortize the launch's fixed cost: worth_one_launch); the
-// other calls take the multi-pass kernels (bn_forward.hip, bn_backward.hip).
-// MIOPEN_BN_GPU_RESIDENT=0 turns the path off, =force takes it whenever the
-// tensors fit (for A/B runs and tests).
+// plan_resident says whether a call qualifies (its tensors fit, and, by the
+// size rule, they are large enough to amortize the launch's fixed cost:
+// worth_one_launch); the other calls take the multi-pass kernels
+// (bn_forward.hip, bn_backward.hip).
 #pragma once
 
 #include "common/problem.hpp"
@@ -51,11 +50,8 @@ struct ResidentPlan {
     std::int64_t counters = 0;
 };
 
-// MIOPEN_BN_GPU_RESIDENT=force: the one launch goes before every other path.
-bool resident_forced();
-
-ResidentPlan plan_resident(const BnForwardTraining& p, const DeviceShape& device);
-ResidentPlan plan_resident(const BnBackward& p, const DeviceShape& device);
+ResidentPlan plan_resident(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule);
+ResidentPlan plan_resident(const BnBackward& p, const DeviceShape& device, PlanRule rule);
 
 void run_resident(const BnForwardTraining& p, const ResidentPlan& plan, const LaunchTarget& target);
 void run_resident(const BnBackward& p, const ResidentPlan& plan, const LaunchTarget& target);

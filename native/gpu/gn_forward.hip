@@ -14,8 +14,9 @@
 //               registers.  Blocks take chunks as tickets in the order they
 //               ask, so only the last group taken can be incomplete: at most
 //               parts - 1 blocks wait at any time, for chunks that the next
-//               free block takes.  The host uses this pass only when that many
-//               blocks are a small share of what the device holds at once;
+//               free block takes.  The plan takes this pass only when that many
+//               blocks are a small share of what the device holds at once
+//               (gn_forward_chunk_residency, asked when the call is planned);
 //   statistics, apply    groups too large to be resident: the statistics are
 //               handed over only, and a second launch normalizes (x read twice).
 #include "common/numerics.hpp"
@@ -315,8 +316,7 @@ __global__ void __launch_bounds__(kBlockThreads) gn_forward_chunks(const T* x, T
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 template <typename T, typename P, typename Walk>
-void launch_passes(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device,
-                   const LaunchTarget& target, GnForwardArgs<P> args) {
+void launch_passes(const GnForward& p, const GnForwardPlan& plan, const LaunchTarget& target, GnForwardArgs<P> args) {
     using A = acc_t<T>;
     const T* x = static_cast<const T*>(p.x.data);
     T* y = static_cast<T*>(p.y.data);
@@ -332,61 +332,79 @@ void launch_passes(const GnForward& p, const GnForwardPlan& plan, const DeviceSh
         launch(GnPass::whole, std::min(ceil_div(chunks.total, teams), kMaxGridBlocks));
         return;
     }
-    // Up to parts - 1 blocks wait at once: keep that a small share of the
-    // blocks the device holds, so other work (another such launch on
-    // another stream) cannot take every slot the waited-for chunks need.
-    int per_multiprocessor = 0;
-    check_runtime(hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, gn_forward_chunks<T, P, A, Walk>,
-                                                               kBlockThreads, 0),
-                  "hipOccupancyMaxActiveBlocksPerMultiprocessor");
-    const std::int64_t resident = static_cast<std::int64_t>(per_multiprocessor) * device.multiprocessors;
-    if (chunks.parts * kResidentShare <= resident) {
-        launch(GnPass::resident, std::min(chunks.total, resident));
+    if (chunk_passes_resident(plan)) {
+        launch(GnPass::resident, std::min(chunks.total, plan.resident_blocks));
         return;
     }
     launch(GnPass::statistics, std::min(chunks.total, kMaxGridBlocks));
     launch(GnPass::apply, std::min(chunks.total, kMaxGridBlocks));
 }
 
-}  // namespace
-
-void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device,
-                    const LaunchTarget& target) {
-    if (plan.by_slices) {
-        run_gn_forward_slices(p, plan.slices, target);
-        return;
-    }
+// Calls body(TypeTag<T>, TypeTag<P>, TypeTag<Walk>) for the plan's instance
+// of gn_forward_chunks.
+template <typename Body>
+void with_chunk_instance(const GnForward& p, const GnForwardPlan& plan, Body&& body) {
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
         const DType param_dtype = p.affine ? p.weight.dtype : DType::f32;
         with_parameter_type<T>(param_dtype, [&](auto p_tag) {
-            using P = typename decltype(p_tag)::type;
-            GnForwardArgs<P> args{};
-            args.walk = plan.walk;
-            args.chunks = plan.chunks;
-            if (p.affine) {
-                args.weight = static_cast<const P*>(p.weight.data);
-                args.bias = static_cast<const P*>(p.bias.data);
-                args.weight_stride = p.weight.stride[kC];
-                args.bias_stride = p.bias.stride[kC];
-            }
-            args.mean = stat_tensor(p.mean);
-            args.rstd = stat_tensor(p.rstd);
-            args.epsilon = p.epsilon;
-            args.swish = p.activation == Activation::swish;
-            args.swish_beta = p.swish_beta;
-            args.scratch = carve_forward_scratch(target.scratch, target.counters, plan.chunks,
-                                                 plan.walk.shape.group_count());
             constexpr int kWide = vector_width_of<T>();
             if (plan.width == 1)
-                launch_passes<T, P, GnWalkPolicy<1, GnOrder::as_planned>>(p, plan, device, target, args);
+                body(x_tag, p_tag, TypeTag<GnWalkPolicy<1, GnOrder::as_planned>>{});
             else if (plan.width != kWide)
                 fail(miopenStatusInternalError, "GPU backend: no group-norm kernel for vector width ", plan.width);
             else if (plan.walk.channels_inner)
-                launch_passes<T, P, GnWalkPolicy<kWide, GnOrder::channels_fastest>>(p, plan, device, target, args);
+                body(x_tag, p_tag, TypeTag<GnWalkPolicy<kWide, GnOrder::channels_fastest>>{});
             else
-                launch_passes<T, P, GnWalkPolicy<kWide, GnOrder::positions_fastest>>(p, plan, device, target, args);
+                body(x_tag, p_tag, TypeTag<GnWalkPolicy<kWide, GnOrder::positions_fastest>>{});
         });
+    });
+}
+
+}  // namespace
+
+bool chunk_passes_resident(const GnForwardPlan& plan) {
+    return plan.chunks.parts * kResidentShare <= plan.resident_blocks;
+}
+
+std::int64_t gn_forward_chunk_residency(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device) {
+    std::int64_t blocks = 0;
+    with_chunk_instance(p, plan, [&](auto x_tag, auto p_tag, auto walk_tag) {
+        using T = typename decltype(x_tag)::type;
+        using P = typename decltype(p_tag)::type;
+        using Walk = typename decltype(walk_tag)::type;
+        int per_multiprocessor = 0;
+        check_runtime(hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor,
+                                                                   gn_forward_chunks<T, P, acc_t<T>, Walk>,
+                                                                   kBlockThreads, 0),
+                      "hipOccupancyMaxActiveBlocksPerMultiprocessor");
+        blocks = static_cast<std::int64_t>(per_multiprocessor) * device.multiprocessors;
+    });
+    return blocks;
+}
+
+void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const LaunchTarget& target) {
+    with_chunk_instance(p, plan, [&](auto x_tag, auto p_tag, auto walk_tag) {
+        using T = typename decltype(x_tag)::type;
+        using P = typename decltype(p_tag)::type;
+        using Walk = typename decltype(walk_tag)::type;
+        GnForwardArgs<P> args{};
+        args.walk = plan.walk;
+        args.chunks = plan.chunks;
+        if (p.affine) {
+            args.weight = static_cast<const P*>(p.weight.data);
+            args.bias = static_cast<const P*>(p.bias.data);
+            args.weight_stride = p.weight.stride[kC];
+            args.bias_stride = p.bias.stride[kC];
+        }
+        args.mean = stat_tensor(p.mean);
+        args.rstd = stat_tensor(p.rstd);
+        args.epsilon = p.epsilon;
+        args.swish = p.activation == Activation::swish;
+        args.swish_beta = p.swish_beta;
+        args.scratch =
+            carve_forward_scratch(target.scratch, target.counters, plan.chunks, plan.walk.shape.group_count());
+        launch_passes<T, P, Walk>(p, plan, target, args);
     });
 }
 

@@ -1,4 +1,4 @@
-// Forward group norm by slices (gn_planner.hpp, GnForwardPlan::by_slices):
+// Forward group norm by slices (the algorithm gn_slices, gn_planner.hpp):
 // for channels-innermost tensors whose groups hold few channels, where a
 // group's elements are short runs a row apart.  Three launches over the
 // slice layout, whose rows are whole runs of channels:

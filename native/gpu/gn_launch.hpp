@@ -22,13 +22,17 @@ void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const Lau
 void measure_gn_tile_clusters(int device, DeviceShape& shape);
 int gn_tile_backward_resident_clusters(int blocks);  // gn_tile_backward.hip's part of it
 
-// By slices, three launches (run_gn_forward_slices); else by chunks: one
-// launch when each group fits one team, or when all chunks of every group
-// can be resident at once; two (statistics, then output) otherwise.
-void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device,
-                    const LaunchTarget& target);
+// By chunks (gn_chunks): one launch when each group fits one team, or when
+// all chunks of every group can be resident at once; two (statistics, then
+// output) otherwise.
+// plan.resident_blocks decides between the last two: the blocks of the
+// plan's kernel the device (the current one) holds at once, from
+// gn_forward_chunk_residency when the chunks are planned.
+void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const LaunchTarget& target);
+std::int64_t gn_forward_chunk_residency(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device);
+bool chunk_passes_resident(const GnForwardPlan& plan);  // one launch for chunks of several blocks
 
-// The forward's by_slices plan (gn_forward_slices.hip): three launches.
+// By slices (gn_slices, gn_forward_slices.hip): three launches.
 void run_gn_forward_slices(const GnForward& p, const GnSlicePlan& plan, const LaunchTarget& target);
 
 // Three launches: per-row sums; their merge per group and per channel; dx.

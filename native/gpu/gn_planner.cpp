@@ -1,13 +1,10 @@
 #include "gpu/gn_planner.hpp"
 
-#include "common/error.hpp"
 #include "gpu/bn_scratch.hpp"
 #include "gpu/gn_tile_planner.hpp"
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 namespace mbn {
 namespace gpu {
@@ -114,38 +111,21 @@ GnSlicePlan plan_slices(const GnShape& shape, const SlotTensors& tensors, const 
     return plan;
 }
 
-enum class OnChipMode { automatic, never, required };
-
-// MIOPEN_BN_GN_ONCHIP (gn_planner.hpp), read at each call so that tests can
-// run both paths in one process; any other value keeps the default.
-OnChipMode on_chip_mode() {
-    const char* text = std::getenv("MIOPEN_BN_GN_ONCHIP");
-    if (text == nullptr) return OnChipMode::automatic;
-    if (std::strcmp(text, "0") == 0) return OnChipMode::never;
-    if (std::strcmp(text, "2") == 0) return OnChipMode::required;
-    return OnChipMode::automatic;
-}
-
-// Whether the call runs on chip, filling `walk` when it does.
-bool plan_on_chip(const GnShape& shape, std::initializer_list<const TensorArg*> data, bool backward,
-                  const DeviceShape& device, GnTileWalk& walk) {
-    const OnChipMode mode = on_chip_mode();
-    if (mode == OnChipMode::never) return false;
-    const char* why = plan_gn_tiles(shape, data, backward, device, walk);
-    require(why == nullptr || mode != OnChipMode::required, miopenStatusNotImplemented,
-            "MIOPEN_BN_GN_ONCHIP=2: the on-chip group-norm kernels cannot take this problem: ", why ? why : "");
-    return why == nullptr;
-}
-
 }  // namespace
 
-GnForwardPlan plan_gn_forward(const GnForward& p, const DeviceShape& device) {
-    GnForwardPlan plan{};
-    plan.on_chip = plan_on_chip(p.shape, {&p.x, &p.y}, false, device, plan.tiles);
-    if (plan.on_chip) {
-        plan.needs = GnScratchNeeds{0, 0};
-        return plan;
-    }
+const char* plan_gn_forward_on_chip(const GnForward& p, const DeviceShape& device, GnForwardPlan& plan) {
+    const char* why = plan_gn_tiles(p.shape, {&p.x, &p.y}, false, device, plan.tiles);
+    plan.needs = GnScratchNeeds{0, 0};
+    return why;
+}
+
+const char* plan_gn_backward_on_chip(const GnBackward& p, const DeviceShape& device, GnBackwardPlan& plan) {
+    const char* why = plan_gn_tiles(p.shape, {&p.x, &p.dy, &p.dx}, true, device, plan.tiles);
+    if (why == nullptr) plan.needs = tile_backward_scratch_needs(plan.tiles, p.affine);
+    return why;
+}
+
+bool plan_gn_forward_walk(const GnForward& p, GnForwardPlan& plan) {
     GnForwardWalk& walk = plan.walk;
     walk.shape = group_shape(p.shape);
     walk.x = placement_of(p.x);
@@ -161,27 +141,23 @@ GnForwardPlan plan_gn_forward(const GnForward& p, const DeviceShape& device) {
                          allows_vectors(s, walk.y, p.y, walk.channels_inner, width);
     plan.width = vectors ? width : 1;
     const auto run_bytes = s.channels * static_cast<std::int64_t>(dtype_size(p.x.dtype));
-    plan.by_slices = channels_fastest && s.groups > 1 && (plan.width == 1 || run_bytes < kShortChannelRunBytes);
-    if (plan.by_slices) {
-        SlotTensors tensors;
-        tensors.slot[kSlotX] = &p.x;
-        tensors.slot[kSlotY] = &p.y;
-        plan.slices = plan_slices(p.shape, tensors, device);
-        plan.needs = GnScratchNeeds{scratch_bytes(plan.slices.layout), 0};
-        return plan;
-    }
-    plan.chunks = cut_into_chunks(s, plan.width, device);
-    plan.needs = forward_scratch_needs(plan.chunks, s.group_count());
-    return plan;
+    return channels_fastest && s.groups > 1 && (plan.width == 1 || run_bytes < kShortChannelRunBytes);
 }
 
-GnBackwardPlan plan_gn_backward(const GnBackward& p, const DeviceShape& device) {
-    GnBackwardPlan plan{};
-    plan.on_chip = plan_on_chip(p.shape, {&p.x, &p.dy, &p.dx}, true, device, plan.tiles);
-    if (plan.on_chip) {
-        plan.needs = tile_backward_scratch_needs(plan.tiles, p.affine);
-        return plan;
-    }
+void plan_gn_forward_chunks(const DeviceShape& device, GnForwardPlan& plan) {
+    plan.chunks = cut_into_chunks(plan.walk.shape, plan.width, device);
+    plan.needs = forward_scratch_needs(plan.chunks, plan.walk.shape.group_count());
+}
+
+void plan_gn_forward_slices(const GnForward& p, const DeviceShape& device, GnForwardPlan& plan) {
+    SlotTensors tensors;
+    tensors.slot[kSlotX] = &p.x;
+    tensors.slot[kSlotY] = &p.y;
+    plan.slices = plan_slices(p.shape, tensors, device);
+    plan.needs = GnScratchNeeds{scratch_bytes(plan.slices.layout), 0};
+}
+
+void plan_gn_backward_slices(const GnBackward& p, const DeviceShape& device, GnBackwardPlan& plan) {
     SlotTensors tensors;
     tensors.slot[kSlotX] = &p.x;
     tensors.slot[kSlotY] = &p.dy;
@@ -190,7 +166,6 @@ GnBackwardPlan plan_gn_backward(const GnBackward& p, const DeviceShape& device) 
     plan.slices = plan_slices(p.shape, tensors, device);
     const BnLayout& layout = plan.slices.layout;
     plan.needs = backward_scratch_needs(layout.feature.size, layout.splits, len[kN] * p.shape.groups);
-    return plan;
 }
 
 }  // namespace gpu

@@ -18,36 +18,39 @@ struct GnSlicePlan {
     GnSliceOrder order;
 };
 
-// Which kernels run a call.  On chip (gn_tile.hpp): one launch, data read
-// once; taken whenever the problem fits them (float64, mixed layouts,
-// unaligned tensors and groups too large for a cluster's registers do not).
-// MIOPEN_BN_GN_ONCHIP overrides the choice: 0 never, 1 whenever the problem
-// fits (the default), 2 the same and a problem that does not fit fails
-// (NotImplemented; for tests that must run these kernels).
+// The plans of group norm's algorithms (algorithm_names.hpp; chosen in
+// bn_algorithm.hip): each fills its own part.
 struct GnForwardPlan {
-    bool on_chip;
-    GnTileWalk tiles;  // when on_chip
-    // Otherwise: channels innermost in memory and few per group: a group's elements
-    // are short runs a whole row apart, which the chunk walk reads poorly.
-    // Then per-slice statistics over the slice layout, merged per group,
-    // and a normalize over the same layout (x read twice, whole rows).
-    bool by_slices;
-    GnSlicePlan slices;  // when by_slices
-    GnForwardWalk walk;  // otherwise: chunks of each group, held in registers
+    GnTileWalk tiles;    // gn_on_chip (gn_tile.hpp): one launch, data read once
+    GnSlicePlan slices;  // gn_slices: per-slice statistics over the slice layout,
+                         // merged per group, and a normalize over the same layout
+    GnForwardWalk walk;  // gn_chunks: chunks of each group, held in registers
     GnChunks chunks;
-    int width;  // elements per access: 16 bytes of x's type, or 1
+    int width;           // gn_chunks: elements per access, 16 bytes of x's type or 1
+    std::int64_t resident_blocks;  // gn_chunks of several parts: chunk blocks resident at once (gn_launch.hpp)
     GnScratchNeeds needs;
 };
 
 struct GnBackwardPlan {
-    bool on_chip;
-    GnTileWalk tiles;    // when on_chip
-    GnSlicePlan slices;  // otherwise
+    GnTileWalk tiles;    // gn_on_chip
+    GnSlicePlan slices;  // gn_slices
     GnScratchNeeds needs;
 };
 
-GnForwardPlan plan_gn_forward(const GnForward& p, const DeviceShape& device);
-GnBackwardPlan plan_gn_backward(const GnBackward& p, const DeviceShape& device);
+// On chip: nullptr when the tiles take the problem (float64, mixed layouts,
+// unaligned tensors and groups too large for a cluster's registers do not),
+// else a phrase saying why not.
+const char* plan_gn_forward_on_chip(const GnForward& p, const DeviceShape& device, GnForwardPlan& plan);
+const char* plan_gn_backward_on_chip(const GnBackward& p, const DeviceShape& device, GnBackwardPlan& plan);
+
+// Off chip, the forward: plan_gn_forward_walk fills the chunks' walk and
+// says whether the slices read x better (channels innermost in memory and
+// few per group: a group's elements are short runs a whole row apart, which
+// the chunk walk reads poorly); then one of the two completes the plan.
+bool plan_gn_forward_walk(const GnForward& p, GnForwardPlan& plan);
+void plan_gn_forward_chunks(const DeviceShape& device, GnForwardPlan& plan);
+void plan_gn_forward_slices(const GnForward& p, const DeviceShape& device, GnForwardPlan& plan);
+void plan_gn_backward_slices(const GnBackward& p, const DeviceShape& device, GnBackwardPlan& plan);
 
 }  // namespace gpu
 }  // namespace mbn

@@ -10,14 +10,9 @@
 // the counters (group norm's cross-block hand-overs, gn_arrival.h) at
 // kInitialCounters, enough for 65536 groups and channels per call.
 #include "common/backend.hpp"
-#include "gpu/bn_launch.hpp"
-#include "gpu/bn_planner.hpp"
-#include "gpu/bn_channel_tile.hpp"
+#include "gpu/bn_algorithm.hpp"
 #include "gpu/bn_dense_inference.hpp"
-#include "gpu/bn_nhwc_columns.hpp"
-#include "gpu/bn_nhwc_slab.hpp"
-#include "gpu/bn_resident.hpp"
-#include "gpu/bn_scratch.hpp"
+#include "gpu/bn_launch.hpp"
 #include "gpu/gn_launch.hpp"
 #include "gpu/hip_compat.h"
 
@@ -66,6 +61,25 @@ bool device_can_access(const void* data) {
 #endif
 }
 
+// Makes `device` current for its scope, then restores the previous one: the
+// choice of algorithm asks the current device too (occupancy queries).
+class DeviceScope {
+public:
+    explicit DeviceScope(int device) : device_(device) {
+        check_runtime(hipGetDevice(&previous_), "hipGetDevice");
+        if (previous_ != device_) check_runtime(hipSetDevice(device_), "hipSetDevice");
+    }
+    ~DeviceScope() {
+        if (previous_ != device_) (void)hipSetDevice(previous_);
+    }
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+
+private:
+    int device_;
+    int previous_ = 0;
+};
+
 class GpuBackend final : public Backend {
 public:
     GpuBackend(int device, const DeviceShape& shape, void* stream) : device_(device), shape_(shape) {
@@ -100,103 +114,49 @@ public:
                 " is not device memory (a host pointer was given to a GPU handle)");
     }
 
+    // Each op runs the algorithm bn_algorithm.hpp chooses for it.
     void bn_forward_training(const BnForwardTraining& p) override {
-        SlotTensors t;
-        t.slot[kSlotX] = &p.x;
-        t.slot[kSlotY] = &p.y;
-        t.slot[kFwdScale] = &p.scale;
-        t.slot[kFwdBias] = &p.bias;
-        t.slot[kFwdMean] = &p.running_mean;
-        t.slot[kFwdVar] = &p.running_var;
-        t.slot[kFwdSavedMean] = &p.saved_mean;
-        t.slot[kFwdSavedInvStd] = &p.saved_inv_std;
-        t.slot[kFwdPrevMean] = &p.prev_running_mean;
-        t.slot[kFwdPrevVar] = &p.prev_running_var;
-        if (!resident_forced()) {
-            const ColumnPlan columns = plan_nhwc_columns(p, shape_);
-            if (columns.usable) {
-                run(columns.scratch_bytes, columns.counters,
-                    [&](const LaunchTarget& target) { run_nhwc_columns(p, columns, target); });
-                return;
+        const DeviceScope on(device_);
+        const BnChoice c = choose_algorithm(p, shape_);
+        run(c.scratch_bytes, c.counters, [&](const LaunchTarget& target) {
+            switch (c.algorithm) {
+                case Algorithm::nhwc_columns: run_nhwc_columns(p, c.columns, target); return;
+                case Algorithm::wave_tiles:
+                case Algorithm::channel_tiles: run_channel_tiles(p, c.tiles, target); return;
+                case Algorithm::resident: run_resident(p, c.resident, target); return;
+                case Algorithm::single_launch: run_forward_training(p, c.layout, true, target); return;
+                case Algorithm::multi_pass: run_forward_training(p, c.layout, false, target); return;
+                default: unexpected(c.algorithm);
             }
-            // The NHWC slabs when asked for (opt-in), else the channel tiles.
-            const NhwcSlabPlan slabs = plan_nhwc_slabs(p, shape_);
-            if (slabs.usable) {
-                run(slabs.scratch_bytes, slabs.counters,
-                    [&](const LaunchTarget& target) { run_nhwc_slabs(p, slabs, target); });
-                return;
-            }
-            const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
-            if (tiles.usable) {
-                run(0, 0, [&](const LaunchTarget& target) { run_channel_tiles(p, tiles, target); });
-                return;
-            }
-        }
-        const ResidentPlan resident = plan_resident(p, shape_);
-        if (resident.usable) {
-            run(resident.scratch_bytes, resident.counters,
-                [&](const LaunchTarget& target) { run_resident(p, resident, target); });
-            return;
-        }
-        const BnLayout layout = plan_layout(p.geom, t, shape_, p.activation.identity());
-        run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_forward_training(p, layout, target); });
+        });
     }
 
     void bn_forward_inference(const BnForwardInference& p) override {
-        SlotTensors t;
-        t.slot[kSlotX] = &p.x;
-        t.slot[kSlotY] = &p.y;
-        t.slot[kFwdScale] = &p.scale;
-        t.slot[kFwdBias] = &p.bias;
-        t.slot[kFwdMean] = &p.mean;
-        t.slot[kFwdVar] = &p.var;
-        if (dense_inference_fits(p)) {
-            run(0, 0, [&](const LaunchTarget& target) { run_dense_inference(p, shape_, target); });
-            return;
-        }
-        const BnLayout layout = plan_layout(p.geom, t, shape_, p.activation.identity());
-        run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_forward_inference(p, layout, target); });
+        const DeviceScope on(device_);
+        const BnChoice c = choose_algorithm(p, shape_);
+        run(c.scratch_bytes, c.counters, [&](const LaunchTarget& target) {
+            switch (c.algorithm) {
+                case Algorithm::dense_inference: run_dense_inference(p, shape_, target); return;
+                case Algorithm::nest_walk: run_forward_inference(p, c.layout, target); return;
+                default: unexpected(c.algorithm);
+            }
+        });
     }
 
     void bn_backward(const BnBackward& p) override {
-        SlotTensors t;
-        t.slot[kSlotX] = &p.x;
-        t.slot[kSlotY] = &p.dy;
-        t.slot[kSlotDx] = &p.dx;
-        t.slot[kBwdScale] = &p.scale;
-        t.slot[kBwdDscale] = &p.dscale;
-        t.slot[kBwdDbias] = &p.dbias;
-        t.slot[kBwdSavedMean] = &p.saved_mean;
-        t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
-        t.slot[kBwdBias] = &p.bias;
-        if (!resident_forced()) {
-            const ColumnPlan columns = plan_nhwc_columns(p, shape_);
-            if (columns.usable) {
-                run(columns.scratch_bytes, columns.counters,
-                    [&](const LaunchTarget& target) { run_nhwc_columns(p, columns, target); });
-                return;
+        const DeviceScope on(device_);
+        const BnChoice c = choose_algorithm(p, shape_);
+        run(c.scratch_bytes, c.counters, [&](const LaunchTarget& target) {
+            switch (c.algorithm) {
+                case Algorithm::nhwc_columns: run_nhwc_columns(p, c.columns, target); return;
+                case Algorithm::wave_tiles:
+                case Algorithm::channel_tiles: run_channel_tiles(p, c.tiles, target); return;
+                case Algorithm::resident: run_resident(p, c.resident, target); return;
+                case Algorithm::single_launch: run_backward(p, c.layout, true, target); return;
+                case Algorithm::multi_pass: run_backward(p, c.layout, false, target); return;
+                default: unexpected(c.algorithm);
             }
-            // The NHWC slabs when asked for (opt-in), else the channel tiles.
-            const NhwcSlabPlan slabs = plan_nhwc_slabs(p, shape_);
-            if (slabs.usable) {
-                run(slabs.scratch_bytes, slabs.counters,
-                    [&](const LaunchTarget& target) { run_nhwc_slabs(p, slabs, target); });
-                return;
-            }
-            const ChannelTilePlan tiles = plan_channel_tiles(p, shape_);
-            if (tiles.usable) {
-                run(0, 0, [&](const LaunchTarget& target) { run_channel_tiles(p, tiles, target); });
-                return;
-            }
-        }
-        const ResidentPlan resident = plan_resident(p, shape_);
-        if (resident.usable) {
-            run(resident.scratch_bytes, resident.counters,
-                [&](const LaunchTarget& target) { run_resident(p, resident, target); });
-            return;
-        }
-        const BnLayout layout = plan_layout(p.geom, t, shape_, p.activation.identity());
-        run(scratch_bytes(layout), 0, [&](const LaunchTarget& target) { run_backward(p, layout, target); });
+        });
     }
 
     void bn_local_statistics(const BnLocalStatistics& p) override {
@@ -216,36 +176,41 @@ public:
     }
 
     void gn_forward(const GnForward& p) override {
-        const GnForwardPlan plan = plan_gn_forward(p, shape_);
-        run(plan.needs.bytes, plan.needs.counters,
-            [&](const LaunchTarget& target) {
-                if (plan.on_chip)
-                    run_gn_tile_forward(p, plan.tiles, target);
-                else
-                    run_gn_forward(p, plan, shape_, target);
-            });
+        const DeviceScope on(device_);
+        const GnForwardChoice c = choose_algorithm(p, shape_);
+        run(c.plan.needs.bytes, c.plan.needs.counters, [&](const LaunchTarget& target) {
+            switch (c.algorithm) {
+                case Algorithm::gn_on_chip: run_gn_tile_forward(p, c.plan.tiles, target); return;
+                case Algorithm::gn_slices: run_gn_forward_slices(p, c.plan.slices, target); return;
+                case Algorithm::gn_chunks: run_gn_forward(p, c.plan, target); return;
+                default: unexpected(c.algorithm);
+            }
+        });
     }
 
     void gn_backward(const GnBackward& p) override {
-        const GnBackwardPlan plan = plan_gn_backward(p, shape_);
-        run(plan.needs.bytes, plan.needs.counters,
-            [&](const LaunchTarget& target) {
-                if (plan.on_chip)
-                    run_gn_tile_backward(p, plan.tiles, target);
-                else
-                    run_gn_backward(p, plan, target);
-            });
+        const DeviceScope on(device_);
+        const GnBackwardChoice c = choose_algorithm(p, shape_);
+        run(c.plan.needs.bytes, c.plan.needs.counters, [&](const LaunchTarget& target) {
+            switch (c.algorithm) {
+                case Algorithm::gn_on_chip: run_gn_tile_backward(p, c.plan.tiles, target); return;
+                case Algorithm::gn_slices: run_gn_backward(p, c.plan, target); return;
+                default: unexpected(c.algorithm);
+            }
+        });
     }
 
 private:
+    [[noreturn]] static void unexpected(Algorithm a) {
+        fail(miopenStatusInternalError, "GPU backend: the algorithm ", algorithm_name(a), " has no launch here");
+    }
+
     // Launches `op` on the handle's stream on this backend's device, with
     // enough scratch and counters, between the profiling events when
     // profiling is on.
     template <typename Op>
     void run(std::size_t bytes, std::int64_t counters, Op&& op) {
-        int current = 0;
-        check_runtime(hipGetDevice(&current), "hipGetDevice");
-        if (current != device_) check_runtime(hipSetDevice(device_), "hipSetDevice");
+        const DeviceScope on(device_);
         grow_scratch(bytes);
         grow_counters(counters);
 
@@ -256,7 +221,6 @@ private:
             check_runtime(hipEventRecord(stop_, stream), "hipEventRecord");
             timed_ = true;
         }
-        if (current != device_) (void)hipSetDevice(current);
     }
 
     // Grows (never shrinks) the workspace.  The old buffer may still be in

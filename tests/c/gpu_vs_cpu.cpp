@@ -933,7 +933,7 @@ std::vector<Case> build_cases(bool quick) {
     // recomputed statistics); then each parameter group in float or x's
     // type on its own.  The
     // last shape's features are split over several blocks (multi-launch
-    // kernels) even without MIOPEN_BN_GPU_SINGLE_LAUNCH=0.
+    // kernels) even without MIOPEN_BN_GPU_ALGORITHM=multi_pass.
     const TypeCombo kActivationTypes[] = {{miopenFloat, miopenFloat},
                                           {miopenHalf, miopenFloat},
                                           {miopenBFloat16, miopenBFloat16},

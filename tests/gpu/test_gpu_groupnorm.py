@@ -12,8 +12,8 @@ shapes, C/G = 1, G = 1, N = 1, C/G >= 64, N*G < 32, many tiny groups,
 groups too large to stay resident (the two-launch forward), channel-outermost
 storage, bitwise-deterministic reruns, Swish where exp overflows, and capture
 in a CUDA graph.  The on-chip kernels (one launch; native/gpu/gn_tile.hpp) and
-the older paths each run on their own cases, chosen by MIOPEN_BN_GN_ONCHIP
-(2: on chip or fail, 0: never on chip).
+the older paths each run on their own cases, chosen by MIOPEN_BN_GPU_ALGORITHM
+(gn_on_chip: on chip or fail; gn_slices, gn_chunks: never on chip).
 
 The whole module skips when torch, a CUDA device, the library's GPU backend
 or the package's group-norm API is missing.
@@ -396,8 +396,9 @@ def test_captured_in_a_cuda_graph():
 
 
 # --------------------------------------------------------------------------
-# The on-chip kernels (MIOPEN_BN_GN_ONCHIP=2: a problem they cannot take
-# fails instead of falling back) and, beside them, the older paths (=0)
+# The on-chip kernels (MIOPEN_BN_GPU_ALGORITHM=gn_on_chip: a problem they
+# cannot take fails instead of falling back) and, beside them, the older
+# paths (gn_slices; gn_chunks, a forward only)
 # --------------------------------------------------------------------------
 ON_CHIP_DTYPES = ("fp32", "fp16", "bf16")
 # Fits both layouts for every on-chip dtype: C/G = 10 (NHWC rows of 2 or 4
@@ -416,12 +417,14 @@ def clusters_expected():
 @pytest.fixture
 def on_chip(monkeypatch):
     """Every call must run on chip (the library reads the variable per call)."""
-    monkeypatch.setenv("MIOPEN_BN_GN_ONCHIP", "2")
+    monkeypatch.setenv("MIOPEN_BN_GPU_ALGORITHM", "gn_on_chip")
 
 
-@pytest.fixture
-def off_chip(monkeypatch):
-    monkeypatch.setenv("MIOPEN_BN_GN_ONCHIP", "0")
+@pytest.fixture(params=("gn_slices", "gn_chunks"))
+def off_chip(monkeypatch, request):
+    """The forward off chip by either older path; the backward by the slices
+    (gn_chunks has no backward: with it the backward chooses as usual)."""
+    monkeypatch.setenv("MIOPEN_BN_GPU_ALGORITHM", request.param)
 
 
 def run_on_chip(run, *args, **options):
@@ -520,9 +523,9 @@ def test_on_chip_is_deterministic(handle, on_chip, layout):
 
 
 def test_on_chip_refuses_what_it_cannot_take(handle, on_chip):
-    """MIOPEN_BN_GN_ONCHIP=2 turns a fallback into an error saying why."""
+    """A forced gn_on_chip turns a fallback into an error saying why."""
     x = random_data(ON_CHIP_SMALL, "fp64", 171)
-    with pytest.raises(NotImplementedError, match="float64"):
+    with pytest.raises(NotImplementedError, match="gn_on_chip cannot serve .*: its data are float64"):
         mbn.groupnorm_forward(x, ON_CHIP_SMALL_GROUPS, None, None, epsilon=EPS, handle=handle)
 
 

@@ -14,15 +14,16 @@ By default, training and backward shapes whose channels fit a block's or a
 cluster's registers take the channel tiles (bn_channel_tile.hip: one channel
 per tile in NCHW, 8-16 in NHWC; 64x256x14x14 and 16x128x56x56 NCHW need
 clusters of blocks; NCHW channels as small as 2x64x7x7's, 8x2048x7x7's and
-2x64x4x4's are each held by one wave, and the device run repeats the
-training and backward tests with MIOPEN_BN_GPU_WAVE_TILES=0) and the rest of these shapes the size rules of the other
-paths, and inference the dense pass; the device run repeats this module with
-MIOPEN_BN_GPU_CHANNEL_TILES=force and with MIOPEN_BN_GPU_RESIDENT=force, which
-put every shape that fits on the tiles (clusters included), or on the
-one-launch kernel.  Each result is
-checked against the float64 reference with NaN-poisoned outputs.  Setting
-the variables to 0 turns the paths off; the device run repeats the C
-GPU-versus-CPU program that way so the multi-pass kernels stay checked too.
+2x64x4x4's are each held by one wave) and the rest of these shapes the size
+rules of the other paths, and inference the dense pass.  Each test also runs
+with each one-launch algorithm forced (MIOPEN_BN_GPU_ALGORITHM, read at each
+call): every shape it can take then goes to it (the tiles in clusters of
+large shares included, the resident grid below its size rule, the NHWC
+columns below theirs); a shape it cannot take is skipped here (tests/gpu/
+test_gpu_algorithms.py checks the refusals).  Each result is checked against
+the float64 reference with NaN-poisoned outputs.  The device run repeats the
+C GPU-versus-CPU program with MIOPEN_BN_GPU_ALGORITHM=multi_pass so the
+multi-pass kernels stay checked on every shape too.
 """
 import pytest
 
@@ -46,10 +47,14 @@ SHAPES = [
     (2, 16, 3, 5, 7),     # NCDHW / NDHWC
     (64, 256, 14, 14),    # 3.2M values: every multiprocessor busy
     (16, 128, 56, 56),    # 6.4M values: fp32 training near the on-chip capacity
-    (4, 320, 20, 20),     # NHWC slabs: 40 lanes (fp16), two chunks of 40 (fp32)
+    (4, 320, 20, 20),     # NHWC columns of 64 bytes: 5 (fp16) or 10 (fp32)
+    (8, 16, 64, 64),      # NHWC columns with more blocks than fold flat: the tree of teams
 ]
 DTYPES = ("fp16", "bf16", "fp32")
 LAYOUTS = ("nchw", "nhwc")
+# "default": each call's own choice.
+ONE_LAUNCH = ("default", "nhwc_columns", "wave_tiles", "channel_tiles", "resident")
+INFERENCE = ("default", "dense_inference")
 
 
 def ids(shape):
@@ -62,34 +67,54 @@ def handle():
         yield gpu_handle
 
 
+def forced(monkeypatch, algorithm, run, *args, **options):
+    """`run` with `algorithm` forced, skipped where it cannot take the shape."""
+    if algorithm != "default":
+        monkeypatch.setenv("MIOPEN_BN_GPU_ALGORITHM", algorithm)
+    try:
+        return run(*args, **options)
+    except mbn.MIOpenNotImplementedError as error:
+        if algorithm == "default" or "cannot serve this" not in str(error):
+            raise
+        pytest.skip(f"{algorithm} cannot take this shape")
+
+
+@pytest.mark.parametrize("algorithm", ONE_LAUNCH)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=ids)
-def test_training(handle, shape, dtype, layout):
+def test_training(handle, monkeypatch, shape, dtype, layout, algorithm):
     x = random_data(shape, dtype, 11, layout)
-    run_training(handle, x, "spatial", "running+saved", 11)
+    forced(monkeypatch, algorithm, run_training, handle, x, "spatial", "running+saved", 11)
 
 
+@pytest.mark.parametrize("algorithm", ONE_LAUNCH)
 @pytest.mark.parametrize("saved", (True, False), ids=("saved", "recomputed"))
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=ids)
-def test_backward(handle, shape, dtype, layout, saved):
+def test_backward(handle, monkeypatch, shape, dtype, layout, saved, algorithm):
     x = random_data(shape, dtype, 21, layout)
     dy = random_data(shape, dtype, 22, layout)
-    run_backward(handle, x, dy, "spatial", saved, 21)
+    forced(monkeypatch, algorithm, run_backward, handle, x, dy, "spatial", saved, 21)
 
 
+@pytest.mark.parametrize("algorithm", INFERENCE)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=ids)
-def test_inference(handle, shape, dtype, layout):
+def test_inference(handle, monkeypatch, shape, dtype, layout, algorithm):
     x = random_data(shape, dtype, 31, layout)
-    run_inference(handle, x, "spatial", True, 31)
+    forced(monkeypatch, algorithm, run_inference, handle, x, "spatial", True, 31)
 
 
+@pytest.mark.parametrize("algorithm", ONE_LAUNCH)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_in_place_and_blending(handle, layout):
+def test_in_place_and_blending(handle, monkeypatch, layout, algorithm):
+    forced(monkeypatch, algorithm, in_place_and_blending, handle, layout)
+
+
+def in_place_and_blending(handle, layout):
     shape = (4, 32, 9, 9)
     x = random_data(shape, "fp16", 41, layout)
     run_training(handle, x, "spatial", "running+saved", 41, y=x)
@@ -111,11 +136,16 @@ def _training_and_backward(handle, x, dy, scale, bias, y, dx):
     return mean, inv_std
 
 
+@pytest.mark.parametrize("algorithm", ONE_LAUNCH)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_repeatable_and_graph_replay(handle, layout):
+def test_repeatable_and_graph_replay(handle, monkeypatch, layout, algorithm):
     """Bitwise equal results from repeated calls and from CUDA graph replays
     on the handle's stream (a barrier counter left non-zero would hang or
     desynchronize the second replay)."""
+    forced(monkeypatch, algorithm, repeatable_and_graph_replay, handle, layout)
+
+
+def repeatable_and_graph_replay(handle, layout):
     shape = (32, 128, 28, 28)
     x = random_data(shape, "fp16", 51, layout)
     dy = random_data(shape, "fp16", 52, layout)

@@ -1,0 +1,267 @@
+// The GPU backend's choice of algorithm (bn_algorithm.hpp).  Each op has one
+// order of candidates; the default takes the first whose plan serves the
+// call by its own size rule, a forced algorithm is planned alone with no
+// size rule (wherever it can serve the call).
+#include "gpu/bn_algorithm.hpp"
+
+#include "common/log_sink.hpp"
+#include "gpu/bn_dense_inference.hpp"
+#include "gpu/bn_fused.hpp"
+#include "gpu/bn_scratch.hpp"
+#include "gpu/gn_launch.hpp"
+
+namespace mbn {
+namespace gpu {
+namespace {
+
+// The default order of each op.
+constexpr Algorithm kTrainingOrder[] = {Algorithm::nhwc_columns, Algorithm::wave_tiles, Algorithm::channel_tiles, Algorithm::resident,
+                                        Algorithm::single_launch, Algorithm::multi_pass};
+constexpr Algorithm kInferenceOrder[] = {Algorithm::dense_inference, Algorithm::nest_walk};
+
+// Why the default choice took an algorithm, for the log.
+const char* default_reason(Algorithm a) {
+    switch (a) {
+        case Algorithm::dense_inference: return "packed data, one elementwise pass";
+        case Algorithm::nest_walk: return "strides, types or sizes the dense pass does not take";
+        case Algorithm::nhwc_columns: return "packed NHWC from 1 MB: each column of channels on its own blocks";
+        case Algorithm::wave_tiles: return "each NCHW channel fits one wave's registers";
+        case Algorithm::channel_tiles: return "each channel tile fits the registers of a block or a cluster";
+        case Algorithm::resident: return "the tensors fit the multiprocessors' shared memory, large enough for one launch";
+        case Algorithm::single_launch: return "each block owns its features' whole reduction";
+        case Algorithm::multi_pass: return "no one-launch algorithm takes the call";
+        default: return "";
+    }
+}
+
+// What a batch-norm algorithm takes, for the refusal of a forced one.
+const char* requirement(Algorithm a) {
+    switch (a) {
+        case Algorithm::dense_inference:
+            return "it takes spatial inference without a fused activation on packed NCHW/NHWC half, bfloat16 or "
+                   "float x and y of one type and layout, 16-byte aligned, under 2^31 elements, with at most 2048 "
+                   "channels unless NHWC with C a multiple of the 16-byte vector";
+        case Algorithm::nhwc_columns:
+            return "it takes spatial calls without a fused activation on packed NHWC half, bfloat16 or float data "
+                   "of one type, 16-byte aligned, C a multiple of the 16-byte vector, under 2^31 elements, at least "
+                   "2 rows, and for backward at least 256 rows (dx in float)";
+        case Algorithm::wave_tiles:
+            return "it takes spatial calls without a fused activation on packed NCHW half, bfloat16 or float data "
+                   "of one type and layout, under 2^31 elements, whose channels each fit one wave's registers "
+                   "(up to 4 16-byte vectors a lane, or 16 single values where a plane does not split into them)";
+        case Algorithm::channel_tiles:
+            return "it takes spatial calls without a fused activation on packed NCHW, or packed NHWC with C a "
+                   "multiple of the 16-byte vector, half, bfloat16 or float data of one type and layout, under "
+                   "2^31 elements, whose channel tiles fit the registers of a block or a cluster of blocks";
+        case Algorithm::resident:
+            return "it takes spatial calls without a fused activation on packed NCHW, or packed NHWC with C a "
+                   "multiple of 4, half, bfloat16 or float data of one type and layout, 16-byte aligned, under "
+                   "2^31 elements and 2048 channels, that fit the multiprocessors' shared memory";
+        case Algorithm::single_launch:
+            return "it takes calls whose layout gives each block its features' whole reduction; this one's "
+                   "reduction is split over several blocks";
+        default: return "";
+    }
+}
+
+const char* order_name(MemoryOrder order) {
+    switch (order) {
+        case MemoryOrder::packed_nchw: return "packed NCHW";
+        case MemoryOrder::packed_nhwc: return "packed NHWC";
+        default: return "strided";
+    }
+}
+
+std::string describe(const TensorArg& x, const char* mode, bool fused) {
+    return concat("x ", dtype_name(x.dtype), " ", order_name(x.order), " ", x.len[kN], "x", x.len[kC], "x",
+                  x.len[kD], "x", x.len[kH], "x", x.len[kW], ", ", mode, fused ? ", fused activation" : "");
+}
+
+const char* mode_name(const BnGeometry& geom) { return geom.mode == BnMode::spatial ? "spatial" : "per activation"; }
+
+void log_choice(GpuOp op, Algorithm a, bool forced, const char* reason, const char* detail = nullptr) {
+    if (!info_logging_enabled()) return;
+    const std::string why = forced ? concat("forced by ", kAlgorithmVariable, reason != nullptr ? "; " : "",
+                                            reason != nullptr ? reason : "")
+                                   : std::string(reason);
+    log_info("gpu", concat(op_name(op), ": algorithm ", algorithm_name(a), " (", why,
+                           detail != nullptr ? concat("; not on chip: ", detail) : std::string(), ")"));
+}
+
+[[noreturn]] void refuse(GpuOp op, Algorithm a, const std::string& call, const std::string& why) {
+    fail(miopenStatusNotImplemented, kAlgorithmVariable, "=", algorithm_name(a), " cannot serve this ", op_name(op),
+         " (", call, "): ", why);
+}
+
+// Plans `a` for a training or backward call into `c`; true when it serves.
+template <typename Problem>
+bool plan_bn(Algorithm a, const Problem& p, const SlotTensors& t, const DeviceShape& device, PlanRule rule,
+             BnChoice& c) {
+    switch (a) {
+        case Algorithm::nhwc_columns:
+            c.columns = plan_nhwc_columns(p, device, rule);
+            c.scratch_bytes = c.columns.scratch_bytes;
+            c.counters = c.columns.counters;
+            return c.columns.usable;
+        case Algorithm::wave_tiles:
+        case Algorithm::channel_tiles:
+            c.tiles = plan_channel_tiles(p, device, rule, a == Algorithm::wave_tiles);
+            return c.tiles.usable;
+        case Algorithm::resident:
+            c.resident = plan_resident(p, device, rule);
+            c.scratch_bytes = c.resident.scratch_bytes;
+            c.counters = c.resident.counters;
+            return c.resident.usable;
+        case Algorithm::single_launch:
+        case Algorithm::multi_pass:
+            if (c.layout.tiles == 0) c.layout = plan_layout(p.geom, t, device, p.activation.identity());
+            c.scratch_bytes = scratch_bytes(c.layout);
+            c.counters = 0;
+            return a == Algorithm::multi_pass || single_launch_fits(c.layout);
+        default: return false;
+    }
+}
+
+template <typename Problem>
+BnChoice choose_bn(const Problem& p, const SlotTensors& t, const DeviceShape& device, GpuOp op) {
+    BnChoice c;
+    const AlgorithmRequest request = requested_algorithm(op);
+    if (request.forced) {
+        if (!plan_bn(request.algorithm, p, t, device, PlanRule::wherever_it_fits, c))
+            refuse(op, request.algorithm, describe(p.x, mode_name(p.geom), !p.activation.identity()),
+                   requirement(request.algorithm));
+        c.algorithm = request.algorithm;
+        log_choice(op, c.algorithm, true, nullptr);
+        return c;
+    }
+    for (Algorithm a : kTrainingOrder) {
+        c.scratch_bytes = 0;
+        c.counters = 0;
+        if (!plan_bn(a, p, t, device, PlanRule::size_rule, c)) continue;
+        c.algorithm = a;
+        log_choice(op, a, false, default_reason(a));
+        return c;
+    }
+    fail(miopenStatusInternalError, "GPU backend: no algorithm serves this ", op_name(op));
+}
+
+const char* why_not_on_chip(const char* why) { return why != nullptr ? why : ""; }
+
+}  // namespace
+
+BnChoice choose_algorithm(const BnForwardTraining& p, const DeviceShape& device) {
+    SlotTensors t;
+    t.slot[kSlotX] = &p.x;
+    t.slot[kSlotY] = &p.y;
+    t.slot[kFwdScale] = &p.scale;
+    t.slot[kFwdBias] = &p.bias;
+    t.slot[kFwdMean] = &p.running_mean;
+    t.slot[kFwdVar] = &p.running_var;
+    t.slot[kFwdSavedMean] = &p.saved_mean;
+    t.slot[kFwdSavedInvStd] = &p.saved_inv_std;
+    t.slot[kFwdPrevMean] = &p.prev_running_mean;
+    t.slot[kFwdPrevVar] = &p.prev_running_var;
+    return choose_bn(p, t, device, kOpTraining);
+}
+
+BnChoice choose_algorithm(const BnBackward& p, const DeviceShape& device) {
+    SlotTensors t;
+    t.slot[kSlotX] = &p.x;
+    t.slot[kSlotY] = &p.dy;
+    t.slot[kSlotDx] = &p.dx;
+    t.slot[kBwdScale] = &p.scale;
+    t.slot[kBwdDscale] = &p.dscale;
+    t.slot[kBwdDbias] = &p.dbias;
+    t.slot[kBwdSavedMean] = &p.saved_mean;
+    t.slot[kBwdSavedInvStd] = &p.saved_inv_std;
+    t.slot[kBwdBias] = &p.bias;
+    return choose_bn(p, t, device, kOpBackward);
+}
+
+BnChoice choose_algorithm(const BnForwardInference& p, const DeviceShape& device) {
+    BnChoice c;
+    const AlgorithmRequest request = requested_algorithm(kOpInference);
+    for (Algorithm a : kInferenceOrder) {
+        if (request.forced && a != request.algorithm) continue;
+        if (a == Algorithm::dense_inference && !dense_inference_fits(p)) continue;
+        if (a == Algorithm::nest_walk) {
+            SlotTensors t;
+            t.slot[kSlotX] = &p.x;
+            t.slot[kSlotY] = &p.y;
+            t.slot[kFwdScale] = &p.scale;
+            t.slot[kFwdBias] = &p.bias;
+            t.slot[kFwdMean] = &p.mean;
+            t.slot[kFwdVar] = &p.var;
+            c.layout = plan_layout(p.geom, t, device, p.activation.identity());
+            c.scratch_bytes = scratch_bytes(c.layout);
+        }
+        c.algorithm = a;
+        log_choice(kOpInference, a, request.forced, default_reason(a));
+        return c;
+    }
+    refuse(kOpInference, request.algorithm, describe(p.x, mode_name(p.geom), !p.activation.identity()),
+           requirement(request.algorithm));
+}
+
+GnForwardChoice choose_algorithm(const GnForward& p, const DeviceShape& device) {
+    GnForwardChoice c;
+    const AlgorithmRequest request = requested_algorithm(kOpGnForward);
+    const bool any = !request.forced;
+    const char* not_on_chip = nullptr;
+    if (any || request.algorithm == Algorithm::gn_on_chip) {
+        not_on_chip = plan_gn_forward_on_chip(p, device, c.plan);
+        if (not_on_chip == nullptr) {
+            c.algorithm = Algorithm::gn_on_chip;
+            log_choice(kOpGnForward, c.algorithm, request.forced, "the groups fit the registers of a block or a cluster");
+            return c;
+        }
+        if (!any)
+            refuse(kOpGnForward, request.algorithm, describe(p.x, "group norm", false),
+                   concat("the on-chip group-norm kernels cannot take this problem: ", not_on_chip));
+    }
+    // Off chip: the slices where they read x better (the size rule), else the chunks.
+    const bool slices_better = plan_gn_forward_walk(p, c.plan);
+    const bool slices = any ? slices_better : request.algorithm == Algorithm::gn_slices;
+    c.algorithm = slices ? Algorithm::gn_slices : Algorithm::gn_chunks;
+    const char* reason = "channels innermost, short runs per group";
+    if (slices) {
+        plan_gn_forward_slices(p, device, c.plan);
+    } else {
+        plan_gn_forward_chunks(device, c.plan);
+        reason = "each group in one team's registers, one launch";
+        if (c.plan.chunks.parts > 1) {
+            c.plan.resident_blocks = gn_forward_chunk_residency(p, c.plan, device);
+            reason = chunk_passes_resident(c.plan) ? "groups in chunks of several blocks, all resident: one launch"
+                                                   : "groups in chunks too many to be resident: two launches";
+        }
+    }
+    log_choice(kOpGnForward, c.algorithm, request.forced, reason, any ? why_not_on_chip(not_on_chip) : nullptr);
+    return c;
+}
+
+GnBackwardChoice choose_algorithm(const GnBackward& p, const DeviceShape& device) {
+    GnBackwardChoice c;
+    const AlgorithmRequest request = requested_algorithm(kOpGnBackward);
+    const bool any = !request.forced;
+    const char* not_on_chip = nullptr;
+    if (any || request.algorithm == Algorithm::gn_on_chip) {
+        not_on_chip = plan_gn_backward_on_chip(p, device, c.plan);
+        if (not_on_chip == nullptr) {
+            c.algorithm = Algorithm::gn_on_chip;
+            log_choice(kOpGnBackward, c.algorithm, request.forced,
+                       "the groups fit the registers of a block or a cluster");
+            return c;
+        }
+        if (!any)
+            refuse(kOpGnBackward, request.algorithm, describe(p.x, "group norm", false),
+                   concat("the on-chip group-norm kernels cannot take this problem: ", not_on_chip));
+    }
+    c.algorithm = Algorithm::gn_slices;
+    plan_gn_backward_slices(p, device, c.plan);
+    log_choice(kOpGnBackward, c.algorithm, request.forced, "the slices take every problem",
+               any ? why_not_on_chip(not_on_chip) : nullptr);
+    return c;
+}
+
+}  // namespace gpu
+}  // namespace mbn
