@@ -110,7 +110,7 @@ def batchnorm_forward_training(
     arrays = (x, scale, bias, running_mean, running_var, saved_mean, saved_inv_std, y, next_running_mean,
               next_running_var)  # fmt: skip
     steering = (mode, bool(save_stats), beta != 0, _activation_steering(activation, activation_params))
-    call = prepared.find(_TRAINING, handle, arrays, steering) or _adapted_training(arrays, steering, handle)
+    call = _TRAINING.find(handle, arrays, steering) or _adapted_training(arrays, steering, handle)
     return call.run(arrays, (alpha, beta, exp_avg_factor, epsilon))
 
 
@@ -202,7 +202,7 @@ def batchnorm_forward_inference(
     statistics).  ``activation``: as for training."""
     arrays = (x, scale, bias, mean, var, y)
     steering = (mode, beta != 0, _activation_steering(activation, activation_params), bool(inverse_variance))
-    call = prepared.find(_INFERENCE, handle, arrays, steering) or _adapted_inference(arrays, steering, handle)
+    call = _INFERENCE.find(handle, arrays, steering) or _adapted_inference(arrays, steering, handle)
     return call.run(arrays, (alpha, beta, epsilon))
 
 
@@ -281,7 +281,7 @@ def batchnorm_backward(
         saved_inv_std = renamed.keyword("batchnorm_backward", old_names, "saved_inv_std", saved_inv_std)
     arrays = (x, dy, scale, saved_mean, saved_inv_std, dx, dscale, dbias, bias)
     steering = (mode, beta_data != 0, beta_param != 0, _activation_steering(activation, activation_params))
-    call = prepared.find(_BACKWARD, handle, arrays, steering) or _adapted_backward(arrays, steering, handle)
+    call = _BACKWARD.find(handle, arrays, steering) or _adapted_backward(arrays, steering, handle)
     return call.run(arrays, (alpha_data, beta_data, alpha_param, beta_param, epsilon))
 
 

@@ -48,7 +48,7 @@ class Entry:
     them (outputs it allocates included), the values run() takes in order,
     and the arrays it returns (one alone, or a tuple)."""
 
-    __slots__ = ("name", "arrays", "values", "results", "pick")
+    __slots__ = ("name", "arrays", "values", "results", "pick", "key", "find")
 
     def __init__(self, name: str, arrays: tuple, values: tuple, results: tuple):
         self.name = name
@@ -56,6 +56,11 @@ class Entry:
         self.values = values
         self.results = tuple(arrays.index(result) for result in results)  # their indices in arrays
         self.pick = operator.itemgetter(*self.results)
+        # key(handle, arrays, steering): a call's signature (_Unplanned for an
+        # argument that is neither a plain NumPy array nor a plain torch
+        # tensor); find(handle, arrays, steering): the plan a previous call of
+        # this signature left in this thread, or None.
+        self.key, self.find = _entry_functions(len(arrays))(self)
 
     def __repr__(self) -> str:
         return f"<prepared.Entry {self.name}>"
@@ -292,50 +297,80 @@ def _plans() -> dict:
         return plans
 
 
-def _signature(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[tuple]:
-    """The cache key, or None when an argument is neither a plain NumPy
-    array nor a plain torch tensor: an absent array is None, a present one
-    a tuple of five starting with its dtype (NumPy's and torch's dtypes
-    never compare equal)."""
-    key = [entry, None if handle is None else id(handle), steering]
-    add, tensor = key.append, _torch_tensor
-    for array in arrays:
-        if array is None:
-            add(None)
-        elif type(array) is tensor:
-            # The device as True for the CPU (cheaper to read and compare
-            # than a torch.device), else as it is; DLPack refuses tensors
-            # that require grad: the key keeps them apart.
-            add((array.dtype, array.shape, array.stride(), array.is_cpu or array.device, array.requires_grad))
-        elif type(array) is np.ndarray:
-            flags = array.flags
-            add((array.dtype, array.shape, array.strides, flags.writeable, flags.aligned))
-        else:
+class _Unplanned(Exception):
+    """An argument neither None, a plain NumPy array nor a plain torch tensor."""
+
+
+def _unplanned():
+    raise _Unplanned
+
+
+# A signature is (entry, id of the handle or None, steering, one layout per
+# array): None for an absent array, else a tuple of five starting with its
+# dtype (NumPy's and torch's dtypes never compare equal).  For a torch
+# tensor: its strides as True where it is contiguous (cheaper to read and
+# compare than the tuple; the strides of a contiguous tensor are its
+# shape's packed strides except along length-1 axes, whose strides address
+# nothing and which a descriptor made here takes as 1), the device as True
+# for the CPU (cheaper than a torch.device), else as it is; DLPack refuses
+# tensors that require grad: the key keeps them apart.  Written out per
+# array, as Entry's functions read it.
+_LAYOUT = ("None if {a} is None "
+           "else ({a}.dtype, {a}.shape, {a}.is_contiguous() or {a}.stride(), {a}.is_cpu or {a}.device, "
+           "{a}.requires_grad) "
+           "if type({a}) is tensor "
+           "else ({a}.dtype, {a}.shape, {a}.strides, {a}.flags.writeable, {a}.flags.aligned) "
+           "if type({a}) is np.ndarray "
+           "else _unplanned()")
+
+
+@functools.lru_cache(maxsize=None)
+def _entry_functions(count: int) -> Callable:
+    """``make(entry)`` giving an Entry of ``count`` arrays its key() and
+    find(), each reading the arrays' layouts in one expression (no loop: a
+    repeated call spends its Python time reading the arrays, not walking
+    them).  They run in this module's namespace: ``_torch_tensor`` is read
+    at each call, as torch may be imported after the entry is made."""
+    names = ", ".join(f"a{index}" for index in range(count))
+    signature = ("(entry, None if handle is None else id(handle), steering, "
+                 + ", ".join(_LAYOUT.format(a=f"a{index}") for index in range(count)) + ")")
+    source = f"""
+def make(entry):
+    def key(handle, arrays, steering):
+        {names}, = arrays
+        tensor = _torch_tensor
+        return {signature}
+
+    def find(handle, arrays, steering):
+        plans = getattr(_per_thread, "plans", None)
+        if plans is None:
             return None
-    return tuple(key)
+        {names}, = arrays
+        tensor = _torch_tensor
+        try:
+            plan = plans.get({signature})
+        except (_Unplanned, TypeError):  # TypeError: an unhashable steering argument (the first call tells)
+            return None
+        if plan is None or not plan._handle_open.alive:  # usable(), its common case written out
+            return None
+        return plan if plan._cuda_device is None or plan.usable() else None
 
-
-def find(entry: Entry, handle, arrays: tuple, steering: tuple) -> Optional[Plan]:
-    """The plan a previous call of this signature left, or None."""
-    plans = getattr(_per_thread, "plans", None)
-    key = None if plans is None else _signature(entry, handle, arrays, steering)
-    if key is None:
-        return None
-    try:
-        plan = plans.get(key)
-    except TypeError:  # an unhashable steering argument: the first-call path says what is wrong with it
-        return None
-    if plan is None or not plan._handle_open.alive:  # usable(), its common case written out
-        return None
-    return plan if plan._cuda_device is None or plan.usable() else None
+    return key, find
+"""
+    namespace: dict = {}
+    exec(compile(source, f"<miopen_bn signature of {count} arrays>", "exec"), globals(), namespace)
+    return namespace["make"]
 
 
 def remember(plan: Plan, entry: Entry, handle, arrays: tuple, steering: tuple, views: list) -> None:
     """Keeps ``plan`` for this signature when a later call's arrays can stand
     in for ``views`` (the pointer arguments, in order)."""
     _know_torch()
-    key = _signature(entry, handle, arrays, steering)
-    if key is None or not plan.repeatable(arrays, views):
+    try:
+        key = entry.key(handle, arrays, steering)
+    except _Unplanned:
+        return
+    if not plan.repeatable(arrays, views):
         return
     plans = _plans()
     try:
