@@ -10,7 +10,12 @@ the C function with its descriptors and constants in place and, for each
 array, a cheap way to read its address.  A later call with the same
 signature reads the addresses and the scalar values and makes the C call
 (which checks everything again, as always): a few microseconds of Python
-instead of tens, which on a small tensor is most of the call.
+instead of tens, which on a small tensor is most of the call.  What runs
+then is generated once and written out without loops: each Entry's find()
+reads the signature in one expression per array count, and each plan's
+run() allocates, reads addresses and calls in straight-line code (its
+constants bound as closure variables), so that the Python left is mostly
+reading the arrays' layouts and addresses and making the outputs.
 
 Plain NumPy arrays that the library addresses as they are (no private copy)
 and plain torch tensors are planned; any other argument takes the first-call
@@ -155,14 +160,9 @@ class Plan:
                           else arg for arg, parameter in zip(self._template, parameters)]
         self._reads = tuple((position, index, None) for position, index, _ in self._reads)  # a.data_ptr()
 
-    def usable(self) -> bool:
-        """Its handle still open, and for CUDA tensors on the default stream
-        or torch's current one.  (The signature names a given handle by id:
-        while the plan's is open, no other object has its id.)"""
-        if not self._handle_open.alive:
-            return False
-        if self._cuda_device is None:
-            return True
+    def on_torch_stream(self) -> bool:
+        """For a plan on CUDA tensors whose handle is open: its handle on the
+        default stream or on torch's current one (where find() may use it)."""
         handle = self._handle()
         stream = handle._stream  # Handle.stream's cached answer (None after the setter), without its checks
         if stream is None:
@@ -351,9 +351,12 @@ def make(entry):
             plan = plans.get({signature})
         except (_Unplanned, TypeError):  # TypeError: an unhashable steering argument (the first call tells)
             return None
-        if plan is None or not plan._handle_open.alive:  # usable(), its common case written out
+        # Usable while its handle is open (the signature names a given handle
+        # by id: while the plan's is open, no other object has its id) and,
+        # on CUDA tensors, on torch's stream.
+        if plan is None or not plan._handle_open.alive:
             return None
-        return plan if plan._cuda_device is None or plan.usable() else None
+        return plan if plan._cuda_device is None or plan.on_torch_stream() else None
 
     return key, find
 """
