@@ -42,10 +42,9 @@ _BACKWARD = prepared.Entry(
 )
 
 
-def _activation_steering(activation, activation_params) -> Optional[tuple]:
-    """(mode code, (alpha, beta, gamma)) of a fused activation, or None."""
-    if activation is None:
-        return None
+def _activation_steering(activation, activation_params) -> tuple:
+    """(mode code, (alpha, beta, gamma)) of a fused activation (the callers
+    pass None for none without calling this)."""
     alpha, beta, gamma = (float(p) for p in activation_params)
     return activation_code(activation), (alpha, beta, gamma)
 
@@ -109,8 +108,9 @@ def batchnorm_forward_training(
         saved_inv_std = renamed.keyword("batchnorm_forward_training", old_names, "saved_inv_std", saved_inv_std)
     arrays = (x, scale, bias, running_mean, running_var, saved_mean, saved_inv_std, y, next_running_mean,
               next_running_var)  # fmt: skip
-    steering = (mode, bool(save_stats), beta != 0, _activation_steering(activation, activation_params))
-    call = prepared.find(_TRAINING, handle, arrays, steering) or _adapted_training(arrays, steering, handle)
+    fused = None if activation is None else _activation_steering(activation, activation_params)
+    steering = (mode, bool(save_stats), beta != 0, fused)
+    call = _TRAINING.find(handle, arrays, steering) or _adapted_training(arrays, steering, handle)
     return call.run(arrays, (alpha, beta, exp_avg_factor, epsilon))
 
 
@@ -201,8 +201,9 @@ def batchnorm_forward_inference(
     not passed (MIOpen's InvVariance entry points; 1e-5 for batch
     statistics).  ``activation``: as for training."""
     arrays = (x, scale, bias, mean, var, y)
-    steering = (mode, beta != 0, _activation_steering(activation, activation_params), bool(inverse_variance))
-    call = prepared.find(_INFERENCE, handle, arrays, steering) or _adapted_inference(arrays, steering, handle)
+    fused = None if activation is None else _activation_steering(activation, activation_params)
+    steering = (mode, beta != 0, fused, bool(inverse_variance))
+    call = _INFERENCE.find(handle, arrays, steering) or _adapted_inference(arrays, steering, handle)
     return call.run(arrays, (alpha, beta, epsilon))
 
 
@@ -280,8 +281,9 @@ def batchnorm_backward(
     if old_names:
         saved_inv_std = renamed.keyword("batchnorm_backward", old_names, "saved_inv_std", saved_inv_std)
     arrays = (x, dy, scale, saved_mean, saved_inv_std, dx, dscale, dbias, bias)
-    steering = (mode, beta_data != 0, beta_param != 0, _activation_steering(activation, activation_params))
-    call = prepared.find(_BACKWARD, handle, arrays, steering) or _adapted_backward(arrays, steering, handle)
+    fused = None if activation is None else _activation_steering(activation, activation_params)
+    steering = (mode, beta_data != 0, beta_param != 0, fused)
+    call = _BACKWARD.find(handle, arrays, steering) or _adapted_backward(arrays, steering, handle)
     return call.run(arrays, (alpha_data, beta_data, alpha_param, beta_param, epsilon))
 
 

@@ -85,7 +85,7 @@ def batchnorm_local_statistics(
     ``stats_dtype`` (float32, or float64 for float64 x)."""
     arrays = (x, count, mean, m2)
     steering = (mode, stats_dtype)
-    call = prepared.find(_LOCAL, handle, arrays, steering) or _adapted_local(arrays, steering, handle)
+    call = _LOCAL.find(handle, arrays, steering) or _adapted_local(arrays, steering, handle)
     return call.run(arrays, ())
 
 
@@ -138,7 +138,7 @@ def batchnorm_merge_statistics(
     count.  New outputs are ``saved_dtype`` (default: the partials' dtype)."""
     arrays = (mean, count, m2, saved_mean, saved_inv_std, running_mean, running_var)
     steering = (saved_dtype,)
-    call = prepared.find(_MERGE, handle, arrays, steering) or _adapted_merge(arrays, steering, handle)
+    call = _MERGE.find(handle, arrays, steering) or _adapted_merge(arrays, steering, handle)
     return call.run(arrays, (epsilon, exp_avg_factor))
 
 
@@ -190,7 +190,7 @@ def batchnorm_forward_normalize(
     inv_std share one dtype (float32 or x's) and layout."""
     arrays = (x, scale, bias, mean, inv_std, y)
     steering = (mode, beta != 0)
-    call = prepared.find(_NORMALIZE, handle, arrays, steering) or _adapted_normalize(arrays, steering, handle)
+    call = _NORMALIZE.find(handle, arrays, steering) or _adapted_normalize(arrays, steering, handle)
     return call.run(arrays, (alpha, beta))
 
 
@@ -238,7 +238,7 @@ def batchnorm_backward_reduce(
     ``alpha_param * result + beta_param * prior``."""
     arrays = (x, dy, mean, inv_std, sum_dy, sum_dy_xmu, dscale, dbias)
     steering = (mode, bool(param_grads), stats_dtype, beta_param != 0)
-    call = prepared.find(_REDUCE, handle, arrays, steering) or _adapted_reduce(arrays, steering, handle)
+    call = _REDUCE.find(handle, arrays, steering) or _adapted_reduce(arrays, steering, handle)
     return call.run(arrays, (alpha_param, beta_param))
 
 
@@ -302,7 +302,7 @@ def batchnorm_backward_elementwise(
     dtype, x's or float32."""
     arrays = (x, dy, scale, mean, inv_std, sum_dy, sum_dy_xmu, count, dx)
     steering = (mode, beta_data != 0)
-    call = prepared.find(_ELEMENTWISE, handle, arrays, steering) or _adapted_elementwise(arrays, steering, handle)
+    call = _ELEMENTWISE.find(handle, arrays, steering) or _adapted_elementwise(arrays, steering, handle)
     return call.run(arrays, (alpha_data, beta_data))
 
 

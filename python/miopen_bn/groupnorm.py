@@ -108,7 +108,7 @@ def groupnorm_forward(
     arrays = (x, weight, bias, y, mean, rstd)
     # The type too: 2.0 == 2, but only an integer converts to the C count.
     steering = (type(num_groups), num_groups, activation)
-    call = prepared.find(_FORWARD, handle, arrays, steering) or _adapted_forward(arrays, steering, handle)
+    call = _FORWARD.find(handle, arrays, steering) or _adapted_forward(arrays, steering, handle)
     return call.run(arrays, (epsilon, swish_beta))
 
 
@@ -157,7 +157,7 @@ def groupnorm_backward(
     """
     arrays = (x, dy, weight, mean, rstd, bias, dx, dweight, dbias)
     steering = (type(num_groups), num_groups, activation)
-    call = prepared.find(_BACKWARD, handle, arrays, steering) or _adapted_backward(arrays, steering, handle)
+    call = _BACKWARD.find(handle, arrays, steering) or _adapted_backward(arrays, steering, handle)
     return call.run(arrays, (swish_beta,))
 
 

@@ -401,3 +401,60 @@ def test_joint_outputs_are_disjoint_rows_of_one_buffer(monkeypatch, undispatched
     rows[0].fill_(1.0)
     rows[1].fill_(2.0)
     assert rows[0].tolist() == [1.0] * 3 and rows[1].tolist() == [2.0] * 3
+
+
+def test_contiguous_tensors_share_a_plan_whatever_their_length_one_strides(p):
+    """A contiguous tensor's strides are keyed by its contiguity: one with
+    another stride along a length-1 axis (which addresses nothing) takes the
+    same plan and the right values; a non-contiguous one of the same shape
+    is another signature."""
+    torch = pytest.importorskip("torch")
+    values = p.x[:, :, :1, :].copy()  # (4, 3, 1, 2)
+    scale, bias, mean, var = (torch.from_numpy(a) for a in (p.scale, p.bias, p.mean, p.var))
+    plain = torch.from_numpy(values)
+    odd = torch.from_numpy(values.copy()).as_strided(values.shape, (6, 2, 99, 1))
+    assert odd.is_contiguous() and odd.stride() != plain.stride()
+    expected = reference.batchnorm_forward_inference(values, p.scale, p.bias, p.mean, p.var)
+    for x in (plain, odd):
+        check(miopen_bn.batchnorm_forward_inference(x, scale, bias, mean, var).numpy(), expected,
+              "float32", "elementwise", "y")
+    assert len(prepared._plans()) == 1
+    strided = torch.from_numpy(np.repeat(values, 2, axis=3))[..., ::2]
+    assert not strided.is_contiguous()
+    check(miopen_bn.batchnorm_forward_inference(strided, scale, bias, mean, var).numpy(), expected,
+          "float32", "elementwise", "y")
+    assert len(prepared._plans()) == 2
+
+
+def test_generated_run_of_every_kind_of_step():
+    """prepared_source's function (what a plan's repeated call runs; the
+    joint outputs are CUDA plans' only, so the CPU tests reach them here):
+    outputs made alone, like an input and jointly; values written by
+    pointer (a non-number refused by name) and passed as numbers; the
+    status raised through the check; the results in the entry's order."""
+    calls, checked, scalars = [], [], [0.0, 0.0]
+
+    def function(*args):
+        calls.append(args)
+        return args[-1]  # the status
+
+    source = prepared.prepared_source(
+        5, ((1, None, "_k0"), (2, 0, "_k1")), (((3, 4), "_k2"),), ((1, 0),),
+        ("_k3", "float(values[1])", "_k4(a0)", "_k4(a1)", "_k4(a2)", "_k4(a3)", "_k4(a4)", "_k5"),
+        (2, 3, 4, 1), ("_k0", "_k1", "_k2", "_k3", "_k4", "_k5"))
+    make = prepared._compiled(source, "test")
+
+    def run(status, values):
+        return make(function, checked.append, scalars, prepared.real_number, ("alpha", "epsilon"),
+                    lambda: "new", lambda like: f"like {like}", lambda: ("row 0", "row 1"), "handle",
+                    lambda array: f"&{array}", status)(("x", None, None, None, None), values)
+
+    assert run(0, (2, 1e-5)) == ("like x", "row 0", "row 1", "new")
+    assert calls[-1] == ("handle", 1e-5, "&x", "&new", "&like x", "&row 0", "&row 1", 0)
+    assert scalars == [0.0, 2.0] and checked == []
+    run(3, (0.5, 1))
+    assert checked == [3] and scalars[1] == 0.5
+    with pytest.raises(TypeError, match="alpha must be a real number"):
+        run(0, ("one", 1e-5))
+    with pytest.raises(ValueError):
+        run(0, (1.0, "small"))
