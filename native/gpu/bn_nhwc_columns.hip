@@ -140,18 +140,20 @@ __device__ __forceinline__ void add_deviation(const A (&xv)[V], const float (&cx
 }
 
 // Sums of x - cx and its square over the thread's rows: the register rows,
-// then the streamed ones, each batch in float added into double.  Redone in
-// double from memory if a float sum overflowed or met Inf/NaN (bfloat16 and
+// then the streamed ones, each batch in float added into double.  In double
+// per value where kExact (backward without saved statistics: there the
+// mean's rounding is multiplied by sum(dy), which a dy with a large mean
+// makes large), or where a float sum overflowed or met Inf/NaN (bfloat16 and
 // float data near 1e19 and beyond).
-template <typename T, int V, int K>
+template <typename T, int V, int K, bool kExact>
 __device__ void statistics_sums(const ColumnArgs& a, const ThreadMap& m, const Bits (&xr)[K],
                                 const float (&cx)[V], double (&s)[V][2]) {
     const T* x = static_cast<const T*>(a.x);
     const int C = a.channels;
 #pragma unroll
     for (int v = 0; v < V; ++v) s[v][0] = s[v][1] = 0.0;
-    bool finite = true;
-    {
+    bool finite = !kExact;
+    if (!kExact) {
         float f[V][2] = {};
 #pragma unroll
         for (int i = 0; i < K; ++i) {
@@ -186,15 +188,18 @@ __device__ void statistics_sums(const ColumnArgs& a, const ThreadMap& m, const B
     if (finite) return;
 #pragma unroll
     for (int v = 0; v < V; ++v) s[v][0] = s[v][1] = 0.0;
-    for (int r = m.first_row; r < m.r_end; r += m.stride) {
-        const Bits p = load_bits(x + r * C + m.c0);
+    auto add = [&](const Bits& p) {
 #pragma unroll
         for (int v = 0; v < V; ++v) {
             const double d = static_cast<double>(value_at<T>(p, v)) - static_cast<double>(cx[v]);
             s[v][0] += d;
             s[v][1] = d * d + s[v][1];
         }
-    }
+    };
+#pragma unroll
+    for (int i = 0; i < K; ++i)
+        if (m.first_row + i * m.stride < m.r_end) add(xr[i]);
+    for (int r = m.first_row + K * m.stride; r < m.r_end; r += m.stride) add(load_bits(x + r * C + m.c0));
 }
 
 template <typename T, int V>
@@ -474,7 +479,7 @@ __global__ void __launch_bounds__(kThreads, 2) bn_nhwc_columns(ColumnArgs a) {
     const int c = m.column_first + t;
     if (!saved) {
         double s[V][2];
-        statistics_sums<T, V, K>(a, m, xr, cx, s);
+        statistics_sums<T, V, K, kBackward>(a, m, xr, cx, s);
         store_block_sums<V>(a, m, s, sh, ++round);
         column_totals(a, m, sh, round);
         if (t < m.cw) {

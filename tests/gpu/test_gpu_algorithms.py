@@ -57,7 +57,7 @@ TRAINING = {  # training and backward
         # (8, 16, 64, 64) and (2, 64, 112, 112) fp16 have more blocks per column than fold flat: the tree.
         "serves": [((4, 320, 20, 20), "fp16", "nhwc", "spatial"), ((3, 40, 13, 11), "fp32", "nhwc", "spatial"),
                    ((2, 16, 12, 12), "bf16", "nhwc", "spatial"), ((8, 16, 64, 64), "fp32", "nhwc", "spatial"),
-                   ((2, 64, 112, 112), "fp16", "nhwc", "spatial"), ((2, 8, 3, 5, 7), "bf16", "nhwc", "spatial")],
+                   ((2, 64, 112, 112), "fp16", "nhwc", "spatial"), ((2, 8, 4, 6, 7), "bf16", "nhwc", "spatial")],
         "refuses": [((2, 64, 7, 7), "fp16", "nchw", "spatial"), ((2, 16, 5, 5), "fp64", "nhwc", "spatial"),
                     ((2, 12, 5, 5), "fp16", "nhwc", "spatial")],  # C not a multiple of the 16-byte vector
     },
