@@ -9,9 +9,11 @@ branch of those kernels: one block and many, NHWC with C from 8 to the
 planes), odd plane lengths that leave vectors straddling planes, 3-D
 tensors, reductions short enough for the double-precision dx, tensors near
 the on-chip capacity, in-place calls, blending, repeatability and CUDA graph
-replay (the grid barrier's counter must be back at zero after every launch).
-By default, training and backward shapes whose channels fit a block's or a
-cluster's registers take the channel tiles (bn_channel_tile.hip: one channel
+replay (the barrier counters must be back at zero after every launch).
+By default, packed NHWC training and backward from 1 MB take the NHWC
+columns (bn_nhwc_columns.hip: a column's blocks fold flat, or as a tree of
+teams where a column has many, as 8x16x64x64's), and shapes whose channels
+fit a block's or a cluster's registers the channel tiles (bn_channel_tile.hip: one channel
 per tile in NCHW, 8-16 in NHWC; 64x256x14x14 and 16x128x56x56 NCHW need
 clusters of blocks; NCHW channels as small as 2x64x7x7's, 8x2048x7x7's and
 2x64x4x4's are each held by one wave) and the rest of these shapes the size
