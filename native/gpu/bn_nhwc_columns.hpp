@@ -1,16 +1,18 @@
 // One-launch batch-norm training and backward on packed NHWC (NDHWC)
 // tensors, cut into channel columns.
 //
-// A column is the channels of 128 bytes of a row (8 vectors of 16 bytes: 64
-// half or 32 float channels), fewer where C does not divide into that.  Each
-// column gets its own team of blocks, and each block of a team a contiguous
-// run of rows: its threads load the rows' vectors of the column into
-// registers, all loads in flight together, rows past the registers streamed;
-// the block sums its channels, the team hands its partial sums to the block
-// that arrives last (grid_barrier.h's hand-over), which folds them, finishes
-// the column's statistics and coefficients and releases the team; then y
-// (or dx) is written from the registers, the streamed rows read again in
-// reverse order so that the latest ones still sit in L2.
+// A column is the channels of 64 bytes of a row (4 vectors of 16 bytes: 32
+// half or 16 float channels), or of 128 bytes once x reaches 32 MB, fewer
+// where C does not divide into that.  Each column gets its own blocks, and
+// each block a contiguous run of rows: its threads load the rows' vectors of
+// the column into registers, all loads in flight together, rows past the
+// registers streamed; the block sums its channels and stores its partial
+// sums; the column's blocks meet (grid_barrier.h's hand-over) and fold them,
+// each block all of them in the same order where the column has few blocks,
+// as a tree of teams whose last folder publishes the totals where it has
+// many; every block finishes the column's coefficients; then y (or dx) is
+// written from the registers, the streamed rows read again in reverse order
+// so that the latest ones still sit in L2.
 //
 // Only blocks of one column wait for each other, at one hand-over (two for
 // backward without saved statistics); the grid is sized so that every block
