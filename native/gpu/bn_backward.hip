@@ -124,7 +124,7 @@ template <typename T, typename G, typename C, int Rank, int VR, int VF, bool Fus
 __global__ void __launch_bounds__(kBlockThreads)
     bn_backward_apply(const T* x, const G* dy, G* dx, BnLayout layout, FeatureArrays scratch, float alpha, float beta,
                       ActivationSpec activation) {
-    const ThreadShare share = thread_share<VF>(layout, second_pass_place(layout));
+    const ThreadShare share = thread_share<VF>(layout, second_pass_place());
     if (!share.active) return;
     BackpropCoefficients c[VF];
     ActivationTerms<VF> act;

@@ -43,13 +43,12 @@ struct BlockPlace {
 // The place a block's launch index names.
 __device__ __forceinline__ BlockPlace launch_place() { return BlockPlace{blockIdx.x, blockIdx.y}; }
 
-// The place of a second pass's block: in launch order, or, when the layout
-// asks, reversed.  Blocks start roughly in launch order and a large grid runs
-// in several waves, so the last wave of the first pass leaves its data in L2;
-// reversed, the second pass's first wave reads that data again from there
-// instead of from memory.
-__device__ __forceinline__ BlockPlace second_pass_place(const BnLayout& layout) {
-    if (!layout.reverse_second_pass) return launch_place();
+// The place of a second pass's block: the reverse of launch order.  Blocks
+// start roughly in launch order and a large grid runs in several waves, so
+// the last wave of the first pass leaves its data in L2; reversed, the
+// second pass's first wave reads that data again from there instead of from
+// memory.
+__device__ __forceinline__ BlockPlace second_pass_place() {
     const std::int64_t tiles = gridDim.x;
     const std::int64_t last = tiles * gridDim.y - 1;
     const std::int64_t index = last - (static_cast<std::int64_t>(blockIdx.y) * tiles + blockIdx.x);

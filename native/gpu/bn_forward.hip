@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     bn_forward_apply(const T* x, T* y, BnLayout layout, FeatureArrays scratch, float alpha, float beta,
                      Epilogue epilogue) {
     using A = acc_t<T>;
-    const ThreadShare share = thread_share<VF>(layout, second_pass_place(layout));
+    const ThreadShare share = thread_share<VF>(layout, second_pass_place());
     if (!share.active) return;
     A shift[VF], mean_offset[VF], factor[VF], bias[VF];
 #pragma unroll

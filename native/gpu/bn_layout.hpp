@@ -83,11 +83,6 @@ struct BnLayout {
     std::int64_t tiles;
     int splits;
     std::int64_t chunk;  // in positions
-    // The second pass over x of a two-pass op (normalize after statistics,
-    // dx after the gradient sums) takes its blocks in the reverse of launch
-    // order, so its first blocks re-read what the first pass read last,
-    // while it is still in L2 (bn_block_phases.h, second_pass_place).
-    bool reverse_second_pass;
 
     // M: the values each feature's statistics are taken over.
     MBN_HOST_DEVICE std::int64_t reduction_size() const { return reduce.size * vector_width; }

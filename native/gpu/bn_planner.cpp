@@ -125,7 +125,6 @@ std::int64_t innermost_x_stride(const LoopNest& nest) {
 
 // The split choice's constants.
 constexpr int kThreadElements = 16;  // least elements per thread
-constexpr bool kReverseSecondPass = true;  // BnLayout's reverse_second_pass
 
 int pow2_at_least(std::int64_t v) {
     int p = 1;
@@ -196,7 +195,6 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
     if ((positions + layout.rows - 1) / layout.rows <= kSingleSplitSteps) splits = 1;
     layout.chunk = (positions + splits - 1) / splits;
     layout.splits = static_cast<int>((positions + layout.chunk - 1) / layout.chunk);
-    layout.reverse_second_pass = kReverseSecondPass;
     return layout;
 }
 
