@@ -52,7 +52,7 @@ struct ColumnArgs {
     double* partials;               // per round (1, 2): (column, block, column channel, 2)
     double* team_partials;          // teams > 1: (column, team, column channel, 2)
     double* totals;                 // teams > 1: (column, column channel, 2)
-    BarrierCounter* counters;       // per column: 1 + (teams > 1 ? teams : 0)
+    BarrierCounter* counters;       // per column 1 + teams: the column's, then one per team (teams > 1)
 };
 
 // Where a thread's data lies: its 16-byte vector of the column's row
@@ -118,7 +118,7 @@ __device__ __forceinline__ float value_at(const Bits& b, int v) {
 
 // ---- sums -------------------------------------------------------------------------
 
-template <typename T, int V>
+template <int V>
 __device__ __forceinline__ void add_float_batch(const float (&f)[V][2], double (&s)[V][2], bool& finite) {
 #pragma unroll
     for (int v = 0; v < V; ++v)
@@ -164,7 +164,7 @@ __device__ void statistics_sums(const ColumnArgs& a, const ThreadMap& m, const B
                 add_deviation<V>(xv, cx, f);
             }
         }
-        add_float_batch<T, V>(f, s, finite);
+        add_float_batch<V>(f, s, finite);
     }
     for (int r0 = m.first_row + K * m.stride; r0 < m.r_end; r0 += kStreamBatch * m.stride) {
         Bits b[kStreamBatch];
@@ -183,7 +183,7 @@ __device__ void statistics_sums(const ColumnArgs& a, const ThreadMap& m, const B
                 add_deviation<V>(xv, cx, f);
             }
         }
-        add_float_batch<T, V>(f, s, finite);
+        add_float_batch<V>(f, s, finite);
     }
     if (finite) return;
 #pragma unroll
@@ -547,6 +547,20 @@ constexpr std::int64_t kFullLineBytes = std::int64_t(32) << 20;
 // Columns of more blocks than this fold as a tree of teams.
 constexpr int kMostFlatBlocks = 96;
 
+// Where the scratch's arrays start, in doubles: the partials of two rounds
+// (the most any op takes), then, for a tree fold, the teams' sums and the
+// column's totals.
+struct ScratchLayout {
+    std::int64_t team_partials, totals, doubles;
+};
+ScratchLayout scratch_layout(std::int64_t columns, std::int64_t blocks, std::int64_t teams, std::int64_t entry) {
+    ScratchLayout s;
+    s.team_partials = 2 * columns * blocks * entry;
+    s.totals = s.team_partials + columns * teams * entry;
+    s.doubles = teams > 1 ? s.totals + columns * entry : s.team_partials;
+    return s;
+}
+
 template <typename Body>
 void with_column_type(DType dtype, Body&& body) {
     switch (dtype) {
@@ -657,11 +671,9 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     plan.usable = true;
     plan.columns = static_cast<int>(columns);
     plan.lanes = lanes;
-    const int rounds = 2;  // the layout of common_args, whatever the op
     const std::int64_t entry = static_cast<std::int64_t>(lanes) * V * 2;
-    const std::int64_t tree = plan.teams > 1 ? columns * (plan.teams + 1) * entry : 0;
-    plan.scratch_bytes = static_cast<std::size_t>(rounds * columns * B * entry + tree) * sizeof(double);
-    plan.counters = columns * (plan.teams > 1 ? 1 + plan.teams : 1);
+    plan.scratch_bytes = static_cast<std::size_t>(scratch_layout(columns, B, plan.teams, entry).doubles) * sizeof(double);
+    plan.counters = columns * (1 + plan.teams);
     return plan;
 }
 
@@ -675,11 +687,10 @@ ColumnArgs common_args(const ColumnPlan& plan, const BnGeometry& geom, const Lau
     a.rows_per_block = plan.rows_per_block;
     a.team_size = plan.team_size;
     a.teams = plan.teams;
-    const std::int64_t entry = a.channels / plan.columns * 2;
-    const int rounds = 2;  // the most any op takes
+    const ScratchLayout s = scratch_layout(plan.columns, plan.blocks_per_column, plan.teams, a.channels / plan.columns * 2);
     a.partials = static_cast<double*>(target.scratch);
-    a.team_partials = a.partials + rounds * static_cast<std::int64_t>(plan.columns) * plan.blocks_per_column * entry;
-    a.totals = a.team_partials + static_cast<std::int64_t>(plan.columns) * plan.teams * entry;
+    a.team_partials = a.partials + s.team_partials;
+    a.totals = a.partials + s.totals;
     a.counters = target.counters;
     return a;
 }

@@ -39,7 +39,7 @@ struct ColumnPlan {
     int team_size = 0;          // columns of many blocks fold in teams of this many
     int teams = 0;              // per column (1: every block folds all partials)
     std::size_t scratch_bytes = 0;
-    std::int64_t counters = 0;
+    std::int64_t counters = 0;  // per column 1 + teams
 };
 
 // The size rule (rule == size_rule): from 1 MB of input, except float
