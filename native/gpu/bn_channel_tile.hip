@@ -77,16 +77,15 @@ __device__ __forceinline__ ChannelInputs read_channel(const TileArgs& a, const T
     ChannelInputs in{};
     const bool saved = kBackward && a.saved;
     const int first = kNhwc ? c : c * a.plane_units * V;
-    in.center = saved ? static_cast<float>(a.saved_mean.load_inline(c)) : widen(x[first]);
-    in.param[0] = a.scale.load_inline(c);
+    in.center = saved ? static_cast<float>(a.saved_mean.load(c)) : widen(x[first]);
+    in.param[0] = a.scale.load(c);
+    // Absent tensors load as 0: no branch stands between the loads.
     if (!kBackward) {
-        in.param[1] = a.bias.load_inline(c);
-        if (a.running_mean.present()) {
-            in.param[2] = a.prev_mean.load_inline(c);
-            in.param[3] = a.prev_var.load_inline(c);
-        }
-    } else if (saved) {
-        in.param[1] = a.saved_inv_std.load_inline(c);
+        in.param[1] = a.bias.load(c);
+        in.param[2] = a.prev_mean.load(c);
+        in.param[3] = a.prev_var.load(c);
+    } else {
+        in.param[1] = a.saved_inv_std.load(c);
     }
     return in;
 }

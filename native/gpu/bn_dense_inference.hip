@@ -57,11 +57,11 @@ struct alignas(16) ChannelTable {
 
 // Table entry i for channel c: (mean, scale * inv_std, bias) from the estimates.
 __device__ __forceinline__ void fill_channel(ChannelTable& table, int i, int c, const InferenceArgs& a) {
-    const double v = a.var.load_inline(c);
+    const double v = a.var.load(c);
     const double inv_std = a.var_is_inv_std ? v : inverse_std(v, a.epsilon);
-    table.mean[i] = static_cast<float>(a.mean.load_inline(c));
-    table.factor[i] = static_cast<float>(a.scale.load_inline(c) * inv_std);
-    table.bias[i] = static_cast<float>(a.bias.load_inline(c));
+    table.mean[i] = static_cast<float>(a.mean.load(c));
+    table.factor[i] = static_cast<float>(a.scale.load(c) * inv_std);
+    table.bias[i] = static_cast<float>(a.bias.load(c));
 }
 
 // y for V neighbouring channels whose table entries start at i (16-byte aligned).

@@ -455,19 +455,18 @@ __global__ void __launch_bounds__(kThreads, 2) bn_nhwc_columns(ColumnArgs a) {
     if (t < m.cw) {
         const int c = m.column_first + t;
         double in[4] = {0.0, 0.0, 0.0, 0.0};
-        in[0] = a.scale.load_inline(c);
+        in[0] = a.scale.load(c);
+        // Absent tensors load as 0: no branch stands between the loads.
         if (!kBackward) {
-            in[1] = a.bias.load_inline(c);
-            if (a.running_mean.present()) {
-                in[2] = a.prev_mean.load_inline(c);
-                in[3] = a.prev_var.load_inline(c);
-            }
-        } else if (saved) {
-            in[2] = a.saved_inv_std.load_inline(c);
+            in[1] = a.bias.load(c);
+            in[2] = a.prev_mean.load(c);
+            in[3] = a.prev_var.load(c);
+        } else {
+            in[2] = a.saved_inv_std.load(c);
         }
 #pragma unroll
         for (int q = 0; q < 4; ++q) sh.in[t][q] = in[q];
-        sh.center[t] = saved ? static_cast<float>(a.saved_mean.load_inline(c)) : widen(x[c]);
+        sh.center[t] = saved ? static_cast<float>(a.saved_mean.load(c)) : widen(x[c]);
     }
     __syncthreads();
     float cx[V];

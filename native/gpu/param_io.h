@@ -15,31 +15,36 @@
 namespace mbn {
 namespace gpu {
 
-// One element of a parameter tensor of run-time type, as double.
-__device__ __forceinline__ double load_param_inline(const void* data, DType dtype, std::int64_t offset) {
-    switch (dtype) {
-        case DType::f16: return static_cast<double>(widen(static_cast<const __half*>(data)[offset]));
-        case DType::bf16: return static_cast<double>(widen(static_cast<const mbn_bfloat16*>(data)[offset]));
-        case DType::f32: return static_cast<double>(static_cast<const float*>(data)[offset]);
-        case DType::f64: return static_cast<const double*>(data)[offset];
-    }
-    return 0.0;
+// One element of a parameter tensor of run-time type, as double; 0 where
+// the tensor is absent (data null).  Branch-free: each type's load is
+// predicated on its own and the right value selected, so a kernel's several
+// parameter loads issue back to back beside its data loads.  Behind a switch
+// each load waited for the branch on its type: four such loads cost a small
+// per-channel kernel 1.2 us on the H100 (bench/RESULTS.md, "parameter
+// loads"), a third of its time.
+__device__ __forceinline__ double load_param(const void* data, DType dtype, std::int64_t offset) {
+    const bool present = data != nullptr;
+    const bool is_half = present && dtype == DType::f16, is_bf16 = present && dtype == DType::bf16;
+    const bool is_float = present && dtype == DType::f32, is_double = present && dtype == DType::f64;
+    __half h = narrow<__half>(0.0f);
+    mbn_bfloat16 b = narrow<mbn_bfloat16>(0.0f);
+    float f = 0.0f;
+    double d = 0.0;
+    if (is_half) h = static_cast<const __half*>(data)[offset];
+    if (is_bf16) b = static_cast<const mbn_bfloat16*>(data)[offset];
+    if (is_float) f = static_cast<const float*>(data)[offset];
+    if (is_double) d = static_cast<const double*>(data)[offset];
+    const float narrow_value = is_half ? widen(h) : is_bf16 ? widen(b) : f;
+    return is_double ? d : static_cast<double>(narrow_value);
 }
 
-// Out of line: inlined, a kernel's type switches (several parameters times
-// its features per thread) inflate its code and the compiler's memory, for
-// nothing measurable at one call per parameter and feature.
-static __device__ __noinline__ double load_param(const void* data, DType dtype, std::int64_t offset) {
-    return load_param_inline(data, dtype, offset);
-}
-
-static __device__ __noinline__ void store_param(void* data, DType dtype, std::int64_t offset, double value) {
-    switch (dtype) {
-        case DType::f16: static_cast<__half*>(data)[offset] = narrow<__half>(value); return;
-        case DType::bf16: static_cast<mbn_bfloat16*>(data)[offset] = narrow<mbn_bfloat16>(value); return;
-        case DType::f32: static_cast<float*>(data)[offset] = static_cast<float>(value); return;
-        case DType::f64: static_cast<double*>(data)[offset] = value; return;
-    }
+// One element written in the tensor's type; each type's store predicated on
+// its own, as load_param.
+__device__ __forceinline__ void store_param(void* data, DType dtype, std::int64_t offset, double value) {
+    if (dtype == DType::f16) static_cast<__half*>(data)[offset] = narrow<__half>(value);
+    if (dtype == DType::bf16) static_cast<mbn_bfloat16*>(data)[offset] = narrow<mbn_bfloat16>(value);
+    if (dtype == DType::f32) static_cast<float*>(data)[offset] = static_cast<float>(value);
+    if (dtype == DType::f64) static_cast<double*>(data)[offset] = value;
 }
 
 // One parameter tensor as a kernel sees it; offsets come from the layout's
@@ -75,11 +80,6 @@ struct ChannelParam {
 
     __host__ __device__ bool present() const { return ref.present(); }
     __device__ __forceinline__ double load(int c) const { return ref.load(c * stride); }
-    // Inlined: a kernel that reads a few parameters while its data loads are
-    // in flight must not wait on each in turn across out-of-line calls.
-    __device__ __forceinline__ double load_inline(int c) const {
-        return load_param_inline(ref.data, ref.dtype, c * stride);
-    }
     __device__ __forceinline__ void store(int c, double value) const { ref.store(c * stride, value); }
     __device__ __forceinline__ void store_blended(int c, double value, float alpha, float beta) const {
         ref.store_blended(c * stride, value, alpha, beta);
