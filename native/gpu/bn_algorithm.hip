@@ -26,7 +26,9 @@ const char* default_reason(Algorithm a) {
         case Algorithm::nest_walk: return "strides, types or sizes the dense pass does not take";
         case Algorithm::nhwc_columns: return "packed NHWC from 1 MB: each column of channels on its own blocks";
         case Algorithm::wave_tiles: return "each NCHW channel fits one wave's registers";
-        case Algorithm::channel_tiles: return "each channel tile fits the registers of a block or a cluster";
+        case Algorithm::channel_tiles:
+            return "each channel tile fits the registers of a block or a cluster, or an NCHW channel per block streams "
+                   "through L2";
         case Algorithm::resident: return "the tensors fit the multiprocessors' shared memory, large enough for one launch";
         case Algorithm::single_launch: return "each block owns its features' whole reduction";
         case Algorithm::multi_pass: return "no one-launch algorithm takes the call";
@@ -52,7 +54,7 @@ const char* requirement(Algorithm a) {
         case Algorithm::channel_tiles:
             return "it takes spatial calls without a fused activation on packed NCHW, or packed NHWC with C a "
                    "multiple of the 16-byte vector, half, bfloat16 or float data of one type and layout, under "
-                   "2^31 elements, whose channel tiles fit the registers of a block or a cluster of blocks";
+                   "2^31 elements; NHWC tiles must fit the registers of a block or a cluster of blocks";
         case Algorithm::resident:
             return "it takes spatial calls without a fused activation on packed NCHW, or packed NHWC with C a "
                    "multiple of 4, half, bfloat16 or float data of one type and layout, 16-byte aligned, under "

@@ -9,7 +9,10 @@
 // y (or dx) from the registers.  One launch, no
 // scratch, each value read from DRAM once and its loads in flight together:
 // what small and medium tensors need, where a grid-wide barrier, a second
-// launch or a second read would cost more than the data.
+// launch or a second read would cost more than the data.  An NCHW channel
+// larger than a block's registers stays one block's (streamed tiles): the
+// values past its registers are summed as they stream in and read again,
+// from L2, for the output.
 // Numerics as bn_resident.hip: values around the channel's first value,
 // statistics summed in float per vector then double, gradient sums in double.
 #include "gpu/bn_channel_tile.hpp"
@@ -210,13 +213,155 @@ __device__ void tile_sum(double (&a)[NC], double (&b)[NC], const TileArgs& args,
     __syncthreads();
 }
 
+// The streamed part of a block's share (kStream): the units past the K a
+// thread holds in registers, U loads in flight at a time.  The first walk
+// sums them; the output walk reads them again, last first, so that what the
+// first walk read last is still in L2.
+constexpr int kStreamLoads = 4;
+// Streamed tiles' blocks: small, with one vector a thread in registers, so
+// that several blocks share a multiprocessor and one's loads overlap
+// another's sums and stores.  Measured on the H100 against 512 threads x 4
+// vectors (one block a multiprocessor at 128 registers): 64x1024x14x14 half
+// backward 85.8 -> 50.3 us, training 50.2 -> 34.3 (bench/RESULTS.md,
+// "streamed channel tiles").
+constexpr int kStreamThreads = 256;
+constexpr int kStreamPerThread = 1;
+
+// A thread's walk over units of one NCHW channel, `step` units at a time,
+// forward or back, without a division per unit: the position is kept as the
+// plane's first vector (`base`) and the vector within the plane (`s`).
+struct PlaneStepper {
+    int base, s;
+    int plane_units, plane_stride;  // vectors per plane; between the channel's planes of consecutive n
+    int step_planes, step_rest;     // the step as whole planes and a remainder
+
+    __device__ PlaneStepper(int u, int step, int channel, int channels, int units_per_plane)
+        : plane_units(units_per_plane), plane_stride(channels * units_per_plane) {
+        const int n = u / plane_units;
+        s = u - n * plane_units;
+        base = n * plane_stride + channel * plane_units;
+        step_planes = step / plane_units;
+        step_rest = step - step_planes * plane_units;
+    }
+    __device__ __forceinline__ int offset() const { return base + s; }  // in vectors
+    __device__ __forceinline__ void forward() {
+        s += step_rest;
+        base += step_planes * plane_stride;
+        if (s >= plane_units) {
+            s -= plane_units;
+            base += plane_stride;
+        }
+    }
+    __device__ __forceinline__ void back() {
+        s -= step_rest;
+        base -= step_planes * plane_stride;
+        if (s < 0) {
+            s += plane_units;
+            base -= plane_stride;
+        }
+    }
+};
+
+// Sums of the thread's streamed units: the shifted moments s1, s2 of x
+// (unless `moments` is false) and, for backward, g1 = sum(dy), g2 =
+// sum(dy * (x - center)), in double per value as the register part's.
+template <typename T, bool kBackward, int V>
+__device__ __forceinline__ void stream_sums(const T* x, const T* dy, int first, int end, int step, float center,
+                                            bool moments, PlaneStepper at, double (&sums)[4]) {
+    for (int u0 = first; u0 < end; u0 += kStreamLoads * step) {
+        Pack<T, V> xs[kStreamLoads];
+        Pack<T, V> gs[kBackward ? kStreamLoads : 1];
+#pragma unroll
+        for (int j = 0; j < kStreamLoads; ++j) {
+            if (u0 + j * step < end) {
+                xs[j] = load_pack<V>(x + at.offset() * V);
+                if (kBackward) gs[kBackward ? j : 0] = load_pack<V>(dy + at.offset() * V);
+                at.forward();
+            }
+        }
+        if (moments) {
+            float p1 = 0.0f, p2 = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kStreamLoads; ++j) {
+                if (u0 + j * step >= end) continue;
+#pragma unroll
+                for (int v = 0; v < V; ++v) {
+                    const float d = widen(xs[j].lane[v]) - center;
+                    p1 += d;
+                    p2 = fmaf(d, d, p2);
+                }
+            }
+            if (isfinite(p1) && isfinite(p2)) {
+                sums[0] += p1;
+                sums[1] += p2;
+            } else {  // float overflowed or Inf/NaN: this chunk again in double
+#pragma unroll
+                for (int j = 0; j < kStreamLoads; ++j) {
+                    if (u0 + j * step >= end) continue;
+#pragma unroll
+                    for (int v = 0; v < V; ++v) {
+                        const double d = static_cast<double>(widen(xs[j].lane[v])) - center;
+                        sums[0] += d;
+                        sums[1] += d * d;
+                    }
+                }
+            }
+        }
+        if (kBackward) {
+#pragma unroll
+            for (int j = 0; j < kStreamLoads; ++j) {
+                if (u0 + j * step >= end) continue;
+#pragma unroll
+                for (int v = 0; v < V; ++v) {
+                    const double g = widen(gs[kBackward ? j : 0].lane[v]);
+                    sums[2] += g;
+                    sums[3] += g * (static_cast<double>(widen(xs[j].lane[v])) - center);
+                }
+            }
+        }
+    }
+}
+
+// The output walk over the streamed units, last first: `value` turns a
+// unit's x (and dy) into its outputs.
+template <typename T, bool kBackward, int V, typename Value>
+__device__ __forceinline__ void stream_outputs(const T* x, const T* dy, T* out, int first, int end, int step,
+                                               int channel, int channels, int plane_units, Value value, float alpha,
+                                               float beta) {
+    if (first >= end) return;
+    const int count = (end - first + step - 1) / step;  // this thread's streamed units
+    PlaneStepper at(first + (count - 1) * step, step, channel, channels, plane_units);
+    for (int j0 = count - 1; j0 >= 0; j0 -= kStreamLoads) {
+        Pack<T, V> xs[kStreamLoads];
+        Pack<T, V> gs[kBackward ? kStreamLoads : 1];
+        int offset[kStreamLoads];
+#pragma unroll
+        for (int q = 0; q < kStreamLoads; ++q) {
+            if (j0 - q < 0) continue;
+            offset[q] = at.offset() * V;
+            xs[q] = load_pack<V>(x + offset[q]);
+            if (kBackward) gs[kBackward ? q : 0] = load_pack<V>(dy + offset[q]);
+            at.back();
+        }
+#pragma unroll
+        for (int q = 0; q < kStreamLoads; ++q) {
+            if (j0 - q < 0) continue;
+            float r[V];
+            value(xs[q], gs[kBackward ? q : 0], r);
+            store_values<T, V>(out + offset[q], r, alpha, beta);
+        }
+    }
+}
+
 // kWave: each wave of the block owns an NCHW channel of its own (small
 // channels: no shared memory, no block barrier; every lane finishes the
 // channel itself).
-// Otherwise the block, or a cluster of blocks, owns one tile.
-template <typename T, bool kBackward, bool kNhwc, bool kWave, int V, int K>
+// Otherwise the block, or a cluster of blocks, owns one tile; kStream: one
+// block owns an NCHW channel larger than its registers and streams the rest.
+template <typename T, bool kBackward, bool kNhwc, bool kWave, bool kStream, int V, int K>
 __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE : kMaxThreads)
     bn_channel_tile(TileArgs a) {
+    static_assert(!kStream || (!kWave && !kNhwc), "streamed tiles are block-owned NCHW channels");
     constexpr int NC = kNhwc ? V : 1;  // channels one thread's vectors span
     static_assert(!(kWave && kNhwc), "wave tiles are NCHW channels");
     __shared__ TileShared sh;
@@ -282,6 +427,13 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     auto slot = [](int v) { return kNhwc ? v : 0; };
     // Per slot: the mean offset and inverse std, then the output's coefficients.
     double stat[NC][2], coef[NC][3];
+    // The streamed units' sums (s1, s2, g1, g2), taken while the register
+    // loads are in flight.
+    const int stream_first = begin + K * rows + row0;
+    double streamed[4] = {0.0, 0.0, 0.0, 0.0};
+    if (kStream && stream_first < end)
+        stream_sums<T, kBackward, V>(x, dy, stream_first, end, rows, center[0], !saved,
+                                     PlaneStepper(stream_first, rows, channel, a.channels, a.plane_units), streamed);
 
     if (!saved) {
         double d1[NC] = {}, d2[NC] = {};
@@ -317,6 +469,10 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
                     d2[slot(v)] += d * d;
                 }
             }
+        }
+        if (kStream) {
+            d1[0] += streamed[0];
+            d2[0] += streamed[1];
         }
         if (kWave) {
             wave_sum<NC>(d1, d2, a.lanes);
@@ -374,6 +530,16 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
             for (int v = 0; v < V; ++v) r[v] = (widen(xv[k].lane[v]) - center[slot(v)]) * factor[slot(v)] + shift[slot(v)];
             store_values<T, V>(y + offset_of(begin + row0 + k * rows), r, a.alpha, a.beta);
         }
+        if (kStream) {
+            const float factor0 = factor[0], shift0 = shift[0];
+            stream_outputs<T, false, V>(x, dy, y, stream_first, end, rows, channel, a.channels, a.plane_units,
+                                        [&](const Pack<T, V>& xs, const Pack<T, V>&, float (&r)[V]) {
+#pragma unroll
+                                            for (int v = 0; v < V; ++v)
+                                                r[v] = (widen(xs.lane[v]) - center[0]) * factor0 + shift0;
+                                        },
+                                        a.alpha, a.beta);
+        }
         return;
     }
 
@@ -390,6 +556,10 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
                 g1[slot(v)] += g;
                 g2[slot(v)] += g * (static_cast<double>(widen(xv[k].lane[v])) - center[slot(v)]);
             }
+        }
+        if (kStream) {
+            g1[0] += streamed[2];
+            g2[0] += streamed[3];
         }
         if (kWave) {
             wave_sum<NC>(g1, g2, a.lanes);
@@ -437,9 +607,55 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         }
         store_values<T, V>(dx + offset_of(begin + row0 + q * rows), r, a.alpha, a.beta);
     }
+    if (kStream) {
+        const double k0 = coef[0][0], k1 = coef[0][1], k2 = coef[0][2];
+        const bool double_math = a.double_math;
+        stream_outputs<T, true, V>(x, dy, dx, stream_first, end, rows, channel, a.channels, a.plane_units,
+                                   [&](const Pack<T, V>& xs, const Pack<T, V>& gs, float (&r)[V]) {
+                                       if (double_math) {
+#pragma unroll
+                                           for (int v = 0; v < V; ++v) {
+                                               const double d = static_cast<double>(widen(xs.lane[v])) - center[0];
+                                               r[v] = static_cast<float>(k0 * widen(gs.lane[v]) + k1 * d + k2);
+                                           }
+                                       } else {
+                                           const float f0 = static_cast<float>(k0), f1 = static_cast<float>(k1),
+                                                       f2 = static_cast<float>(k2);
+#pragma unroll
+                                           for (int v = 0; v < V; ++v)
+                                               r[v] = f0 * widen(gs.lane[v]) + f1 * (widen(xs.lane[v]) - center[0]) + f2;
+                                       }
+                                   },
+                                   a.alpha, a.beta);
+    }
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// One block per NCHW channel whose values fit neither a block's registers
+// nor a cluster's that the size rule takes: kStreamThreads threads hold
+// kStreamPerThread vectors each, the rest is streamed and read again, from
+// L2, for the output; one DRAM read, no barrier beyond the block's.  By the
+// size rule only with a channel for every multiprocessor, and while the
+// streamed bytes of the blocks resident at once (taken as two a
+// multiprocessor) fill at most half the L2.
+ChannelTilePlan plan_streamed(ChannelTilePlan p, const TensorArg& x, int tensors_read, const DeviceShape& device,
+                              PlanRule rule) {
+    const std::int64_t in_registers = static_cast<std::int64_t>(kStreamThreads) * kStreamPerThread;
+    p.cluster = 1;
+    p.block_units = p.units;
+    p.blocks = p.tiles;
+    p.threads = kStreamThreads;
+    p.per_thread = kStreamPerThread;
+    p.stream = p.units > in_registers;
+    p.nhwc = false;
+    const std::int64_t streamed_bytes =
+        std::max<std::int64_t>(0, p.units - in_registers) * p.vector * dtype_size(x.dtype) * tensors_read;
+    const std::int64_t resident = std::min<std::int64_t>(p.tiles, 2 * static_cast<std::int64_t>(device.multiprocessors));
+    const bool fits_l2 = device.l2_bytes > 0 && resident * streamed_bytes <= device.l2_bytes / 2;
+    p.usable = rule == PlanRule::wherever_it_fits || (p.tiles >= device.multiprocessors && fits_l2);
+    return p;
+}
 
 // With `wave_tiles` the wave tiles only (no size rule: taken wherever they
 // fit), else the block and cluster tiles only.
@@ -512,6 +728,9 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
            (p.tiles * p.cluster < device.multiprocessors || ceil_div(p.units, p.cluster) > per_block_most))
         p.cluster *= 2;
     p.block_units = ceil_div(p.units, p.cluster);
+    const bool cluster_ok = p.cluster == 1 || p.block_units * p.lanes <= kMostClusteredUnits;
+    if (!nhwc && (p.block_units > per_block_most || (rule == PlanRule::size_rule && !cluster_ok)))
+        return plan_streamed(p, x, data.size() == 3 ? 2 : 1, device, rule);
     if (p.block_units > per_block_most) return p;
     // Blocks small enough that the whole grid is resident at once where the
     // tiles allow (each block's loads, sums and stores then overlap the
@@ -534,7 +753,6 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
     // in clusters measured 2x faster).
     const std::int64_t bytes = x.element_count() * element;
     const bool busy = p.tiles * p.cluster * 2 >= device.multiprocessors || bytes <= (std::int64_t(1) << 20);
-    const bool cluster_ok = p.cluster == 1 || p.block_units * p.lanes <= kMostClusteredUnits;
     p.usable = rule == PlanRule::wherever_it_fits || (busy && cluster_ok);
     return p;
 }
@@ -550,7 +768,15 @@ void launch(const TileArgs& a, DType dtype, const ChannelTilePlan& p, const Laun
                 constexpr bool kWave = decltype(wave)::value;
                 constexpr int kV = decltype(vector)::value;
                 constexpr int kK = decltype(per_thread)::value;
-                launch_clustered(bn_channel_tile<T, kBackward, kNhwc, kWave, kV, kK>,
+                if constexpr (!kNhwc && !kWave && kK == kStreamPerThread) {
+                    if (p.stream) {
+                        launch_clustered(bn_channel_tile<T, kBackward, false, false, true, kV, kK>,
+                                         dim3(static_cast<unsigned>(p.blocks)), dim3(static_cast<unsigned>(p.threads)),
+                                         0, 1, target.stream, "bn_channel_tile", a);
+                        return;
+                    }
+                }
+                launch_clustered(bn_channel_tile<T, kBackward, kNhwc, kWave, false, kV, kK>,
                                  dim3(static_cast<unsigned>(p.blocks)), dim3(static_cast<unsigned>(p.threads)), 0,
                                  p.cluster, target.stream, "bn_channel_tile", a);
             };

@@ -25,6 +25,7 @@ struct DeviceShape {
     int multiprocessors = 1;
     int wave_size = 32;
     int shared_bytes_per_block = 0;  // the most dynamic shared memory one block may use
+    int l2_bytes = 0;                // the L2 cache (0: unknown)
     int cluster_blocks = 1;          // blocks (a power of two) one thread-block cluster may hold (1: no clusters)
     // Clusters of k blocks (k = 2 .. kPortableClusterBlocks) that run at
     // once when each block takes a whole multiprocessor: fewer than the

@@ -298,6 +298,11 @@ std::unique_ptr<Backend> make_gpu_backend(void* stream) {
         (void)hipGetLastError();
         return nullptr;
     }
+    // Optional: a device that does not say keeps 0, and the L2-bound plans stay off.
+    if (hipDeviceGetAttribute(&shape.l2_bytes, hipDeviceAttributeL2CacheSize, device) != hipSuccess) {
+        (void)hipGetLastError();
+        shape.l2_bytes = 0;
+    }
     gpu::measure_gn_tile_clusters(device, shape);
     return std::make_unique<gpu::GpuBackend>(device, shape, stream);
 }

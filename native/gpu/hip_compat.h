@@ -34,6 +34,7 @@ using mbn_bfloat16 = __nv_bfloat16;
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
 #define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
 #define hipDeviceAttributeWarpSize cudaDevAttrWarpSize
+#define hipDeviceAttributeL2CacheSize cudaDevAttrL2CacheSize
 
 // Runtime functions.
 #define hipGetLastError cudaGetLastError

@@ -42,10 +42,13 @@ TRAINING = {  # training and backward
                     ((32, 2, 64, 64), "fp32", "nchw", "spatial")],  # 131072 values a channel
     },
     "channel_tiles": {
+        # (32, 2, 64, 64) and (4, 3, 45, 47): channels past a block's registers, the rest streamed
+        # (16-byte vectors; single values of an odd plane).
         "serves": [((2, 64, 7, 7), "fp16", "nchw", "spatial"), ((3, 40, 13, 11), "fp32", "nhwc", "spatial"),
-                   ((2, 16, 3, 5, 7), "bf16", "nhwc", "spatial"), ((4, 24, 9, 9), "fp16", "nchw", "spatial")],
+                   ((2, 16, 3, 5, 7), "bf16", "nhwc", "spatial"), ((4, 24, 9, 9), "fp16", "nchw", "spatial"),
+                   ((32, 2, 64, 64), "fp32", "nchw", "spatial"), ((4, 3, 45, 47), "bf16", "nchw", "spatial")],
         "refuses": [((2, 3, 5, 7), "fp64", "nchw", "spatial"), ((2, 6, 5, 5), "fp16", "nhwc", "spatial"),
-                    ((5, 6, 7, 9), "fp32", "strided", "spatial"), ((32, 2, 64, 64), "fp32", "nchw", "spatial")],
+                    ((5, 6, 7, 9), "fp32", "strided", "spatial")],
     },
     "resident": {
         "serves": [((2, 64, 7, 7), "fp16", "nchw", "spatial"), ((3, 40, 13, 11), "fp32", "nhwc", "spatial"),
