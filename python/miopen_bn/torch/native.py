@@ -218,7 +218,8 @@ def _alike(t: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- #
 # Each call's key starts with its own tag (the same tensors mean other
 # descriptors in another call), then x's device (the makers allocate there),
-# then x's layout and the rest.
+# then the layouts: written out for the tensors a call always has (a
+# fixed position each), _layout() for those that may be None.
 _TRAIN, _INFER, _BACKWARD, _GROUP_NORM, _GROUP_NORM_BACKWARD = range(5)
 
 
@@ -227,8 +228,8 @@ def batch_norm_train(x, weight, bias, running_mean, running_var, factor: float, 
     updates the running statistics in place when given (with the unbiased
     variance)."""
     device = x.get_device()
-    key = (_TRAIN, device, save, x.dtype, x.shape, x.stride(), _layout(weight), _layout(bias),
-           _layout(running_mean), _layout(running_var))
+    key = (_TRAIN, device, save, x.dtype, x.shape, x.stride(), weight.dtype, weight.shape, weight.stride(),
+           bias.dtype, bias.shape, bias.stride(), _layout(running_mean), _layout(running_var))
     x_d, y_d, w_d, b_d, mean_d, var_d, make_y, make_saved = _layouts.get(key) or _first_train(
         key, x, weight, bias, running_mean, running_var, save)
     y = make_y()
@@ -258,8 +259,8 @@ def _first_train(key, x, weight, bias, running_mean, running_var, save: bool) ->
 def batch_norm_infer(x, weight, bias, mean, var, eps: float):
     """y from the given statistics (None, None: the batch's own)."""
     device = x.get_device()
-    key = (_INFER, device, x.dtype, x.shape, x.stride(), _layout(weight), _layout(bias), _layout(mean),
-           _layout(var))
+    key = (_INFER, device, x.dtype, x.shape, x.stride(), weight.dtype, weight.shape, weight.stride(), bias.dtype,
+           bias.shape, bias.stride(), _layout(mean), _layout(var))
     x_d, y_d, w_d, b_d, mean_d, var_d, make_y = _layouts.get(key) or _first_infer(key, x, weight, bias, mean, var)
     y = make_y()
     check(_c.miopenBatchNormalizationForwardInference_V2(
@@ -277,8 +278,9 @@ def _first_infer(key, x, weight, bias, mean, var) -> tuple:
 def batch_norm_backward(x, dy, weight, saved_mean, saved_invstd, eps: float):
     """dx (in dy's dtype), dweight, dbias from the training forward's saved statistics."""
     device = x.get_device()
-    key = (_BACKWARD, device, x.dtype, x.shape, x.stride(), dy.dtype, dy.shape, dy.stride(), _layout(weight),
-           _layout(saved_mean), _layout(saved_invstd))
+    key = (_BACKWARD, device, x.dtype, x.shape, x.stride(), dy.dtype, dy.shape, dy.stride(), weight.dtype,
+           weight.shape, weight.stride(), saved_mean.dtype, saved_mean.shape, saved_mean.stride(),
+           saved_invstd.dtype, saved_invstd.shape, saved_invstd.stride())
     x_d, dy_d, dx_d, w_d, mean_d, invstd_d, make_dx, make_grads = _layouts.get(key) or _first_backward(
         key, x, dy, weight, saved_mean, saved_invstd)
     dx = make_dx()
@@ -336,8 +338,8 @@ def _first_group_norm(key, x, num_groups: int, weight, bias, stats: bool) -> tup
 def group_norm_backward(x, dy, num_groups: int, weight, bias, mean, rstd, swish: bool):
     """dx, dweight, dbias (the last two None without weight)."""
     device = x.get_device()
-    key = (_GROUP_NORM_BACKWARD, device, x.dtype, x.shape, x.stride(), _layout(dy), _layout(weight), _layout(bias),
-           _layout(mean), _layout(rstd))
+    key = (_GROUP_NORM_BACKWARD, device, x.dtype, x.shape, x.stride(), dy.dtype, dy.shape, dy.stride(), mean.dtype,
+           mean.shape, mean.stride(), rstd.dtype, rstd.shape, rstd.stride(), _layout(weight), _layout(bias))
     x_d, dy_d, dx_d, mean_d, rstd_d, w_d, b_d, make_dx, make_grads = _layouts.get(key) or _first_group_norm_backward(
         key, x, dy, weight, bias, mean, rstd)
     dx = make_dx()
