@@ -14,12 +14,25 @@ autograd forward and backward, group norm, group norm + SiLU, group norm
 forward and backward), the modules (BatchNorm2d train step,
 GroupNorm+SiLU), and the array API (``miopen_bn.batchnorm_*`` /
 ``groupnorm_*`` on the same torch tensors), ours beside torch's
-(``F.silu(F.group_norm(...))`` for the fused swish).  The best of several
-bursts is reported.  ``--clock cpu`` times the process's CPU time instead of
-the wall clock: on a machine shared with other work it leaves out the time
-other processes took the cores (GPU runs want the wall clock).  ``ops``:
-the torch operators one call dispatches (allocations included, counted
-with a TorchDispatchMode), ours and torch's.
+(``F.silu(F.group_norm(...))`` for the fused swish).
+
+Ours and torch's are timed interleaved, so that both see the same noise of
+a shared host: after a warm-up burst of each, ``--bursts`` pairs of bursts
+run, each pair one burst of ours and one of torch's on the same tensors (in
+alternating order: ours first in even pairs, torch's first in odd ones, so
+neither side always follows the other).  Per row: ``ours_host_us`` /
+``torch_host_us``, the best burst of each (the least disturbed; what
+earlier versions reported, timed then in separate runs), and ``ratio``,
+their quotient; ``ours_median_us`` / ``torch_median_us``, the median of
+each side's bursts; ``paired_ratio``, the median over pairs of ours/torch
+within a pair, the figure a noisy host moves least (a slow spell slows both
+bursts of a pair alike); ``ours_bursts_us`` / ``torch_bursts_us``, every
+burst's per-call time in the order run.  ``--clock cpu`` times the
+process's CPU time instead of the wall clock: on a machine shared with
+other work it leaves out the time other processes took the cores (GPU runs
+want the wall clock).  ``ops``: the torch operators one call dispatches
+(allocations included, counted with a TorchDispatchMode), ours and
+torch's.
 """
 import argparse
 import collections
@@ -54,21 +67,37 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def host_us(fn, device, burst, bursts, clock="wall"):
-    """Best per-call host time over ``bursts`` bursts of ``burst`` calls."""
+def _median(values) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def host_us_interleaved(ours, theirs, device, burst, bursts, clock="wall") -> dict:
+    """Per-call host times of ``ours`` and ``theirs`` in ``bursts`` pairs of
+    bursts of ``burst`` calls, the two sides alternating (the module
+    docstring's method): the row's timing fields."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     now = time.perf_counter if clock == "wall" else time.process_time
-    for _ in range(burst):
-        fn()
-    sync()
-    best = float("inf")
-    for _ in range(bursts):
+
+    def timed(fn) -> float:
         start = now()
         for _ in range(burst):
             fn()
-        best = min(best, (now() - start) / burst * 1e6)
-        sync()
-    return best
+        elapsed = (now() - start) / burst * 1e6
+        sync()  # the device catches up outside the timer
+        return elapsed
+
+    for fn in (ours, theirs):  # warm-up: first-call paths, caches, allocator
+        timed(fn)
+    sides, mine, torch_s = (ours, theirs), [], []
+    for pair in range(bursts):
+        for side in ((0, 1) if pair % 2 == 0 else (1, 0)):
+            (mine, torch_s)[side].append(timed(sides[side]))
+    return {"ours_host_us": min(mine), "torch_host_us": min(torch_s), "ratio": min(mine) / min(torch_s),
+            "ours_median_us": _median(mine), "torch_median_us": _median(torch_s),
+            "paired_ratio": _median([a / b for a, b in zip(mine, torch_s)]),
+            "ours_bursts_us": mine, "torch_bursts_us": torch_s}
 
 
 class _OpCount(TorchDispatchMode):
@@ -159,19 +188,20 @@ def main(argv=None):
     rows = []
     print(f"host_us per call ({args.clock} clock), {args.device}, shape {shape}, {args.dtype}"
           f"{', channels_last' if args.channels_last else ''}")
-    print(f"{'op':36} {'ours':>9} {'torch':>9} {'ours/torch':>10} {'ops ours/torch':>15}")
+    print(f"{'op':36} {'ours':>7} {'torch':>7} {'best':>6} {'ours~':>7} {'torch~':>7} {'paired':>7} "
+          f"{'ops ours/torch':>15}")
     for name, ours, theirs in cases(shape, dtype, args.device, args.channels_last):
-        row = {"op": name,
-               "ours_host_us": host_us(ours, args.device, args.burst, args.bursts, args.clock),
-               "torch_host_us": host_us(theirs, args.device, args.burst, args.bursts, args.clock)}
-        row["ratio"] = row["ours_host_us"] / row["torch_host_us"]
+        row = {"op": name, **host_us_interleaved(ours, theirs, args.device, args.burst, args.bursts, args.clock)}
         row["ours_ops"], row["torch_ops"] = torch_ops(ours), torch_ops(theirs)
         rows.append(row)
         ops = f"{sum(row['ours_ops'].values())}/{sum(row['torch_ops'].values())}"
-        print(f"{name:36} {row['ours_host_us']:9.1f} {row['torch_host_us']:9.1f} {row['ratio']:10.2f} {ops:>15}")
+        print(f"{name:36} {row['ours_host_us']:7.1f} {row['torch_host_us']:7.1f} {row['ratio']:6.2f} "
+              f"{row['ours_median_us']:7.1f} {row['torch_median_us']:7.1f} {row['paired_ratio']:7.2f} {ops:>15}")
+    print("ours, torch: best burst; best: their ratio; ~: median burst; paired: median of ours/torch per pair")
     result = {"device": args.device, "device_name": torch.cuda.get_device_name() if args.device == "cuda"
               else "cpu", "shape": list(shape), "dtype": args.dtype, "channels_last": args.channels_last,
-              "torch": torch.__version__, "threads": args.threads, "clock": args.clock, "rows": rows}
+              "torch": torch.__version__, "threads": args.threads, "clock": args.clock, "burst": args.burst,
+              "bursts": args.bursts, "timing": "interleaved", "rows": rows}
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(result, handle, indent=1)

@@ -1,5 +1,6 @@
 #include "validation.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -91,12 +92,28 @@ std::ostream& operator<<(std::ostream& out, const ByteRange& r) {
 }  // namespace
 
 void require_no_aliasing(std::initializer_list<Operand> operands, std::initializer_list<InPlacePair> in_place) {
-    for (auto out = operands.begin(); out != operands.end(); ++out) {
-        if (!out->output || !out->tensor.present()) continue;
-        const ByteRange written = byte_range(out->tensor);
-        for (auto other = operands.begin(); other != operands.end(); ++other) {
-            if (other == out || !other->tensor.present() || (other->output && other < out)) continue;
-            const ByteRange range = byte_range(other->tensor);
+    // The present operands in their order, each with its byte range computed
+    // once (not once per output it is compared with); the entry points pass a
+    // dozen operands at most.
+    constexpr std::size_t kMostOperands = 16;
+    require(operands.size() <= kMostOperands, miopenStatusInternalError, "require_no_aliasing takes at most ",
+            kMostOperands, " operands, not ", operands.size());
+    std::array<const Operand*, kMostOperands> present{};
+    std::array<ByteRange, kMostOperands> ranges{};
+    std::size_t count = 0;
+    for (const Operand& operand : operands) {
+        if (!operand.tensor.present()) continue;
+        present[count] = &operand;
+        ranges[count++] = byte_range(operand.tensor);
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+        const Operand* out = present[i];
+        if (!out->output) continue;
+        const ByteRange written = ranges[i];
+        for (std::size_t j = 0; j < count; ++j) {
+            const Operand* other = present[j];
+            if (j == i || (other->output && j < i)) continue;  // a pair of outputs is checked once
+            const ByteRange range = ranges[j];
             if (written.end <= range.begin || range.end <= written.begin) continue;
             const TensorArg& a = out->tensor;
             const TensorArg& b = other->tensor;

@@ -312,6 +312,41 @@ def test_saved_statistics_take_their_running_statistics_layouts(request):
     _check(xg.grad, grads["dx"], "elementwise", "dx")
 
 
+def test_repeated_calls_make_outputs_laid_out_as_the_first_calls(request):
+    """The eager path's first call of a layout leaves how to make its
+    outputs; later calls make new ones laid out alike (channels_last y and
+    dx, saved statistics like their running ones, gradients like strided
+    parameters) and compute the same values into them."""
+    from miopen_bn.torch import native
+
+    gen = _seeded(request)
+    x = torch.randn(4, 3, 2, 5, generator=gen, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    dy = torch.randn(x.shape, generator=gen, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    weight = torch.stack([torch.rand(3, generator=gen, dtype=torch.float64) + 0.5, torch.zeros(3, dtype=torch.float64)],
+                         1).reshape(-1)[::2]  # stride 2
+    bias = torch.randn(3, generator=gen, dtype=torch.float64)
+    calls = {
+        "train": lambda: native.batch_norm_train(x, weight, bias, torch.zeros(3), torch.ones(3, dtype=torch.float64),
+                                                 0.1, 1e-5),
+        "infer": lambda: (native.batch_norm_infer(x, weight, bias, torch.zeros(3, dtype=torch.float64),
+                                                  torch.ones(3, dtype=torch.float64), 1e-5),),
+        "backward": lambda: native.batch_norm_backward(x, dy, weight, *calls["train"]()[1:], 1e-5),
+        "group norm": lambda: native.group_norm_forward(x, 3, weight, bias, 1e-5, True),
+        "group norm backward": lambda: native.group_norm_backward(x, dy, 3, weight, bias,
+                                                                  *calls["group norm"]()[1:], True),
+    }
+    for name, call in calls.items():
+        first, second = call(), call()
+        for a, b in zip(first, second):
+            assert (b.dtype, b.shape, b.stride()) == (a.dtype, a.shape, a.stride()), name
+            assert b.data_ptr() != a.data_ptr(), name  # new outputs
+            torch.testing.assert_close(b, a, rtol=0, atol=0)
+    y, saved_mean, saved_invstd = calls["train"]()
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert (saved_mean.dtype, saved_invstd.dtype) == (torch.float32, torch.float64)
+    assert all(g.stride() == (2,) for g in calls["backward"]()[1:])
+
+
 def test_group_norm_with_a_bias_alone_adds_it_as_torch_does():
     x, bias, dy = torch.randn(2, 4, 3), torch.randn(4), torch.randn(2, 4, 3)
     b = bias.clone().requires_grad_()

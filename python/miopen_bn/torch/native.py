@@ -2,9 +2,12 @@
 
 This is the hot path under every op and module of ``miopen_bn.torch``: it
 reads each tensor's dtype, shape, strides and address straight from torch,
-looks up cached descriptors, allocates the outputs with torch (so CUDA
-outputs come from torch's caching allocator, also during graph capture) and
-makes the C call, through declarations that take every data pointer as an
+looks up what the first call of that layout left (the descriptors, and how
+to make the outputs), allocates the outputs with torch (so CUDA outputs come
+from torch's caching allocator, also during graph capture; through the
+undispatched allocation functions of arrays.torch_maker, and on CUDA the
+per-channel outputs of a call as the rows of one buffer) and makes the C
+call, through declarations that take every data pointer as an
 integer address (``Library.by_address``): torch's ``data_ptr()`` passes as
 it is, and so do the cached cffi pointers of descriptors and handles, with
 no cffi object made per argument.  It checks nothing the library checks: a
@@ -26,6 +29,7 @@ from typing import Optional
 
 import torch
 
+from .. import arrays
 from ..descriptor import described
 from ..handle import Handle
 from ..library import load
@@ -64,13 +68,14 @@ NULL = 0  # an absent array's address
 NO_DESCRIPTOR = ffi.NULL  # and its descriptor
 
 # --------------------------------------------------------------------------- #
-# Descriptors, by layout: a call looks its tensors' layouts up once, as one
-# key, and finds every descriptor it passes.  Descriptors
-# are never changed once set and the library only reads them during a call,
-# so threads share them.
+# Descriptors and output makers, by layout: a call looks its tensors'
+# layouts (and x's device) up once, as one key, and finds every descriptor it
+# passes and the functions that make its outputs.  Descriptors are never
+# changed once set and the library only reads them during a call, so threads
+# share them.
 # --------------------------------------------------------------------------- #
 _LAYOUT_LIMIT = 4096
-_layouts: dict = {}  # key -> descriptor pointers, in the order the call's _described gave its tensors
+_layouts: dict = {}  # key -> descriptor pointers (as the call's _described gave its tensors), then its makers
 _owners: dict = {}  # key -> the TensorDescriptors behind those pointers
 _retired: dict = {}  # the previous generation, alive until the next overflow: in-flight calls may use it
 
@@ -95,12 +100,14 @@ def _descriptor(t: torch.Tensor, rank: int = 0):
     return described(code, shape, strides)
 
 
-def _described(key: tuple, data: tuple, params: tuple) -> tuple:
+def _described(key: tuple, data: tuple, params: tuple, makers: tuple = ()) -> tuple:
     """The first call of a layout: the descriptor pointers (NULL for None) of
     the ``data`` tensors as they lie, then of the per-channel ``params`` at
-    the rank of data[0] (x).  Outputs the call allocates are among them:
-    torch.empty_like and new_empty give the same strides for the same
-    layout, so their descriptors hold for every later call of the key."""
+    the rank of data[0] (x), then ``makers``.  Outputs the call allocates are
+    among them, allocated as the key's first call does (torch.empty_like,
+    new_empty, _alike: the same strides for the same layout); ``makers``
+    (_maker, _pair_maker) make later calls' outputs laid out as those, so
+    the descriptors hold for every later call of the key."""
     rank = data[0].dim()
     descriptors = tuple(_descriptor(t) for t in data) + tuple(_descriptor(t, rank) for t in params)
     global _owners, _retired
@@ -108,8 +115,25 @@ def _described(key: tuple, data: tuple, params: tuple) -> tuple:
         _layouts.clear()
         _retired, _owners = _owners, {}
     _owners[key] = descriptors
-    found = _layouts[key] = tuple(NO_DESCRIPTOR if d is None else d.ptr for d in descriptors)
+    found = _layouts[key] = tuple(NO_DESCRIPTOR if d is None else d.ptr for d in descriptors) + makers
     return found
+
+
+def _maker(t: torch.Tensor):
+    """A function making new tensors with ``t``'s dtype, shape, strides and device."""
+    return arrays.torch_maker(t)
+
+
+def _pair_maker(a: torch.Tensor, b: torch.Tensor):
+    """A function making two new tensors laid out like ``a`` and ``b``: on
+    CUDA, where an allocation costs more host time than a view, as the rows
+    of one buffer when they are contiguous and alike."""
+    if a.is_cuda:
+        joint, _ = arrays.joint_allocators({0: (None, _maker(a)), 1: (None, _maker(b))}, (a, b))
+        if joint:
+            return joint[0][1]
+    make_a, make_b = _maker(a), _maker(b)
+    return lambda: (make_a(), make_b())
 
 
 # --------------------------------------------------------------------------- #
@@ -143,7 +167,12 @@ def cpu_handle():
 
 def handle_for(t: torch.Tensor):
     """The handle to run on ``t``'s device: torch's current stream on a GPU."""
-    device = t.get_device()
+    return handle_on(t.get_device())
+
+
+def handle_on(device: int):
+    """The handle to run on ``device`` (torch's get_device(): -1 for the
+    CPU): torch's current stream on a GPU."""
     if device < 0:
         return cpu_handle()
     key = (device, current_stream(device))
@@ -187,7 +216,10 @@ def _alike(t: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- #
 # Batch norm (spatial: one statistic per channel, as torch's modules)
 # --------------------------------------------------------------------------- #
-# Each call's key starts with its own tag: the same tensors mean other descriptors in another call.
+# Each call's key starts with its own tag (the same tensors mean other
+# descriptors in another call), then x's device (the makers allocate there),
+# then the layouts: written out for the tensors a call always has (a
+# fixed position each), _layout() for those that may be None.
 _TRAIN, _INFER, _BACKWARD, _GROUP_NORM, _GROUP_NORM_BACKWARD = range(5)
 
 
@@ -195,56 +227,75 @@ def batch_norm_train(x, weight, bias, running_mean, running_var, factor: float, 
     """y, saved mean, saved 1/sqrt(var + eps) (None, None unless ``save``);
     updates the running statistics in place when given (with the unbiased
     variance)."""
-    y = torch.empty_like(x)
-    key = (_TRAIN, _layout(x), _layout(weight), _layout(bias), _layout(running_mean), _layout(running_var))
-    x_d, y_d, w_d, b_d, mean_d, var_d = _layouts.get(key) or _described(
-        key, (x, y), (weight, bias, running_mean, running_var))
-    # A running statistic's descriptor describes its saved one too: the saved
-    # one is laid out like it (like the weight without running statistics).
-    if running_mean is None:
-        rm, mean_like, mean_d = NULL, weight, w_d
-    else:
-        rm, mean_like = running_mean.data_ptr(), running_mean
-    if running_var is None:
-        rv, var_like, var_d = NULL, weight, w_d
-    else:
-        rv, var_like = running_var.data_ptr(), running_var
+    device = x.get_device()
+    key = (_TRAIN, device, save, x.dtype, x.shape, x.stride(), weight.dtype, weight.shape, weight.stride(),
+           bias.dtype, bias.shape, bias.stride(), _layout(running_mean), _layout(running_var))
+    x_d, y_d, w_d, b_d, mean_d, var_d, make_y, make_saved = _layouts.get(key) or _first_train(
+        key, x, weight, bias, running_mean, running_var, save)
+    y = make_y()
     if save:
-        saved_mean, saved_invstd = _alike(mean_like), _alike(var_like)
+        saved_mean, saved_invstd = make_saved()
         sm, si = saved_mean.data_ptr(), saved_invstd.data_ptr()
     else:
         saved_mean = saved_invstd = None
         sm = si = NULL
     check(_c.miopenBatchNormalizationForwardTraining_V2(
-        handle_for(x), SPATIAL, _ONE, _ZERO, x_d, x.data_ptr(), y_d, y.data_ptr(), w_d, b_d, mean_d, var_d,
-        weight.data_ptr(), bias.data_ptr(), factor, rm, rv, eps, sm, si))
+        handle_on(device), SPATIAL, _ONE, _ZERO, x_d, x.data_ptr(), y_d, y.data_ptr(), w_d, b_d, mean_d, var_d,
+        weight.data_ptr(), bias.data_ptr(), factor, NULL if running_mean is None else running_mean.data_ptr(),
+        NULL if running_var is None else running_var.data_ptr(), eps, sm, si))
     return y, saved_mean, saved_invstd
+
+
+def _first_train(key, x, weight, bias, running_mean, running_var, save: bool) -> tuple:
+    # A running statistic's descriptor describes its saved one too: the saved
+    # one is laid out like it (like the weight without running statistics).
+    mean_like = weight if running_mean is None else running_mean
+    var_like = weight if running_var is None else running_var
+    make_saved = _pair_maker(_alike(mean_like), _alike(var_like)) if save else None
+    y = torch.empty_like(x)
+    return _described(key, (x, y), (weight, bias, mean_like, var_like), (_maker(y), make_saved))
 
 
 def batch_norm_infer(x, weight, bias, mean, var, eps: float):
     """y from the given statistics (None, None: the batch's own)."""
-    y = torch.empty_like(x)
-    key = (_INFER, _layout(x), _layout(weight), _layout(bias), _layout(mean), _layout(var))
-    x_d, y_d, w_d, b_d, mean_d, var_d = _layouts.get(key) or _described(key, (x, y), (weight, bias, mean, var))
+    device = x.get_device()
+    key = (_INFER, device, x.dtype, x.shape, x.stride(), weight.dtype, weight.shape, weight.stride(), bias.dtype,
+           bias.shape, bias.stride(), _layout(mean), _layout(var))
+    x_d, y_d, w_d, b_d, mean_d, var_d, make_y = _layouts.get(key) or _first_infer(key, x, weight, bias, mean, var)
+    y = make_y()
     check(_c.miopenBatchNormalizationForwardInference_V2(
-        handle_for(x), SPATIAL, _ONE, _ZERO, x_d, x.data_ptr(), y_d, y.data_ptr(), w_d, b_d, mean_d, var_d,
+        handle_on(device), SPATIAL, _ONE, _ZERO, x_d, x.data_ptr(), y_d, y.data_ptr(), w_d, b_d, mean_d, var_d,
         weight.data_ptr(), bias.data_ptr(), NULL if mean is None else mean.data_ptr(),
         NULL if var is None else var.data_ptr(), eps))
     return y
 
 
+def _first_infer(key, x, weight, bias, mean, var) -> tuple:
+    y = torch.empty_like(x)
+    return _described(key, (x, y), (weight, bias, mean, var), (_maker(y),))
+
+
 def batch_norm_backward(x, dy, weight, saved_mean, saved_invstd, eps: float):
     """dx (in dy's dtype), dweight, dbias from the training forward's saved statistics."""
-    dx = torch.empty_like(x) if dy.dtype == x.dtype else torch.empty_like(x, dtype=dy.dtype)
-    dweight, dbias = _alike(weight), _alike(weight)  # both described by the weight's descriptor
-    key = (_BACKWARD, _layout(x), _layout(dy), _layout(weight), _layout(saved_mean), _layout(saved_invstd))
-    x_d, dy_d, dx_d, w_d, mean_d, invstd_d = _layouts.get(key) or _described(
-        key, (x, dy, dx), (weight, saved_mean, saved_invstd))
+    device = x.get_device()
+    key = (_BACKWARD, device, x.dtype, x.shape, x.stride(), dy.dtype, dy.shape, dy.stride(), weight.dtype,
+           weight.shape, weight.stride(), saved_mean.dtype, saved_mean.shape, saved_mean.stride(),
+           saved_invstd.dtype, saved_invstd.shape, saved_invstd.stride())
+    x_d, dy_d, dx_d, w_d, mean_d, invstd_d, make_dx, make_grads = _layouts.get(key) or _first_backward(
+        key, x, dy, weight, saved_mean, saved_invstd)
+    dx = make_dx()
+    dweight, dbias = make_grads()  # both described by the weight's descriptor
     check(_c.miopenBatchNormalizationBackward_V2(
-        handle_for(x), SPATIAL, _ONE, _ZERO, _ONE, _ZERO, x_d, x.data_ptr(), dy_d, dy.data_ptr(), dx_d,
+        handle_on(device), SPATIAL, _ONE, _ZERO, _ONE, _ZERO, x_d, x.data_ptr(), dy_d, dy.data_ptr(), dx_d,
         dx.data_ptr(), w_d, w_d, mean_d, invstd_d, weight.data_ptr(), dweight.data_ptr(), dbias.data_ptr(), eps,
         saved_mean.data_ptr(), saved_invstd.data_ptr()))
     return dx, dweight, dbias
+
+
+def _first_backward(key, x, dy, weight, saved_mean, saved_invstd) -> tuple:
+    dx = torch.empty_like(x) if dy.dtype == x.dtype else torch.empty_like(x, dtype=dy.dtype)
+    return _described(key, (x, dy, dx), (weight, saved_mean, saved_invstd),
+                      (_maker(dx), _pair_maker(_alike(weight), _alike(weight))))
 
 
 # --------------------------------------------------------------------------- #
@@ -256,31 +307,42 @@ def group_norm_forward(x, num_groups: int, weight, bias, eps: float, swish: bool
     None unless ``stats``)."""
     if weight is None and bias is not None:  # the library's mode without weight ignores the bias
         raise ValueError("group norm: bias was given without weight: give both, or neither")
-    y = torch.empty_like(x)
+    device = x.get_device()
+    key = (_GROUP_NORM, device, x.dtype, x.shape, x.stride(), _layout(weight), _layout(bias),
+           num_groups if stats else None)
+    x_d, y_d, stats_d, w_d, b_d, make_y, make_stats = _layouts.get(key) or _first_group_norm(
+        key, x, num_groups, weight, bias, stats)
+    y = make_y()
     if stats:
-        # (sizes as separate ints: torch parses them faster than a tuple)
-        mean = x.new_empty(x.shape[0], num_groups, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
-        rstd = torch.empty_like(mean)
+        mean, rstd = make_stats()
         mean_ptr, rstd_ptr = mean.data_ptr(), rstd.data_ptr()
     else:  # the library writes them only when given
         mean = rstd = None
         mean_ptr = rstd_ptr = NULL
-    key = (_GROUP_NORM, _layout(x), _layout(weight), _layout(bias), num_groups if stats else None)
-    x_d, y_d, stats_d, w_d, b_d = _layouts.get(key) or _described(key, (x, y, mean), (weight, bias))
     check(_c.miopenBNGroupNormForwardActivation(
-        handle_for(x), _NOT_AFFINE if weight is None else _AFFINE, x_d, x.data_ptr(), w_d,
+        handle_on(device), _NOT_AFFINE if weight is None else _AFFINE, x_d, x.data_ptr(), w_d,
         NULL if weight is None else weight.data_ptr(), b_d, NULL if bias is None else bias.data_ptr(), num_groups,
         eps, SWISH if swish else NO_ACTIVATION, 1.0, y_d, y.data_ptr(), stats_d, mean_ptr, stats_d, rstd_ptr))
     return y, mean, rstd
 
 
+def _first_group_norm(key, x, num_groups: int, weight, bias, stats: bool) -> tuple:
+    y = torch.empty_like(x)
+    mean = make_stats = None
+    if stats:
+        mean = x.new_empty(x.shape[0], num_groups, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+        make_stats = _pair_maker(mean, torch.empty_like(mean))
+    return _described(key, (x, y, mean), (weight, bias), (_maker(y), make_stats))
+
+
 def group_norm_backward(x, dy, num_groups: int, weight, bias, mean, rstd, swish: bool):
     """dx, dweight, dbias (the last two None without weight)."""
-    dx = torch.empty_like(x)
-    key = (_GROUP_NORM_BACKWARD, _layout(x), _layout(dy), _layout(weight), _layout(bias), _layout(mean),
-           _layout(rstd))
-    x_d, dy_d, dx_d, mean_d, rstd_d, w_d, b_d = _layouts.get(key) or _described(
-        key, (x, dy, dx, mean, rstd), (weight, bias))
+    device = x.get_device()
+    key = (_GROUP_NORM_BACKWARD, device, x.dtype, x.shape, x.stride(), dy.dtype, dy.shape, dy.stride(), mean.dtype,
+           mean.shape, mean.stride(), rstd.dtype, rstd.shape, rstd.stride(), _layout(weight), _layout(bias))
+    x_d, dy_d, dx_d, mean_d, rstd_d, w_d, b_d, make_dx, make_grads = _layouts.get(key) or _first_group_norm_backward(
+        key, x, dy, weight, bias, mean, rstd)
+    dx = make_dx()
     if weight is None:
         mode = _NOT_AFFINE
         dweight = dbias = None
@@ -288,12 +350,17 @@ def group_norm_backward(x, dy, num_groups: int, weight, bias, mean, rstd, swish:
         db_d = NO_DESCRIPTOR
     else:  # the gradients are described as their parameters are (dbias as weight without a bias)
         mode = _AFFINE
-        dweight = _alike(weight)
-        dbias = _alike(weight if bias is None else bias)
+        dweight, dbias = make_grads()
         w_ptr, dw_ptr, db_ptr = weight.data_ptr(), dweight.data_ptr(), dbias.data_ptr()
         db_d = w_d if bias is None else b_d
     check(_c.miopenBNGroupNormBackward(
-        handle_for(x), mode, x_d, x.data_ptr(), dy_d, dy.data_ptr(), w_d, w_ptr, b_d,
+        handle_on(device), mode, x_d, x.data_ptr(), dy_d, dy.data_ptr(), w_d, w_ptr, b_d,
         NULL if bias is None else bias.data_ptr(), mean_d, mean.data_ptr(), rstd_d, rstd.data_ptr(), num_groups,
         SWISH if swish else NO_ACTIVATION, 1.0, dx_d, dx.data_ptr(), w_d, dw_ptr, db_d, db_ptr))
     return dx, dweight, dbias
+
+
+def _first_group_norm_backward(key, x, dy, weight, bias, mean, rstd) -> tuple:
+    dx = torch.empty_like(x)
+    make_grads = None if weight is None else _pair_maker(_alike(weight), _alike(weight if bias is None else bias))
+    return _described(key, (x, dy, dx, mean, rstd), (weight, bias), (_maker(dx), make_grads))
