@@ -15,11 +15,12 @@
 #include "gpu/bn_channel_tile.hpp"
 
 #include "common/numerics.hpp"
-#include "gpu/bn_device_math.h"
-#include "gpu/bn_dispatch.hpp"
+#include "gpu/block_reduce.h"
 #include "gpu/cluster_launch.h"
 #include "gpu/gn_cluster.h"
+#include "gpu/norm_math.h"
 #include "gpu/param_io.h"
+#include "gpu/type_dispatch.hpp"
 
 #include <algorithm>
 #include <cstdint>

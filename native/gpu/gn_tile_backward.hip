@@ -14,13 +14,13 @@
 // and the last tile of the same channels to arrive (gn_arrival.h) adds
 // them in sample order.  Nothing waits for another cluster; every order is
 // fixed, so results are bitwise repeatable.
-#include "gpu/bn_dispatch.hpp"
 #include "gpu/gn_activation.h"
 #include "gpu/gn_arrival.h"
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_stat_io.h"
 #include "gpu/gn_tile_device.h"
 #include "gpu/gn_tile_launch.h"
+#include "gpu/type_dispatch.hpp"
 
 #include <type_traits>
 

@@ -5,9 +5,10 @@
 // function lives here.
 #pragma once
 
-#include "gpu/bn_device_math.h"
+#include "gpu/block_reduce.h"
 #include "gpu/gn_cluster.h"
 #include "gpu/gn_tile.hpp"
+#include "gpu/norm_math.h"
 
 #include <cstdint>
 

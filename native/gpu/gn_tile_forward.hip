@@ -10,12 +10,12 @@
 // takes the mean m and M2 of its values of a group two-pass in registers;
 // the block and then the cluster add (n m, n m^2, M2) in double, in an
 // order fixed by thread and rank, never by timing (GnMomentSums).
-#include "gpu/bn_dispatch.hpp"
 #include "gpu/gn_activation.h"
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_stat_io.h"
 #include "gpu/gn_tile_device.h"
 #include "gpu/gn_tile_launch.h"
+#include "gpu/type_dispatch.hpp"
 
 #include <algorithm>
 

@@ -1,0 +1,209 @@
+// Device-side arithmetic shared by the batch- and group-norm kernels: element
+// conversions, Welford/Chan moment merges, vector access and result
+// blending (the reductions are in block_reduce.h).  No __global__ function
+// lives here.
+#pragma once
+
+#include "gpu/hip_compat.h"
+
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+
+// Accumulation type: float for half, bfloat16 and float data, double for double.
+template <typename T>
+struct AccumulatorOf {
+    using type = float;
+};
+template <>
+struct AccumulatorOf<double> {
+    using type = double;
+};
+template <typename T>
+using acc_t = typename AccumulatorOf<T>::type;
+
+__device__ __forceinline__ std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+
+// ---- element conversions -------------------------------------------------
+
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ double widen(double v) { return v; }
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+// bfloat16 is the upper half of a float: converted through its bits, so both
+// vendors' storage types behave the same.
+__device__ __forceinline__ float widen(mbn_bfloat16 v) {
+    const unsigned short bits = *reinterpret_cast<const unsigned short*>(&v);
+    return __uint_as_float(static_cast<unsigned int>(bits) << 16);
+}
+
+template <typename T>
+struct Narrow;
+template <>
+struct Narrow<float> {
+    __device__ static float from(double v) { return static_cast<float>(v); }
+};
+template <>
+struct Narrow<double> {
+    __device__ static double from(double v) { return v; }
+};
+template <>
+struct Narrow<__half> {
+    __device__ static __half from(double v) { return __float2half_rn(static_cast<float>(v)); }
+};
+template <>
+struct Narrow<mbn_bfloat16> {
+    // Round to nearest even; NaN stays a (quiet) NaN.
+    __device__ static mbn_bfloat16 from(double v) {
+        const unsigned int u = __float_as_uint(static_cast<float>(v));
+        unsigned short bits;
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            bits = static_cast<unsigned short>((u >> 16) | 0x40u);
+        else
+            bits = static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        mbn_bfloat16 out;
+        *reinterpret_cast<unsigned short*>(&out) = bits;
+        return out;
+    }
+};
+// Conversion of a result to an element type.  The data path computes in
+// float: its overloads convert directly, without a detour through double.
+template <typename T>
+__device__ __forceinline__ T narrow(float v) {
+    return Narrow<T>::from(static_cast<double>(v));
+}
+template <>
+__device__ __forceinline__ float narrow<float>(float v) {
+    return v;
+}
+template <>
+__device__ __forceinline__ __half narrow<__half>(float v) {
+    return __float2half_rn(v);
+}
+template <typename T>
+__device__ __forceinline__ T narrow(double v) {
+    return Narrow<T>::from(v);
+}
+
+// ---- moments ----------------------------------------------------------------
+
+// Count, mean and sum of squared deviations (M2) of a set of values.  The
+// hot loops keep M2 in the accumulation type (M2 = A); what blocks merge
+// keeps it in double (M2 = double), so a float channel of magnitude 1e30,
+// whose squared deviations do not fit a float, still merges exactly
+// (block_moments redoes a thread's share in double when its float M2
+// overflowed).
+template <typename A, typename M2 = double>
+struct Moments {
+    A count;
+    A mean;
+    M2 m2;
+};
+
+// Chan et al.'s pairwise merge; an empty side leaves the other unchanged
+// (so no 0/0 appears).  The squared mean difference is taken in M2's type.
+template <typename A, typename M2>
+__device__ __forceinline__ Moments<A, M2> merge(const Moments<A, M2>& a, const Moments<A, M2>& b) {
+    if (b.count == A(0)) return a;
+    if (a.count == A(0)) return b;
+    const A count = a.count + b.count;
+    const A share = b.count / count;
+    const A delta = b.mean - a.mean;
+    const M2 wide_delta = static_cast<M2>(delta);
+    return Moments<A, M2>{count, a.mean + delta * share,
+                          a.m2 + b.m2 + wide_delta * wide_delta * static_cast<M2>(a.count * share)};
+}
+
+// A thread's statistics of the shifted values d = x - shift: Welford moments
+// (for the variance), and the plain sum of d in double (for the mean: it
+// feeds sums such as dscale = sum(dy (x - mean)), whose cancellation a float
+// mean cannot carry).
+template <typename A, typename M2 = double>
+struct ShiftedMoments {
+    Moments<A, M2> welford;
+    double sum;
+};
+
+template <typename A, typename M2>
+__device__ __forceinline__ ShiftedMoments<A, M2> merge(const ShiftedMoments<A, M2>& a,
+                                                       const ShiftedMoments<A, M2>& b) {
+    return ShiftedMoments<A, M2>{merge(a.welford, b.welford), a.sum + b.sum};
+}
+
+// Adds a batch of shifted values: their mean and M2 two-pass in registers,
+// then one merge, so there is one division per batch rather than per element.
+// The batch's sum joins the double total once per batch: a float sum of at
+// most 16 deviations loses nothing the mean needs, and converting each
+// element to double instead cost more than loading it (conversions to and
+// from 64-bit types issue at an eighth of the float rate).
+template <typename A, int B>
+__device__ __forceinline__ void add_batch(ShiftedMoments<A, A>& m, const A (&v)[B]) {
+    A sum = 0;
+#pragma unroll
+    for (int i = 0; i < B; ++i) sum += v[i];
+    const A mean = sum / A(B);
+    A m2 = 0;
+#pragma unroll
+    for (int i = 0; i < B; ++i) m2 += (v[i] - mean) * (v[i] - mean);
+    m.welford = merge(m.welford, Moments<A, A>{A(B), mean, m2});
+    m.sum += static_cast<double>(sum);
+}
+
+// ---- vector access --------------------------------------------------------------
+
+// V consecutive elements moved as one access (16 bytes for the widest type).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+    T lane[V];
+};
+
+// Reads V consecutive elements at p (aligned for V) as stored.
+template <int V, typename T>
+__device__ __forceinline__ Pack<T, V> load_pack(const T* p) {
+    return *reinterpret_cast<const Pack<T, V>*>(p);
+}
+
+// The elements of a pack, converted to A.
+template <typename A, int V, typename T>
+__device__ __forceinline__ void widen_pack(const Pack<T, V>& pack, A (&out)[V]) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = static_cast<A>(widen(pack.lane[j]));
+}
+
+// Reads V consecutive elements at p (aligned for V), converted to A.
+template <typename A, int V, typename T>
+__device__ __forceinline__ void load_values(const T* p, A (&out)[V]) {
+    widen_pack<A, V>(load_pack<V>(p), out);
+}
+
+// ---- blending -----------------------------------------------------------------
+
+// out = alpha * result + beta * prior; the prior is read only when beta != 0
+// (it may hold NaN otherwise).
+template <typename T, typename A>
+__device__ __forceinline__ void store_blended(T* out, std::int64_t offset, A result, float alpha, float beta) {
+    A value = static_cast<A>(alpha) * result;
+    if (beta != 0.0f) value += static_cast<A>(beta) * static_cast<A>(widen(out[offset]));
+    out[offset] = narrow<T>(value);
+}
+
+// The same for V consecutive elements at p (aligned for V).
+template <typename T, int V, typename A>
+__device__ __forceinline__ void store_values(T* p, const A (&result)[V], float alpha, float beta) {
+    if constexpr (V == 1) {
+        store_blended(p, 0, result[0], alpha, beta);
+    } else {
+        Pack<T, V> pack;
+        if (beta != 0.0f) pack = *reinterpret_cast<const Pack<T, V>*>(p);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            A value = static_cast<A>(alpha) * result[j];
+            if (beta != 0.0f) value += static_cast<A>(beta) * static_cast<A>(widen(pack.lane[j]));
+            pack.lane[j] = narrow<T>(value);
+        }
+        *reinterpret_cast<Pack<T, V>*>(p) = pack;
+    }
+}
+
+}  // namespace gpu
+}  // namespace mbn
