@@ -107,7 +107,7 @@ __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMom
     const int wave = static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE;
     const int columns = entry_columns(w);
     if (!kInner) {
-        lo = butterfly_sum(lo, 1);
+        wave_sum(1, MBN_WAVE_SIZE, lo);
         if (lane == 0) entries[2 * wave] = lo;
     } else if (at.in_block) {
         GnMomentSums* entry = entries + 2 * (at.ty * columns + at.tx);
@@ -135,7 +135,7 @@ __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMom
             const GnMomentSums* entry = entries + 2 * (row * columns + column);
             sum = sum + (column * W >= group_first ? entry[0] : entry[1]);
         }
-        sum = butterfly_sum(sum, 1);
+        wave_sum(1, MBN_WAVE_SIZE, sum);
         if (lane == 0) block_sums[group] = sum;
     }
     __syncthreads();
