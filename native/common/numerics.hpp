@@ -3,7 +3,7 @@
 // result is computed does not change how it is computed.  The loops that feed
 // them differ: the CPU sums x - shift and (x - shift)² in double; the GPU
 // keeps Welford moments per thread (M2 in float for float, half and bfloat16
-// data) and merges them pairwise (gpu/bn_device_math.h).
+// data) and merges them pairwise (gpu/norm_math.h).
 #pragma once
 
 #include "common/host_device.hpp"

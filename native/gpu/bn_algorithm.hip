@@ -7,7 +7,7 @@
 #include "common/log_sink.hpp"
 #include "gpu/bn_dense_inference.hpp"
 #include "gpu/bn_fused.hpp"
-#include "gpu/bn_scratch.hpp"
+#include "gpu/feature_scratch.hpp"
 #include "gpu/gn_launch.hpp"
 
 namespace mbn {

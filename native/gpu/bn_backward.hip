@@ -19,10 +19,10 @@
 // about the mean (saved, or from step 1) rather than the first element.
 // With layout.splits == 1 all four run in one launch (bn_fused.hpp).
 #include "gpu/bn_block_phases.h"
-#include "gpu/bn_dispatch.hpp"
 #include "gpu/bn_fused.hpp"
 #include "gpu/bn_launch.hpp"
-#include "gpu/bn_scratch.hpp"
+#include "gpu/feature_scratch.hpp"
+#include "gpu/type_dispatch.hpp"
 
 namespace mbn {
 namespace gpu {
@@ -33,7 +33,7 @@ namespace {
 // digits as in bn_stats.hip); the finalize moves the second to the mean.
 // Fused, they are taken about the saved mean, which becomes the shift.
 // VR elements per position of one feature, or one element of each of VF
-// consecutive features (bn_layout.hpp).
+// consecutive features (feature_layout.hpp).
 template <typename T, typename G, int Rank, int VR, int VF, bool Fused>
 __global__ void __launch_bounds__(kBlockThreads)
     bn_backward_partial(const T* __restrict__ x, const G* __restrict__ dy, BnLayout layout, FeatureArrays scratch,

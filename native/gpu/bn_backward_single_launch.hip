@@ -4,7 +4,7 @@
 #include "gpu/bn_fused.hpp"
 
 #include "gpu/bn_block_phases.h"
-#include "gpu/bn_dispatch.hpp"
+#include "gpu/type_dispatch.hpp"
 
 namespace mbn {
 namespace gpu {

@@ -18,11 +18,12 @@
 #include "gpu/bn_channel_tile.hpp"
 
 #include "common/numerics.hpp"
-#include "gpu/bn_device_math.h"
-#include "gpu/bn_dispatch.hpp"
+#include "gpu/block_reduce.h"
 #include "gpu/cluster_launch.h"
 #include "gpu/gn_cluster.h"
+#include "gpu/norm_math.h"
 #include "gpu/param_io.h"
+#include "gpu/type_dispatch.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -152,27 +153,13 @@ struct TileShared {
     float center[kMaxTileChannels];
 };
 
-// Sums each of the tile's channels over the wave: afterwards every lane
-// holds the totals of its NC channels' pairs (a, b); for a wave tile that
-// is the whole sum.  Fixed order, deterministic.
-template <int NC>
-__device__ __forceinline__ void wave_sum(double (&a)[NC], double (&b)[NC], int lanes) {
-    // Threads of one wave with the same lane hold the same channels.
-    for (int mask = lanes; mask < MBN_WAVE_SIZE; mask *= 2) {
-#pragma unroll
-        for (int j = 0; j < NC; ++j) {
-            a[j] += shuffle_xor(a[j], mask);
-            b[j] += shuffle_xor(b[j], mask);
-        }
-    }
-}
-
 // Sums each of the tile's channels over the tile's blocks: a thread brings
 // NC channels' pairs (a, b), it gets nothing back; sh.totals holds every
 // channel's sums after the call.  Fixed order throughout: deterministic.
 template <int NC>
 __device__ void tile_sum(double (&a)[NC], double (&b)[NC], const TileArgs& args, int lane, TileShared& sh) {
-    wave_sum<NC>(a, b, args.lanes);
+    // Threads of one wave with the same lane hold the same channels.
+    wave_sum(args.lanes, MBN_WAVE_SIZE, a, b);
     const int wave = threadIdx.x / MBN_WAVE_SIZE;
     const int waves = blockDim.x / MBN_WAVE_SIZE;
     if (static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) < args.lanes) {
@@ -475,7 +462,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
             d2[0] += streamed[1];
         }
         if (kWave) {
-            wave_sum<NC>(d1, d2, a.lanes);
+            wave_sum(a.lanes, MBN_WAVE_SIZE, d1, d2);
             finish_statistics<kBackward>(a, channel, in, d1[0], d2[0], writer, stat[0]);
         } else {
             tile_sum<NC>(d1, d2, a, lane, sh);
@@ -562,7 +549,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
             g2[0] += streamed[3];
         }
         if (kWave) {
-            wave_sum<NC>(g1, g2, a.lanes);
+            wave_sum(a.lanes, MBN_WAVE_SIZE, g1, g2);
             backward_coefficients(a, channel, in, stat[0], g1[0], g2[0], writer, coef[0]);
         } else {
             tile_sum<NC>(g1, g2, a, lane, sh);

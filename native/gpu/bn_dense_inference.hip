@@ -11,10 +11,11 @@
 #include "gpu/bn_dense_inference.hpp"
 
 #include "common/numerics.hpp"
-#include "gpu/bn_device_math.h"
-#include "gpu/bn_dispatch.hpp"
+#include "gpu/block_reduce.h"
 #include "gpu/bn_planner.hpp"
+#include "gpu/norm_math.h"
 #include "gpu/param_io.h"
+#include "gpu/type_dispatch.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -10,18 +10,18 @@
 //   from the estimates (a separate coefficients launch cost as much as a
 //   small tensor's whole normalize).
 #include "gpu/bn_block_phases.h"
-#include "gpu/bn_dispatch.hpp"
 #include "gpu/bn_fused.hpp"
 #include "gpu/bn_launch.hpp"
-#include "gpu/bn_scratch.hpp"
+#include "gpu/feature_scratch.hpp"
 #include "gpu/gn_activation.h"
+#include "gpu/type_dispatch.hpp"
 
 namespace mbn {
 namespace gpu {
 namespace {
 
 // VR elements per position of one feature, or one element of each of VF
-// consecutive features (bn_layout.hpp); the access is V = VR * VF wide.
+// consecutive features (feature_layout.hpp); the access is V = VR * VF wide.
 template <typename T, int Rank, int VR, int VF, typename Epilogue>
 __global__ void __launch_bounds__(kBlockThreads)
     bn_forward_apply(const T* x, T* y, BnLayout layout, FeatureArrays scratch, float alpha, float beta,

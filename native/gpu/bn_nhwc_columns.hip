@@ -9,10 +9,11 @@
 #include "gpu/bn_nhwc_columns.hpp"
 
 #include "common/numerics.hpp"
-#include "gpu/bn_device_math.h"
-#include "gpu/bn_dispatch.hpp"
+#include "gpu/block_reduce.h"
 #include "gpu/grid_barrier.h"
+#include "gpu/norm_math.h"
 #include "gpu/param_io.h"
+#include "gpu/type_dispatch.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -79,8 +80,9 @@ __device__ __forceinline__ double* round_partials(const ColumnArgs& a, const Thr
     return a.partials + (round - 1) * static_cast<std::size_t>(gridDim.y) * a.blocks_per_column * m.cw * 2;
 }
 
+using ColumnReduce = BlockReduce<double, kMaxWaves, kMaxColumnChannels * 2>;
 struct ColumnShared {
-    double wave_part[kMaxWaves][kMaxColumnChannels][2];
+    ColumnReduce::Storage wave_part;
     double fold_part[kThreads];
     double totals[kMaxColumnChannels * 2];
     float center[kMaxColumnChannels];
@@ -256,25 +258,16 @@ __device__ void gradient_sums(const ColumnArgs& a, const ThreadMap& m, const Bit
 template <int V>
 __device__ void store_block_sums(const ColumnArgs& a, const ThreadMap& m, double (&s)[V][2], ColumnShared& sh,
                                  unsigned round) {
-    for (int mask = a.lanes; mask < MBN_WAVE_SIZE; mask *= 2)
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-#pragma unroll
-            for (int q = 0; q < 2; ++q) s[v][q] += shuffle_xor(s[v][q], mask);
-    const int t = threadIdx.x;
-    const int wave = t / MBN_WAVE_SIZE;
-    if (t % MBN_WAVE_SIZE < a.lanes)
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-#pragma unroll
-            for (int q = 0; q < 2; ++q) sh.wave_part[wave][m.lane * V + v][q] = s[v][q];
+    wave_sum(a.lanes, MBN_WAVE_SIZE, s);
+    ColumnReduce::store(sh.wave_part, a.lanes, m.lane, s);
     __syncthreads();
+    const int t = threadIdx.x;
     const int n = m.cw * 2;
     if (t < n) {
-        double sum = 0.0;
-        for (int w = 0; w < kThreads / MBN_WAVE_SIZE; ++w) sum += sh.wave_part[w][t / 2][t % 2];
+        double sum[1];
+        ColumnReduce::totals(sh.wave_part, t, kThreads / MBN_WAVE_SIZE, sum);
         const std::size_t entry = static_cast<std::size_t>(blockIdx.y) * a.blocks_per_column + blockIdx.x;
-        round_partials(a, m, round)[entry * n + t] = sum;
+        round_partials(a, m, round)[entry * n + t] = sum[0];
     }
 }
 

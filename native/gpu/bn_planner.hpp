@@ -1,64 +1,21 @@
-// Builds the BnLayout (bn_layout.hpp) of a validated problem: which logical
-// dimensions form the feature and reduction nests, in what order, merged
-// where every tensor allows, and the launch shape.
+// Builds the BnLayout (feature_layout.hpp) of a validated batch-norm
+// problem: which logical dimensions form the feature and reduction nests, in
+// what order, merged where every tensor allows, and the launch shape.
 #pragma once
 
 #include "common/problem.hpp"
 #include "gpu/bn_layout.hpp"
-
-#include <cstdint>
+#include "gpu/feature_plan.hpp"
 
 namespace mbn {
 namespace gpu {
 
-// The tensors of one call, by slot (Slot / ForwardParam / BackwardParam);
-// nullptr or an absent TensorArg leaves a slot unused.
-struct SlotTensors {
-    const TensorArg* slot[kMaxSlots] = {};
-};
-
-// Blocks a thread-block cluster may hold on every device that has them.
-constexpr int kPortableClusterBlocks = 8;
-
-// The device facts the launch shape depends on.
-struct DeviceShape {
-    int multiprocessors = 1;
-    int wave_size = 32;
-    int shared_bytes_per_block = 0;  // the most dynamic shared memory one block may use
-    int l2_bytes = 0;                // the L2 cache (0: unknown)
-    int cluster_blocks = 1;          // blocks (a power of two) one thread-block cluster may hold (1: no clusters)
-    // Clusters of k blocks (k = 2 .. kPortableClusterBlocks) that run at
-    // once when each block takes a whole multiprocessor: fewer than the
-    // multiprocessors / k, since a cluster must fit one GPC (the H100: 66
-    // of 2, 30 of 4, 15 of 8).  A grid of more runs in rounds.  0: clusters
-    // of k do not launch.
-    int cluster_slots[kPortableClusterBlocks + 1] = {};
-
-    // The same for any k, 1 included.
-    int resident_clusters(int k) const {
-        if (k == 1) return multiprocessors;
-        return k > 1 && k <= kPortableClusterBlocks ? cluster_slots[k] : 0;
-    }
-};
-
-// How a kernel path's plan decides (bn_algorithm.cpp): by its own size rule
-// (the default choice), or wherever it can serve the call (an algorithm
-// forced by MIOPEN_BN_GPU_ALGORITHM).
-enum class PlanRule { size_rule, wherever_it_fits };
-
-// Whether a tensor's data may be moved as 16-byte vectors.
-inline bool aligned16(const TensorArg& t) { return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0; }
-
 // With `vectors` false every thread takes one element of one feature per
 // step (vector_width = features_per_thread = 1): calls with a fused
-// activation, whose kernels exist for that walk alone (bn_dispatch.hpp,
+// activation, whose kernels exist for that walk alone (type_dispatch.hpp,
 // with_walk_shape_for).
 BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device,
                      bool vectors = true);
-
-// The same walk over rows: one feature per (sample, channel) pair, reduced
-// over its positions (group norm's per-row sums).
-BnLayout plan_row_layout(const Lengths& len, const SlotTensors& tensors, const DeviceShape& device);
 
 }  // namespace gpu
 }  // namespace mbn

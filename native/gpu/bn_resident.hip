@@ -22,10 +22,11 @@
 #include "gpu/bn_resident.hpp"
 
 #include "common/numerics.hpp"
-#include "gpu/bn_device_math.h"
-#include "gpu/bn_dispatch.hpp"
+#include "gpu/block_reduce.h"
 #include "gpu/grid_barrier.h"
+#include "gpu/norm_math.h"
 #include "gpu/param_io.h"
+#include "gpu/type_dispatch.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -337,10 +338,7 @@ __device__ void nchw_partials(const ResidentArgs& a, const SharedLayout<T>& s, i
                 }
             }
         }
-        for (int mask = 1; mask < lanes; mask *= 2) {
-            wide[0] += shuffle_xor(wide[0], mask);
-            wide[1] += shuffle_xor(wide[1], mask);
-        }
+        wave_sum(1, lanes, wide);
         if (lane == 0 && u < u1) {
             // Channel-major: (c, n, segment).
             const int plane = u / a.g.segments;

@@ -13,10 +13,11 @@
 // written through a run-time type switch: only x and dy are template types.
 #include "common/bn_split_problem.hpp"
 #include "common/numerics.hpp"
-#include "gpu/bn_device_math.h"
-#include "gpu/bn_dispatch.hpp"
+#include "gpu/block_reduce.h"
 #include "gpu/bn_launch.hpp"
 #include "gpu/hip_compat.h"
+#include "gpu/norm_math.h"
+#include "gpu/type_dispatch.hpp"
 
 #include <algorithm>
 #include <cstdint>

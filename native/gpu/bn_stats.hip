@@ -10,9 +10,9 @@
 //      (deterministic results) in double, and writes the statistics, the
 //      forward coefficients, saved and running statistics.
 #include "gpu/bn_block_phases.h"
-#include "gpu/bn_dispatch.hpp"
 #include "gpu/bn_launch.hpp"
-#include "gpu/bn_scratch.hpp"
+#include "gpu/feature_scratch.hpp"
+#include "gpu/type_dispatch.hpp"
 
 #include <cmath>
 

@@ -5,8 +5,8 @@
 // Host code of the .hip files only.
 #pragma once
 
-#include "gpu/bn_launch.hpp"
 #include "gpu/hip_compat.h"
+#include "gpu/launch.hpp"
 
 namespace mbn {
 namespace gpu {

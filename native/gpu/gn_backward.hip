@@ -19,13 +19,14 @@
 // with channels innermost (NHWC) every block holds many slices, and counting
 // each (split, slice) serialized on a few counters cost ten times the
 // kernel's reads (seen on the H100).
-#include "gpu/bn_device_math.h"
-#include "gpu/bn_dispatch.hpp"
-#include "gpu/bn_nest_walk.h"
+#include "gpu/block_reduce.h"
 #include "gpu/gn_activation.h"
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_slices.h"
 #include "gpu/gn_stat_io.h"
+#include "gpu/nest_walk.h"
+#include "gpu/norm_math.h"
+#include "gpu/type_dispatch.hpp"
 
 namespace mbn {
 namespace gpu {
@@ -149,7 +150,7 @@ __device__ void finalize_channel(const GnBackwardArgs<P>& a, const BnLayout& lay
 
 // Launched as the layout says: blockDim = (tile_features, rows), gridDim =
 // (tiles, splits); thread (tx, ty) owns slices from (bx * tile_features +
-// tx) * VF on (bn_layout.hpp).  g * xhat is summed with xhat in double: in
+// tx) * VF on (feature_layout.hpp).  g * xhat is summed with xhat in double: in
 // small groups dx cancels (two values: xhat = +-1 up to epsilon), and the
 // float rounding of xhat in mean(w g xhat) would dominate it.
 template <typename T, typename P, typename A, int Rank, int VR, int VF>

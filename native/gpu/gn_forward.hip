@@ -20,13 +20,14 @@
 //   statistics, apply    groups too large to be resident: the statistics are
 //               handed over only, and a second launch normalizes (x read twice).
 #include "common/numerics.hpp"
-#include "gpu/bn_device_math.h"
-#include "gpu/bn_dispatch.hpp"
+#include "gpu/block_reduce.h"
 #include "gpu/gn_activation.h"
 #include "gpu/gn_arrival.h"
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_stat_io.h"
 #include "gpu/gn_walk.h"
+#include "gpu/norm_math.h"
+#include "gpu/type_dispatch.hpp"
 
 #include <algorithm>
 

@@ -2,21 +2,26 @@
 // for channels-innermost tensors whose groups hold few channels, where a
 // group's elements are short runs a row apart.  Three launches over the
 // slice layout, whose rows are whole runs of channels:
-//   1. run_statistics_partials: batch norm's per (split, feature) moments,
-//      the features being the slices (n, c), each shifted by its first
-//      element;
+//   1. run_statistics_partials (feature_passes.hpp): the per (split,
+//      feature) moments, the features being the slices (n, c), each shifted
+//      by its first element;
 //   2. gn_forward_slice_terms: one block per group merges its slices'
 //      moments in a fixed order into the group's mean and rstd (written out),
 //      and sets each slice's normalize factors in the scratch;
 //   3. run_normalize: y = act(((x - shift) - mean_offset) * coef0 + coef1).
 // x is read twice (3B moved, against 2B for the chunk walk's single read),
 // but as whole lines.
-#include "gpu/bn_block_phases.h"
-#include "gpu/bn_dispatch.hpp"
-#include "gpu/bn_scratch.hpp"
+#include "common/numerics.hpp"
+#include "gpu/block_reduce.h"
+#include "gpu/feature_passes.hpp"
+#include "gpu/feature_scratch.hpp"
+#include "gpu/feature_share.h"
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_slices.h"
 #include "gpu/gn_stat_io.h"
+#include "gpu/nest_walk.h"
+#include "gpu/norm_math.h"
+#include "gpu/type_dispatch.hpp"
 
 namespace mbn {
 namespace gpu {

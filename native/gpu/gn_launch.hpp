@@ -5,8 +5,8 @@
 #pragma once
 
 #include "common/group_norm_problem.hpp"
-#include "gpu/bn_launch.hpp"
 #include "gpu/gn_planner.hpp"
+#include "gpu/launch.hpp"
 
 namespace mbn {
 namespace gpu {

@@ -9,11 +9,11 @@
 //
 // Slices: the per-(sample, channel) reductions run over a BnLayout whose
 // features are the (n, c) pairs and whose reduction is the positions
-// (bn_layout.hpp): the backward always, the forward when channels are
+// (feature_layout.hpp): the backward always, the forward when channels are
 // innermost in memory and a group's channels are few.
 #pragma once
 
-#include "gpu/bn_layout.hpp"
+#include "gpu/feature_layout.hpp"
 
 #include <cstdint>
 

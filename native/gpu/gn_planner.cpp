@@ -1,6 +1,6 @@
 #include "gpu/gn_planner.hpp"
 
-#include "gpu/bn_scratch.hpp"
+#include "gpu/feature_scratch.hpp"
 #include "gpu/gn_tile_planner.hpp"
 
 #include <algorithm>

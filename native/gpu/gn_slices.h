@@ -3,8 +3,8 @@
 // (gn_planner.hpp).  Where a slice sits and which group it belongs to.
 #pragma once
 
-#include "gpu/bn_nest_walk.h"
 #include "gpu/gn_layout.hpp"
+#include "gpu/nest_walk.h"
 
 #include <cstdint>
 

@@ -29,7 +29,7 @@
 // part's vectors) and a row's partials add by shuffles first.
 #pragma once
 
-#include "gpu/bn_layout.hpp"
+#include "gpu/feature_layout.hpp"
 
 #include <cstdint>
 

@@ -14,13 +14,13 @@
 // and the last tile of the same channels to arrive (gn_arrival.h) adds
 // them in sample order.  Nothing waits for another cluster; every order is
 // fixed, so results are bitwise repeatable.
-#include "gpu/bn_dispatch.hpp"
 #include "gpu/gn_activation.h"
 #include "gpu/gn_arrival.h"
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_stat_io.h"
 #include "gpu/gn_tile_device.h"
 #include "gpu/gn_tile_launch.h"
+#include "gpu/type_dispatch.hpp"
 
 #include <type_traits>
 
@@ -83,13 +83,7 @@ __device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, 
         // A row's threads add by shuffles, every slot's sums one level at a
         // time: the level loop (bounded at run time) is paid once, not per
         // slot and sum.  The same additions in the same order per value.
-        for (int mask = 1; mask < w.columns && mask < MBN_WAVE_SIZE; mask *= 2) {
-#pragma unroll
-            for (int a = 0; a < K; ++a) {
-                sum_g[a] = sum_g[a] + shuffle_xor(sum_g[a], mask);
-                sum_gx[a] = sum_gx[a] + shuffle_xor(sum_gx[a], mask);
-            }
-        }
+        wave_sum(1, w.columns, sum_g, sum_gx);
         if ((at.tx & (MBN_WAVE_SIZE - 1)) == 0) {
             const int part = at.tx / MBN_WAVE_SIZE;
 #pragma unroll
@@ -116,7 +110,7 @@ __device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, 
                 sum.a += static_cast<double>(entry.a);
                 sum.b += static_cast<double>(entry.b);
             }
-        sum = butterfly_sum_below(sum, team);
+        wave_sum(1, team, sum);
         if (member == 0 && c < channels) block_sums[c] = sum;
     }
     __syncthreads();
@@ -139,7 +133,7 @@ __device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, co
             sum.a += weight * totals[c].a;
             sum.b += weight * totals[c].b;
         }
-        sum = butterfly_sum(sum, 1);
+        wave_sum(1, MBN_WAVE_SIZE, sum);
         const double count = static_cast<double>(w.group_size());
         if (lane == 0) terms[group] = Sums2<double>{sum.a / count, sum.b / count};
     }

@@ -5,9 +5,10 @@
 // function lives here.
 #pragma once
 
-#include "gpu/bn_device_math.h"
+#include "gpu/block_reduce.h"
 #include "gpu/gn_cluster.h"
 #include "gpu/gn_tile.hpp"
+#include "gpu/norm_math.h"
 
 #include <cstdint>
 
@@ -94,14 +95,6 @@ __device__ __forceinline__ float channel_param(const P* p, std::int64_t stride, 
     return p != nullptr ? static_cast<float>(widen(p[c * stride])) : absent;
 }
 
-__device__ __forceinline__ float shuffle_xor(float value, int mask) {
-#if MBN_GPU_CUDA
-    return __shfl_xor_sync(0xffffffffu, value, mask);
-#else
-    return __shfl_xor(value, mask);
-#endif
-}
-
 // A group's moments as sums (gn_tile_forward.hip): each thread takes its
 // values' mean m and M2 about it two-pass in registers and contributes
 // A = n m, B = n m^2, C = M2; then over the group M2 = C + B - A^2 / count,
@@ -115,25 +108,6 @@ __device__ __forceinline__ GnMomentSums operator+(const GnMomentSums& x, const G
 }
 __device__ __forceinline__ GnMomentSums shuffle_xor(const GnMomentSums& v, int mask) {
     return GnMomentSums{shuffle_xor(v.a, mask), shuffle_xor(v.b, mask), shuffle_xor(v.c, mask)};
-}
-
-template <typename A>
-__device__ __forceinline__ Sums2<A> operator+(const Sums2<A>& x, const Sums2<A>& y) {
-    return Sums2<A>{x.a + y.a, x.b + y.b};
-}
-
-// Adds over the lanes l ^ m for m = first, 2 first, ... below the wave:
-// every lane of a butterfly gets the same bits (IEEE addition commutes).
-template <typename V>
-__device__ __forceinline__ V butterfly_sum(V value, int first) {
-    for (int mask = first; mask < MBN_WAVE_SIZE; mask *= 2) value = value + shuffle_xor(value, mask);
-    return value;
-}
-// The same over masks below `end` (the lanes of one row of threads).
-template <typename V>
-__device__ __forceinline__ V butterfly_sum_below(V value, int end) {
-    for (int mask = 1; mask < end && mask < MBN_WAVE_SIZE; mask *= 2) value = value + shuffle_xor(value, mask);
-    return value;
 }
 
 // The sum of `value` over the cluster's blocks, in rank order, from the

@@ -10,12 +10,12 @@
 // takes the mean m and M2 of its values of a group two-pass in registers;
 // the block and then the cluster add (n m, n m^2, M2) in double, in an
 // order fixed by thread and rank, never by timing (GnMomentSums).
-#include "gpu/bn_dispatch.hpp"
 #include "gpu/gn_activation.h"
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_stat_io.h"
 #include "gpu/gn_tile_device.h"
 #include "gpu/gn_tile_launch.h"
+#include "gpu/type_dispatch.hpp"
 
 #include <algorithm>
 
@@ -107,7 +107,7 @@ __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMom
     const int wave = static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE;
     const int columns = entry_columns(w);
     if (!kInner) {
-        lo = butterfly_sum(lo, 1);
+        wave_sum(1, MBN_WAVE_SIZE, lo);
         if (lane == 0) entries[2 * wave] = lo;
     } else if (at.in_block) {
         GnMomentSums* entry = entries + 2 * (at.ty * columns + at.tx);
@@ -135,7 +135,7 @@ __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMom
             const GnMomentSums* entry = entries + 2 * (row * columns + column);
             sum = sum + (column * W >= group_first ? entry[0] : entry[1]);
         }
-        sum = butterfly_sum(sum, 1);
+        wave_sum(1, MBN_WAVE_SIZE, sum);
         if (lane == 0) block_sums[group] = sum;
     }
     __syncthreads();

@@ -4,10 +4,10 @@
 // Host code of the .hip files only.
 #pragma once
 
-#include "gpu/bn_launch.hpp"
 #include "gpu/cluster_launch.h"
 #include "gpu/gn_tile.hpp"
 #include "gpu/hip_compat.h"
+#include "gpu/launch.hpp"
 
 namespace mbn {
 namespace gpu {

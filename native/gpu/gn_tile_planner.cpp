@@ -1,7 +1,7 @@
 #include "gpu/gn_tile_planner.hpp"
 
 #include "common/dtype.hpp"
-#include "gpu/bn_planner.hpp"
+#include "gpu/feature_plan.hpp"
 
 #include <algorithm>
 #include <climits>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "common/group_norm_problem.hpp"
-#include "gpu/bn_planner.hpp"
+#include "gpu/feature_plan.hpp"
 #include "gpu/gn_tile.hpp"
 
 #include <initializer_list>

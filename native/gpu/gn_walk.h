@@ -2,9 +2,9 @@
 // and position element e of a group is, and where it lies in x or y.
 #pragma once
 
-#include "gpu/bn_nest_walk.h"
 #include "gpu/gn_layout.hpp"
 #include "gpu/hip_compat.h"
+#include "gpu/nest_walk.h"
 
 #include <cstdint>
 

@@ -8,7 +8,7 @@
 
 #include "common/dtype.hpp"
 #include "common/problem.hpp"
-#include "gpu/bn_device_math.h"
+#include "gpu/norm_math.h"
 
 #include <cstdint>
 

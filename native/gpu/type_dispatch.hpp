@@ -4,7 +4,7 @@
 
 #include "common/dtype.hpp"
 #include "common/error.hpp"
-#include "gpu/bn_layout.hpp"
+#include "gpu/feature_layout.hpp"
 #include "gpu/hip_compat.h"
 
 #include <type_traits>

@@ -1,11 +1,11 @@
-// Device-side addressing over the loop nests of bn_layout.hpp: the offset of
+// Device-side addressing over the loop nests of feature_layout.hpp: the offset of
 // a feature in a tensor, and a cursor that walks a thread's reduction indices
 // (r, r + step, r + 2 step, ...) updating its digits by carries instead of
 // dividing for every element.
 #pragma once
 
+#include "gpu/feature_layout.hpp"
 #include "gpu/hip_compat.h"
-#include "gpu/bn_layout.hpp"
 
 #include <cstdint>
 

@@ -15,7 +15,7 @@
 //   partial0..partial2           per (split, feature) partial reductions
 #pragma once
 
-#include "gpu/bn_layout.hpp"
+#include "gpu/feature_layout.hpp"
 
 #include <cstddef>
 #include <cstdint>
