@@ -41,7 +41,8 @@ __host__ __device__ constexpr int moment_batch_positions() {
 // element at a time in double: the rare path of block_moments, for shares
 // whose float M2 overflowed (slow, and few registers).
 template <typename T, int Rank, int VR, int VF>
-__device__ __forceinline__ ShiftedMoments<acc_t<T>> exact_share_moments(const T* __restrict__ x, const BnLayout& layout,
+__device__ __forceinline__ ShiftedMoments<acc_t<T>> exact_share_moments(const T* __restrict__ x,
+                                                                     const FeatureLayout& layout,
                                                                      const ThreadShare& share, std::int64_t base,
                                                                      int j, double shift) {
     using A = acc_t<T>;
@@ -71,7 +72,7 @@ __device__ __forceinline__ ShiftedMoments<acc_t<T>> exact_share_moments(const T*
 // from it, so a channel with mean 1e4 and std 1e-2 keeps its digits in float
 // and a constant one gives exactly zero.  Every thread of the block calls it.
 template <typename T, int Rank, int VR, int VF>
-__device__ void block_moments(const T* __restrict__ x, const BnLayout& layout, const ThreadShare& share,
+__device__ void block_moments(const T* __restrict__ x, const FeatureLayout& layout, const ThreadShare& share,
                               ShiftedMoments<acc_t<T>> (&total)[VF], double (&shift)[VF],
                               ShiftedMoments<acc_t<T>>* shared) {
     using A = acc_t<T>;
@@ -198,7 +199,7 @@ struct ForwardCoefficients {
 // the running ones are read from the previous buffers, which V3 keeps apart)
 // and returns its forward coefficients (scale and bias may be absent when
 // only statistics are wanted: the coefficients are then meaningless).
-__device__ inline ForwardCoefficients write_statistics(const StatsOutputs& out, const BnLayout& layout,
+__device__ inline ForwardCoefficients write_statistics(const StatsOutputs& out, const FeatureLayout& layout,
                                                        std::int64_t feature, double shift,
                                                        const FeatureStatistics& s) {
     constexpr int kParams = kFwdPrevVar - kSlotParam0 + 1;
@@ -256,7 +257,7 @@ ActivationEpilogue<A> activation_epilogue(std::true_type, const ActivationSpec& 
 // over the thread's share.  x may be y (in place): each element is read
 // before this thread writes it.
 template <typename T, int Rank, int VR, int VF, typename Epilogue = NoEpilogue>
-__device__ void normalize_share(const T* x, T* y, const BnLayout& layout, const ThreadShare& share,
+__device__ void normalize_share(const T* x, T* y, const FeatureLayout& layout, const ThreadShare& share,
                                 const acc_t<T> (&shift)[VF], const acc_t<T> (&mean_offset)[VF],
                                 const acc_t<T> (&factor)[VF], const acc_t<T> (&bias)[VF], float alpha,
                                 float beta, const Epilogue& epilogue = Epilogue{}) {
@@ -359,7 +360,7 @@ __device__ __forceinline__ C activated_gradient(const ActivationSpec& spec, C dy
 // gradient of `act`, whose z then needs center = the mean.  Every thread of
 // the block calls it.
 template <typename T, typename G, int Rank, int VR, int VF, bool Fused = false>
-__device__ void block_gradient_sums(const T* __restrict__ x, const G* __restrict__ dy, const BnLayout& layout,
+__device__ void block_gradient_sums(const T* __restrict__ x, const G* __restrict__ dy, const FeatureLayout& layout,
                                     const ThreadShare& share, const double (&center)[VF],
                                     Sums2<double> (&total)[VF], Sums2<double>* shared,
                                     const ActivationTerms<VF>& act = {}) {
@@ -438,7 +439,7 @@ inline BackwardParams backward_params(const BnBackward& p) {
 }
 
 // A feature's saved mean and inverse std.
-__device__ inline void load_saved_statistics(const BackwardParams& p, const BnLayout& layout, std::int64_t feature,
+__device__ inline void load_saved_statistics(const BackwardParams& p, const FeatureLayout& layout, std::int64_t feature,
                                              double& mean, double& inv_std) {
     std::int64_t at[2];
     nest_offsets<2>(layout.feature, feature, kBwdSavedMean, at);
@@ -448,7 +449,7 @@ __device__ inline void load_saved_statistics(const BackwardParams& p, const BnLa
 
 // A feature's fused-activation terms (ActivationTerms: factor and bias) from
 // its inverse std.
-__device__ inline void load_activation_terms(const BackwardParams& p, const BnLayout& layout, std::int64_t feature,
+__device__ inline void load_activation_terms(const BackwardParams& p, const FeatureLayout& layout, std::int64_t feature,
                                              double inv_std, double& factor, double& bias) {
     factor = p.scale.load(nest_offset(layout.feature, feature, kBwdScale)) * inv_std;
     bias = p.bias.load(nest_offset(layout.feature, feature, kBwdBias));
@@ -456,8 +457,8 @@ __device__ inline void load_activation_terms(const BackwardParams& p, const BnLa
 
 // Writes a feature's dscale and dbias (blended) from its gradient sums and
 // returns its backprop coefficients.
-__device__ inline BackpropCoefficients finish_gradients(const BnLayout& layout, std::int64_t feature, double center,
-                                                        double inv_std, const Sums2<double>& sums,
+__device__ inline BackpropCoefficients finish_gradients(const FeatureLayout& layout, std::int64_t feature,
+                                                        double center, double inv_std, const Sums2<double>& sums,
                                                         const BackwardParams& p, Blend param) {
     const double sum_dy = sums.a;
     const double sum_dy_xhat = sums.b * inv_std;
@@ -504,7 +505,7 @@ __device__ __forceinline__ void backprop_values(const BackpropFactors<C> (&f)[VF
 // (its factors are coef0).  dx may be dy (in place): each element is read
 // before this thread writes it.
 template <typename T, typename G, typename C, int Rank, int VR, int VF, bool Fused = false>
-__device__ void backprop_share(const T* x, const G* dy, G* dx, const BnLayout& layout, const ThreadShare& share,
+__device__ void backprop_share(const T* x, const G* dy, G* dx, const FeatureLayout& layout, const ThreadShare& share,
                                const BackpropCoefficients (&coefficients)[VF], float alpha, float beta,
                                const ActivationTerms<VF>& act = {}) {
     using A = acc_t<T>;

@@ -24,7 +24,7 @@ namespace {
 // consecutive features (feature_layout.hpp); the access is V = VR * VF wide.
 template <typename T, int Rank, int VR, int VF, typename Epilogue>
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_forward_apply(const T* x, T* y, BnLayout layout, FeatureArrays scratch, float alpha, float beta,
+    bn_forward_apply(const T* x, T* y, FeatureLayout layout, FeatureArrays scratch, float alpha, float beta,
                      Epilogue epilogue) {
     using A = acc_t<T>;
     const ThreadShare share = thread_share<VF>(layout, second_pass_place());
@@ -53,7 +53,7 @@ struct InferenceParams {
 // var itself, coef1 = bias.
 template <typename T, int Rank, int VR, int VF, typename Epilogue>
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_inference_apply(const T* x, T* y, BnLayout layout, InferenceParams p, float alpha, float beta,
+    bn_inference_apply(const T* x, T* y, FeatureLayout layout, InferenceParams p, float alpha, float beta,
                        Epilogue epilogue) {
     using A = acc_t<T>;
     const ThreadShare share = thread_share<VF>(layout, launch_place());
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 // make(TypeTag<A>{}) returns for accumulation type A; Fused (batch norm's
 // activation) picks the walks instantiated (with_walk_shape_for).
 template <bool Fused, typename MakeEpilogue>
-void launch_forward_apply(const TensorArg& x, const TensorArg& y, const BnLayout& layout, const Blend& out,
+void launch_forward_apply(const TensorArg& x, const TensorArg& y, const FeatureLayout& layout, const Blend& out,
                           const LaunchTarget& target, MakeEpilogue&& make) {
     const FeatureArrays scratch = carve_scratch(target.scratch, layout);
     with_element_type(x.dtype, [&](auto x_tag) {
@@ -95,7 +95,7 @@ void launch_forward_apply(const TensorArg& x, const TensorArg& y, const BnLayout
 
 }  // namespace
 
-void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, bool single_launch,
+void run_forward_training(const BnForwardTraining& p, const FeatureLayout& layout, bool single_launch,
                           const LaunchTarget& target) {
     StatsWrites writes;
     writes.scale = &p.scale;
@@ -123,7 +123,7 @@ void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, bo
     });
 }
 
-void run_normalize(const TensorArg& x, const TensorArg& y, const BnLayout& layout, const Blend& out,
+void run_normalize(const TensorArg& x, const TensorArg& y, const FeatureLayout& layout, const Blend& out,
                    Activation activation, float swish_beta, const LaunchTarget& target) {
     if (activation == Activation::swish) {
         launch_forward_apply<false>(x, y, layout, out, target, [&](auto a_tag) {
@@ -135,7 +135,7 @@ void run_normalize(const TensorArg& x, const TensorArg& y, const BnLayout& layou
     }
 }
 
-void run_forward_inference(const BnForwardInference& p, const BnLayout& layout, const LaunchTarget& target) {
+void run_forward_inference(const BnForwardInference& p, const FeatureLayout& layout, const LaunchTarget& target) {
     const InferenceParams params{param_ref(p.scale), param_ref(p.bias), param_ref(p.mean),
                                  param_ref(p.var),   p.var_is_inv_std,  p.epsilon};
     with_element_type(p.x.dtype, [&](auto x_tag) {

@@ -87,7 +87,7 @@ std::size_t widest_data_element(const SlotTensors& t) {
 // `inner` of `contiguous`, all its other strides (both nests, dimensions of
 // length > 1) are multiples of `width`, and its pointer is aligned for
 // `width` elements: then `width` neighbours along `inner` move as one access.
-bool data_allows_vectors(const BnLayout& layout, const LoopNest& contiguous, const SlotTensors& t, int width) {
+bool data_allows_vectors(const FeatureLayout& layout, const LoopNest& contiguous, const SlotTensors& t, int width) {
     constexpr int inner = kNestRank - 1;
     for (int s = kSlotX; s < kSlotParam0; ++s) {
         if (!slot_used(t, s)) continue;
@@ -105,7 +105,7 @@ bool data_allows_vectors(const BnLayout& layout, const LoopNest& contiguous, con
 
 // Elements per reduction position when threads run along the reduction:
 // 16 bytes of the widest data tensor when the layout allows it, else 1.
-int reduce_vector_width(const BnLayout& layout, const SlotTensors& t) {
+int reduce_vector_width(const FeatureLayout& layout, const SlotTensors& t) {
     const int width = static_cast<int>(16 / widest_data_element(t));
     if (layout.reduce.rank == 0 || width < 2 || layout.reduce.len[kNestRank - 1] % width != 0) return 1;
     return data_allows_vectors(layout, layout.reduce, t, width) ? width : 1;
@@ -113,7 +113,7 @@ int reduce_vector_width(const BnLayout& layout, const SlotTensors& t) {
 
 // Features per thread when threads run along the features: up to 4 (each
 // keeps per-feature state in registers), at most 16 bytes, else 1.
-int feature_vector_width(const BnLayout& layout, const SlotTensors& t) {
+int feature_vector_width(const FeatureLayout& layout, const SlotTensors& t) {
     const int width = static_cast<int>(std::min<std::size_t>(kMaxFeaturesPerThread, 16 / widest_data_element(t)));
     if (layout.feature.rank == 0 || width < 2 || layout.feature.len[kNestRank - 1] % width != 0) return 1;
     return data_allows_vectors(layout, layout.feature, t, width) ? width : 1;
@@ -135,9 +135,9 @@ int pow2_at_least(std::int64_t v) {
 // The layout whose features are the logical dimensions `feature_dims` and
 // whose reduction runs over `reduce_dims`.
 template <std::size_t F, std::size_t R>
-BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], const Lengths& len,
-                    const SlotTensors& tensors, const DeviceShape& device, bool vectors = true) {
-    BnLayout layout{};
+FeatureLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], const Lengths& len,
+                         const SlotTensors& tensors, const DeviceShape& device, bool vectors = true) {
+    FeatureLayout layout{};
     layout.feature = build_nest(feature_dims, static_cast<int>(F), len, tensors, false);
     layout.reduce = build_nest(reduce_dims, static_cast<int>(R), len, tensors, true);
     const std::int64_t features = layout.feature.size;
@@ -200,13 +200,13 @@ BnLayout plan_nests(const int (&feature_dims)[F], const int (&reduce_dims)[R], c
 
 }  // namespace
 
-BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device, bool vectors) {
+FeatureLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device, bool vectors) {
     if (geom.mode == BnMode::spatial)
         return plan_nests(kSpatialFeatureDims, kSpatialReduceDims, geom.len, tensors, device, vectors);
     return plan_nests(kActivationFeatureDims, kActivationReduceDims, geom.len, tensors, device, vectors);
 }
 
-BnLayout plan_row_layout(const Lengths& len, const SlotTensors& tensors, const DeviceShape& device) {
+FeatureLayout plan_row_layout(const Lengths& len, const SlotTensors& tensors, const DeviceShape& device) {
     return plan_nests(kRowFeatureDims, kRowReduceDims, len, tensors, device);
 }
 

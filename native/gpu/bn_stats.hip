@@ -22,7 +22,7 @@ namespace {
 
 template <typename T, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_stats_partial(const T* __restrict__ x, BnLayout layout, FeatureArrays scratch) {
+    bn_stats_partial(const T* __restrict__ x, FeatureLayout layout, FeatureArrays scratch) {
     using A = acc_t<T>;
     __shared__ ShiftedMoments<A> shared[kBlockThreads];
     const ThreadShare share = thread_share<VF>(layout, launch_place());
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 // splits of one feature, merged lane by lane and then over the lanes in a
 // fixed tree, so results do not depend on timing.
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_stats_finalize(BnLayout layout, FeatureArrays scratch, StatsOutputs out) {
+    bn_stats_finalize(FeatureLayout layout, FeatureArrays scratch, StatsOutputs out) {
     __shared__ ShiftedMoments<double> shared[kBlockThreads];
     const std::int64_t features = layout.feature.size;
     const std::int64_t feature = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 }  // namespace
 
-void run_statistics_partials(const TensorArg& x, const BnLayout& layout, const LaunchTarget& target) {
+void run_statistics_partials(const TensorArg& x, const FeatureLayout& layout, const LaunchTarget& target) {
     const FeatureArrays scratch = carve_scratch(target.scratch, layout);
     with_element_type(x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
@@ -88,7 +88,7 @@ void run_statistics_partials(const TensorArg& x, const BnLayout& layout, const L
     });
 }
 
-void run_batch_statistics(const TensorArg& x, double epsilon, const StatsWrites& writes, const BnLayout& layout,
+void run_batch_statistics(const TensorArg& x, double epsilon, const StatsWrites& writes, const FeatureLayout& layout,
                           const LaunchTarget& target) {
     run_statistics_partials(x, layout, target);
     const FinalizeShape shape = finalize_shape(layout);

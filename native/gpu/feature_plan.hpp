@@ -52,7 +52,7 @@ inline bool aligned16(const TensorArg& t) { return reinterpret_cast<std::uintptr
 // The walk of plan_layout (bn_planner.hpp) over rows: one feature per
 // (sample, channel) pair, reduced over its positions (group norm's per-row
 // sums).
-BnLayout plan_row_layout(const Lengths& len, const SlotTensors& tensors, const DeviceShape& device);
+FeatureLayout plan_row_layout(const Lengths& len, const SlotTensors& tensors, const DeviceShape& device);
 
 }  // namespace gpu
 }  // namespace mbn
