@@ -1,5 +1,5 @@
 // The two launches of a per-feature reduction that batch norm and group
-// norm's slices share (bn_stats.hip and bn_forward.hip define them): the
+// norm's slices share (feature_passes.hip defines them): the
 // per (split, feature) moments into the scratch partials (feature_scratch.hpp),
 // and the elementwise normalize from the scratch's per-feature factors.
 #pragma once
