@@ -187,8 +187,8 @@ FeatureLayout plan_feature_layout(const int* feature_dims, int feature_count, co
     splits = std::max<std::int64_t>(1, std::min<std::int64_t>(splits, kMaxSplits));
     // More splits mean more launches (partials, their merge, the elementwise
     // pass); when each thread walks its whole reduction in a few steps, one
-    // split runs as a single launch (bn_fused.hpp), which wins: each launch
-    // costs a few microseconds, as much as such a walk.
+    // split runs as a single launch (batch norm's bn_fused.hpp), which wins:
+    // each launch costs a few microseconds, as much as such a walk.
     if ((positions + layout.rows - 1) / layout.rows <= kSingleSplitSteps) splits = 1;
     layout.chunk = (positions + splits - 1) / splits;
     layout.splits = static_cast<int>((positions + layout.chunk - 1) / layout.chunk);

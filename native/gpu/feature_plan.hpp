@@ -41,7 +41,7 @@ struct DeviceShape {
     }
 };
 
-// How a kernel path's plan decides (bn_algorithm.cpp): by its own size rule
+// How a kernel path's plan decides (bn_algorithm.hip): by its own size rule
 // (the default choice), or wherever it can serve the call (an algorithm
 // forced by MIOPEN_BN_GPU_ALGORITHM).
 enum class PlanRule { size_rule, wherever_it_fits };
