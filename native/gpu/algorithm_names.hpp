@@ -42,7 +42,7 @@ enum class Algorithm : int {
     channel_tiles,    // packed NCHW/NHWC, each channel tile held by a block or a cluster, or streamed by one block (bn_channel_tile.hip)
     resident,         // packed NCHW/NHWC, the tensors held in shared memory by a persistent grid (bn_resident.hip)
     single_launch,    // any strides, one block per feature walking its whole reduction (bn_*_single_launch.hip)
-    multi_pass,       // any strides: partial sums, their merge, the elementwise pass (bn_stats.hip, bn_forward.hip, bn_backward.hip)
+    multi_pass,       // any strides: partial sums, their merge, the elementwise pass (feature_passes.hip, bn_stats.hip, bn_forward.hip, bn_backward.hip)
     gn_on_chip,       // group norm in one launch, groups held in registers (gn_tile_*.hip)
     gn_slices,        // group norm by (sample, channel) slices: sums, merge per group, output (gn_forward_slices.hip, gn_backward.hip)
     gn_chunks,        // group-norm forward by chunks of each group, one launch or two (gn_forward.hip)

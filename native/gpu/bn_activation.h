@@ -26,7 +26,7 @@ __device__ __noinline__ A activation_slope(ActivationSpec spec, A z) {
     return activation_derivative(spec, z);
 }
 
-// f as normalize_share's epilogue (bn_block_phases.h), in the accumulation type.
+// f as normalize_share's epilogue (feature_phases.h), in the accumulation type.
 template <typename A>
 struct ActivationEpilogue {
     ActivationSpec spec;

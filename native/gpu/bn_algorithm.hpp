@@ -28,7 +28,7 @@ struct BnChoice {
     ColumnPlan columns;     // nhwc_columns
     ChannelTilePlan tiles;  // wave_tiles, channel_tiles
     ResidentPlan resident;  // resident
-    BnLayout layout{};      // single_launch, multi_pass, nest_walk
+    FeatureLayout layout{};      // single_launch, multi_pass, nest_walk
     std::size_t scratch_bytes = 0;
     std::int64_t counters = 0;
 };

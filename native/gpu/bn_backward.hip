@@ -36,7 +36,7 @@ namespace {
 // consecutive features (feature_layout.hpp).
 template <typename T, typename G, int Rank, int VR, int VF, bool Fused>
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_backward_partial(const T* __restrict__ x, const G* __restrict__ dy, BnLayout layout, FeatureArrays scratch,
+    bn_backward_partial(const T* __restrict__ x, const G* __restrict__ dy, FeatureLayout layout, FeatureArrays scratch,
                         bool statistics_in_scratch, BackwardParams params, ActivationSpec activation) {
     __shared__ Sums2<double> shared[kBlockThreads];
     const ThreadShare share = thread_share<VF>(layout, launch_place());
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 // (run_batch_statistics); either way the scratch holds them afterwards for
 // bn_backward_apply, and with an activation (params.bias present) its z_bias.
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_backward_finalize(BnLayout layout, FeatureArrays scratch, BackwardParams params, Blend param) {
+    bn_backward_finalize(FeatureLayout layout, FeatureArrays scratch, BackwardParams params, Blend param) {
     __shared__ Sums2<double> shared[kBlockThreads];
     const std::int64_t features = layout.feature.size;
     const std::int64_t feature = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -122,8 +122,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 template <typename T, typename G, typename C, int Rank, int VR, int VF, bool Fused>
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_backward_apply(const T* x, const G* dy, G* dx, BnLayout layout, FeatureArrays scratch, float alpha, float beta,
-                      ActivationSpec activation) {
+    bn_backward_apply(const T* x, const G* dy, G* dx, FeatureLayout layout, FeatureArrays scratch, float alpha,
+                      float beta, ActivationSpec activation) {
     const ThreadShare share = thread_share<VF>(layout, second_pass_place());
     if (!share.active) return;
     BackpropCoefficients c[VF];
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 }  // namespace
 
-void run_backward(const BnBackward& p, const BnLayout& layout, bool single_launch, const LaunchTarget& target) {
+void run_backward(const BnBackward& p, const FeatureLayout& layout, bool single_launch, const LaunchTarget& target) {
     if (single_launch) {
         run_backward_single_launch(p, layout, target);
         return;

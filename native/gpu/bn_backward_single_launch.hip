@@ -18,7 +18,7 @@ namespace {
 // may be y above.
 template <typename T, typename G, int Rank, int VR, int VF, bool Fused>
 __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
-    bn_backward_single_launch(const T* x, const G* dy, G* dx, BnLayout layout, BackwardParams params,
+    bn_backward_single_launch(const T* x, const G* dy, G* dx, FeatureLayout layout, BackwardParams params,
                               double epsilon, Blend param, float alpha, float beta, ActivationSpec activation) {
     using A = acc_t<T>;
     __shared__ ShiftedMoments<A> moment_shared[kBlockThreads];
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
 
 }  // namespace
 
-void run_backward_single_launch(const BnBackward& p, const BnLayout& layout, const LaunchTarget& target) {
+void run_backward_single_launch(const BnBackward& p, const FeatureLayout& layout, const LaunchTarget& target) {
     const BackwardParams params = backward_params(p);
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;

@@ -1,14 +1,15 @@
 // The phases batch-norm kernels are built from, as device functions over one
 // block's share of a problem (its features and one split of their
-// reduction): statistics moments, their finish into mean and inverse std,
-// the normalize loop, the gradient sums and the backprop loop.
+// reduction): statistics moments and the normalize loop (feature_phases.h,
+// shared with group norm), the statistics' finish into mean and inverse std,
+// the gradient sums and the backprop loop.
 //
-// The multi-launch kernels (bn_stats.hip, bn_forward.hip, bn_backward.hip)
-// run one phase each, with the splits of a feature merged in scratch between
-// launches; the single-launch kernels (bn_fused.hpp) chain the phases inside
-// one block when that block owns its features' whole reduction
-// (layout.splits == 1).  Both use these functions, so both compute the same
-// values in the same order.
+// The multi-launch kernels (feature_passes.hip, bn_stats.hip, bn_forward.hip,
+// bn_backward.hip) run one phase each, with the splits of a feature merged
+// in scratch between launches; the single-launch kernels (bn_fused.hpp)
+// chain the phases inside one block when that block owns its features'
+// whole reduction (layout.splits == 1).  Both use these functions, so both
+// compute the same values in the same order.
 #pragma once
 
 #include "common/numerics.hpp"
@@ -16,6 +17,7 @@
 #include "gpu/block_reduce.h"
 #include "gpu/bn_activation.h"
 #include "gpu/bn_launch.hpp"
+#include "gpu/feature_phases.h"
 #include "gpu/feature_share.h"
 #include "gpu/nest_walk.h"
 #include "gpu/norm_math.h"
@@ -27,121 +29,6 @@ namespace mbn {
 namespace gpu {
 
 // ---- statistics ---------------------------------------------------------------
-
-// Positions per Welford batch: independent loads in flight, 16 values at
-// most.  (8 positions for threads along the features, which hold 4 features'
-// batches, took 92-128 registers instead of 80: one block less per
-// multiprocessor, and 7% slower NHWC training on the H100.)
-template <int V>
-__host__ __device__ constexpr int moment_batch_positions() {
-    return V >= 8 ? 2 : 4;
-}
-
-// The shifted moments of feature j (of the thread's VF) over the share, one
-// element at a time in double: the rare path of block_moments, for shares
-// whose float M2 overflowed (slow, and few registers).
-template <typename T, int Rank, int VR, int VF>
-__device__ __forceinline__ ShiftedMoments<acc_t<T>> exact_share_moments(const T* __restrict__ x, const BnLayout& layout,
-                                                                     const ThreadShare& share, std::int64_t base,
-                                                                     int j, double shift) {
-    using A = acc_t<T>;
-    constexpr int V = VR * VF;
-    Moments<double, double> m{0.0, 0.0, 0.0};
-    double sum = 0.0;
-    std::int64_t at[1] = {base};
-    NestCursor<Rank, 1> cursor;
-    cursor.start(layout.reduce, share.first, layout.rows, at);
-    for (std::int64_t r = share.first; r < share.end; r += layout.rows) {
-        double value[V];
-        load_values<double, V>(x + cursor.offset[0], value);
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-            if (VF > 1 && e != j) continue;
-            const double d = value[e] - shift;
-            m = merge(m, Moments<double, double>{1.0, d, 0.0});
-            sum += d;
-        }
-        cursor.advance(layout.reduce);
-    }
-    return ShiftedMoments<A>{{static_cast<A>(m.count), static_cast<A>(m.mean), m.m2}, sum};
-}
-
-// Shifted moments of x over the share, reduced over the block's rows (valid
-// in row 0).  shift[j] is feature j's first element: every deviation is taken
-// from it, so a channel with mean 1e4 and std 1e-2 keeps its digits in float
-// and a constant one gives exactly zero.  Every thread of the block calls it.
-template <typename T, int Rank, int VR, int VF>
-__device__ void block_moments(const T* __restrict__ x, const BnLayout& layout, const ThreadShare& share,
-                              ShiftedMoments<acc_t<T>> (&total)[VF], double (&shift)[VF],
-                              ShiftedMoments<acc_t<T>>* shared) {
-    using A = acc_t<T>;
-    constexpr int V = VR * VF;
-    constexpr int kBatch = moment_batch_positions<V>();
-    const std::int64_t rows = layout.rows;
-    ShiftedMoments<A, A> moments[VF];
-    ShiftedMoments<A> exact[VF];
-#pragma unroll
-    for (int j = 0; j < VF; ++j) {
-        moments[j] = ShiftedMoments<A, A>{{A(0), A(0), A(0)}, 0.0};
-        shift[j] = 0.0;
-    }
-    std::int64_t base[1] = {0};
-    if (share.active) {
-        nest_offsets<1>(layout.feature, share.feature0, kSlotX, base);
-        // Reduction index 0 is at each feature's base; feature j of the
-        // thread sits j elements on.
-        A narrow_shift[VF];
-#pragma unroll
-        for (int j = 0; j < VF; ++j) {
-            narrow_shift[j] = static_cast<A>(widen(x[base[0] + j]));
-            shift[j] = statistics_shift(narrow_shift[j]);
-        }
-        std::int64_t r = share.first;
-        NestCursor<Rank, 1> cursor;
-        cursor.start(layout.reduce, r, rows, base);
-        for (; r + (kBatch - 1) * rows < share.end; r += kBatch * rows) {
-            A v[VF][kBatch * VR];
-#pragma unroll
-            for (int k = 0; k < kBatch; ++k) {
-                A value[V];
-                load_values<A, V>(x + cursor.offset[0], value);
-#pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const int j = VF > 1 ? e : 0;
-                    v[j][VF > 1 ? k : k * VR + e] = value[e] - narrow_shift[j];
-                }
-                cursor.advance(layout.reduce);
-            }
-#pragma unroll
-            for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j]);
-        }
-        for (; r < share.end; r += rows) {
-            A value[V];
-            load_values<A, V>(x + cursor.offset[0], value);
-            A v[VF][VR];
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const int j = VF > 1 ? e : 0;
-                v[j][VF > 1 ? 0 : e] = value[e] - narrow_shift[j];
-            }
-#pragma unroll
-            for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j]);
-            cursor.advance(layout.reduce);
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < VF; ++j) {
-        const Moments<A, A>& w = moments[j].welford;
-        // Squared deviations past ~1.8e19 overflow a float M2 (inputs near
-        // 1e30): then this thread's share of the feature is redone in double.
-        if (share.active && !isfinite(w.m2))
-            exact[j] = exact_share_moments<T, Rank, VR, VF>(x, layout, share, base[0], j, shift[j]);
-        else
-            exact[j] = ShiftedMoments<A>{{w.count, w.mean, static_cast<double>(w.m2)}, moments[j].sum};
-    }
-#pragma unroll
-    for (int j = 0; j < VF; ++j) total[j] = reduce_over_rows(exact[j], shared);
-}
 
 // A feature's statistics from its merged moments: mean = shift + mean_offset.
 struct FeatureStatistics {
@@ -198,7 +85,7 @@ struct ForwardCoefficients {
 // the running ones are read from the previous buffers, which V3 keeps apart)
 // and returns its forward coefficients (scale and bias may be absent when
 // only statistics are wanted: the coefficients are then meaningless).
-__device__ inline ForwardCoefficients write_statistics(const StatsOutputs& out, const BnLayout& layout,
+__device__ inline ForwardCoefficients write_statistics(const StatsOutputs& out, const FeatureLayout& layout,
                                                        std::int64_t feature, double shift,
                                                        const FeatureStatistics& s) {
     constexpr int kParams = kFwdPrevVar - kSlotParam0 + 1;
@@ -226,19 +113,7 @@ __device__ inline ForwardCoefficients write_statistics(const StatsOutputs& out, 
     return c;
 }
 
-// ---- normalize ---------------------------------------------------------------
-
-constexpr int kApplyBatch = 4;  // positions per thread in flight
-
-// What normalize_share applies to each normalized value before blending:
-// nothing, batch norm's fused activation (ActivationEpilogue) or group
-// norm's swish (gn_activation.h).
-struct NoEpilogue {
-    template <typename A>
-    __device__ __forceinline__ A operator()(A v) const {
-        return v;
-    }
-};
+// ---- normalize epilogue ----------------------------------------------------------
 
 // The epilogue of batch norm's `activation` in the accumulation type A,
 // `fused` being with_activation's tag: NoEpilogue without one (that kernel
@@ -250,59 +125,6 @@ NoEpilogue activation_epilogue(std::false_type, const ActivationSpec&) {
 template <typename A>
 ActivationEpilogue<A> activation_epilogue(std::true_type, const ActivationSpec& activation) {
     return ActivationEpilogue<A>{activation};
-}
-
-// y = alpha * epilogue(((x - shift) - mean_offset) * factor + bias) + beta * y_prior
-// over the thread's share.  x may be y (in place): each element is read
-// before this thread writes it.
-template <typename T, int Rank, int VR, int VF, typename Epilogue = NoEpilogue>
-__device__ void normalize_share(const T* x, T* y, const BnLayout& layout, const ThreadShare& share,
-                                const acc_t<T> (&shift)[VF], const acc_t<T> (&mean_offset)[VF],
-                                const acc_t<T> (&factor)[VF], const acc_t<T> (&bias)[VF], float alpha,
-                                float beta, const Epilogue& epilogue = Epilogue{}) {
-    using A = acc_t<T>;
-    constexpr int V = VR * VF;
-    const std::int64_t rows = layout.rows;
-    std::int64_t base[2];
-    nest_offsets<2>(layout.feature, share.feature0, kSlotX, base);
-    std::int64_t r = share.first;
-    NestCursor<Rank, 2> cursor;
-    cursor.start(layout.reduce, r, rows, base);
-    for (; r + (kApplyBatch - 1) * rows < share.end; r += kApplyBatch * rows) {
-        // The batch stays as loaded until its turn: half-width elements
-        // widened all at once held 112-127 registers (two blocks per
-        // multiprocessor) where float data holds 64-80.
-        Pack<T, V> raw[kApplyBatch];
-        std::int64_t out[kApplyBatch];
-#pragma unroll
-        for (int k = 0; k < kApplyBatch; ++k) {
-            raw[k] = load_pack<V>(x + cursor.offset[0]);
-            out[k] = cursor.offset[1];
-            cursor.advance(layout.reduce);
-        }
-#pragma unroll
-        for (int k = 0; k < kApplyBatch; ++k) {
-            A v[V];
-            widen_pack<A, V>(raw[k], v);
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const int j = VF > 1 ? e : 0;
-                v[e] = epilogue(((v[e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j]);
-            }
-            store_values<T, V>(y + out[k], v, alpha, beta);
-        }
-    }
-    for (; r < share.end; r += rows) {
-        A v[V];
-        load_values<A, V>(x + cursor.offset[0], v);
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-            const int j = VF > 1 ? e : 0;
-            v[e] = epilogue(((v[e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j]);
-        }
-        store_values<T, V>(y + cursor.offset[1], v, alpha, beta);
-        cursor.advance(layout.reduce);
-    }
 }
 
 // ---- backward -------------------------------------------------------------------
@@ -359,7 +181,7 @@ __device__ __forceinline__ C activated_gradient(const ActivationSpec& spec, C dy
 // gradient of `act`, whose z then needs center = the mean.  Every thread of
 // the block calls it.
 template <typename T, typename G, int Rank, int VR, int VF, bool Fused = false>
-__device__ void block_gradient_sums(const T* __restrict__ x, const G* __restrict__ dy, const BnLayout& layout,
+__device__ void block_gradient_sums(const T* __restrict__ x, const G* __restrict__ dy, const FeatureLayout& layout,
                                     const ThreadShare& share, const double (&center)[VF],
                                     Sums2<double> (&total)[VF], Sums2<double>* shared,
                                     const ActivationTerms<VF>& act = {}) {
@@ -438,7 +260,7 @@ inline BackwardParams backward_params(const BnBackward& p) {
 }
 
 // A feature's saved mean and inverse std.
-__device__ inline void load_saved_statistics(const BackwardParams& p, const BnLayout& layout, std::int64_t feature,
+__device__ inline void load_saved_statistics(const BackwardParams& p, const FeatureLayout& layout, std::int64_t feature,
                                              double& mean, double& inv_std) {
     std::int64_t at[2];
     nest_offsets<2>(layout.feature, feature, kBwdSavedMean, at);
@@ -448,7 +270,7 @@ __device__ inline void load_saved_statistics(const BackwardParams& p, const BnLa
 
 // A feature's fused-activation terms (ActivationTerms: factor and bias) from
 // its inverse std.
-__device__ inline void load_activation_terms(const BackwardParams& p, const BnLayout& layout, std::int64_t feature,
+__device__ inline void load_activation_terms(const BackwardParams& p, const FeatureLayout& layout, std::int64_t feature,
                                              double inv_std, double& factor, double& bias) {
     factor = p.scale.load(nest_offset(layout.feature, feature, kBwdScale)) * inv_std;
     bias = p.bias.load(nest_offset(layout.feature, feature, kBwdBias));
@@ -456,8 +278,8 @@ __device__ inline void load_activation_terms(const BackwardParams& p, const BnLa
 
 // Writes a feature's dscale and dbias (blended) from its gradient sums and
 // returns its backprop coefficients.
-__device__ inline BackpropCoefficients finish_gradients(const BnLayout& layout, std::int64_t feature, double center,
-                                                        double inv_std, const Sums2<double>& sums,
+__device__ inline BackpropCoefficients finish_gradients(const FeatureLayout& layout, std::int64_t feature,
+                                                        double center, double inv_std, const Sums2<double>& sums,
                                                         const BackwardParams& p, Blend param) {
     const double sum_dy = sums.a;
     const double sum_dy_xhat = sums.b * inv_std;
@@ -504,7 +326,7 @@ __device__ __forceinline__ void backprop_values(const BackpropFactors<C> (&f)[VF
 // (its factors are coef0).  dx may be dy (in place): each element is read
 // before this thread writes it.
 template <typename T, typename G, typename C, int Rank, int VR, int VF, bool Fused = false>
-__device__ void backprop_share(const T* x, const G* dy, G* dx, const BnLayout& layout, const ThreadShare& share,
+__device__ void backprop_share(const T* x, const G* dy, G* dx, const FeatureLayout& layout, const ThreadShare& share,
                                const BackpropCoefficients (&coefficients)[VF], float alpha, float beta,
                                const ActivationTerms<VF>& act = {}) {
     using A = acc_t<T>;

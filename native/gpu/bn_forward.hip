@@ -5,41 +5,21 @@
 // with coef0 = scale * inv_std and coef1 = bias per feature, f the fused
 // activation (bn_activation.h; an instance without one is the identity).
 //   training, layout.splits == 1: one launch (bn_fused.hpp);
-//   training, several splits: bn_stats_partial, bn_stats_finalize, bn_forward_apply;
+//   training, several splits: feature_stats_partial, bn_stats_finalize,
+//   feature_normalize (feature_passes.hip, feature_normalize.h);
 //   inference: one launch, each thread deriving its features' coefficients
 //   from the estimates (a separate coefficients launch cost as much as a
 //   small tensor's whole normalize).
 #include "gpu/bn_block_phases.h"
 #include "gpu/bn_fused.hpp"
 #include "gpu/bn_launch.hpp"
+#include "gpu/feature_normalize.h"
 #include "gpu/feature_scratch.hpp"
-#include "gpu/gn_activation.h"
 #include "gpu/type_dispatch.hpp"
 
 namespace mbn {
 namespace gpu {
 namespace {
-
-// VR elements per position of one feature, or one element of each of VF
-// consecutive features (feature_layout.hpp); the access is V = VR * VF wide.
-template <typename T, int Rank, int VR, int VF, typename Epilogue>
-__global__ void __launch_bounds__(kBlockThreads)
-    bn_forward_apply(const T* x, T* y, BnLayout layout, FeatureArrays scratch, float alpha, float beta,
-                     Epilogue epilogue) {
-    using A = acc_t<T>;
-    const ThreadShare share = thread_share<VF>(layout, second_pass_place());
-    if (!share.active) return;
-    A shift[VF], mean_offset[VF], factor[VF], bias[VF];
-#pragma unroll
-    for (int j = 0; j < VF; ++j) {
-        const std::int64_t f = share.feature0 + j;
-        shift[j] = static_cast<A>(scratch.shift[f]);
-        mean_offset[j] = static_cast<A>(scratch.mean_offset[f]);
-        factor[j] = static_cast<A>(scratch.coef0[f]);
-        bias[j] = static_cast<A>(scratch.coef1[f]);
-    }
-    normalize_share<T, Rank, VR, VF>(x, y, layout, share, shift, mean_offset, factor, bias, alpha, beta, epilogue);
-}
 
 // The tensors of an inference call, each of its own type.
 struct InferenceParams {
@@ -53,7 +33,7 @@ struct InferenceParams {
 // var itself, coef1 = bias.
 template <typename T, int Rank, int VR, int VF, typename Epilogue>
 __global__ void __launch_bounds__(kBlockThreads)
-    bn_inference_apply(const T* x, T* y, BnLayout layout, InferenceParams p, float alpha, float beta,
+    bn_inference_apply(const T* x, T* y, FeatureLayout layout, InferenceParams p, float alpha, float beta,
                        Epilogue epilogue) {
     using A = acc_t<T>;
     const ThreadShare share = thread_share<VF>(layout, launch_place());
@@ -73,29 +53,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     normalize_share<T, Rank, VR, VF>(x, y, layout, share, shift, zero, factor, offset, alpha, beta, epilogue);
 }
 
-// bn_forward_apply over the coefficients in the scratch, with the epilogue
-// make(TypeTag<A>{}) returns for accumulation type A; Fused (batch norm's
-// activation) picks the walks instantiated (with_walk_shape_for).
-template <bool Fused, typename MakeEpilogue>
-void launch_forward_apply(const TensorArg& x, const TensorArg& y, const BnLayout& layout, const Blend& out,
-                          const LaunchTarget& target, MakeEpilogue&& make) {
-    const FeatureArrays scratch = carve_scratch(target.scratch, layout);
-    with_element_type(x.dtype, [&](auto x_tag) {
-        using T = typename decltype(x_tag)::type;
-        with_walk_shape_for<Fused, T>(layout, [&](auto rank, auto vr, auto vf) {
-            auto epilogue = make(TypeTag<acc_t<T>>{});
-            bn_forward_apply<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value, decltype(epilogue)>
-                <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
-                    static_cast<const T*>(x.data), static_cast<T*>(y.data), layout, scratch, out.alpha, out.beta,
-                    epilogue);
-            check_launch("bn_forward_apply");
-        });
-    });
-}
-
 }  // namespace
 
-void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, bool single_launch,
+void run_forward_training(const BnForwardTraining& p, const FeatureLayout& layout, bool single_launch,
                           const LaunchTarget& target) {
     StatsWrites writes;
     writes.scale = &p.scale;
@@ -117,25 +77,17 @@ void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, bo
     }
     run_batch_statistics(p.x, p.epsilon, writes, layout, target);
     with_activation(p.activation, [&](auto fused) {
-        launch_forward_apply<decltype(fused)::value>(p.x, p.y, layout, p.out, target, [&](auto a_tag) {
-            return activation_epilogue<typename decltype(a_tag)::type>(fused, p.activation);
-        });
+        // The plain instance is the one group norm's slices use too.
+        if constexpr (decltype(fused)::value)
+            launch_feature_normalize<true>(p.x, p.y, layout, p.out, target, [&](auto a_tag) {
+                return activation_epilogue<typename decltype(a_tag)::type>(fused, p.activation);
+            });
+        else
+            run_normalize(p.x, p.y, layout, p.out, Activation::none, 0.0f, target);
     });
 }
 
-void run_normalize(const TensorArg& x, const TensorArg& y, const BnLayout& layout, const Blend& out,
-                   Activation activation, float swish_beta, const LaunchTarget& target) {
-    if (activation == Activation::swish) {
-        launch_forward_apply<false>(x, y, layout, out, target, [&](auto a_tag) {
-            using A = typename decltype(a_tag)::type;
-            return SwishEpilogue<A>{static_cast<A>(swish_beta)};
-        });
-    } else {
-        launch_forward_apply<false>(x, y, layout, out, target, [](auto) { return NoEpilogue{}; });
-    }
-}
-
-void run_forward_inference(const BnForwardInference& p, const BnLayout& layout, const LaunchTarget& target) {
+void run_forward_inference(const BnForwardInference& p, const FeatureLayout& layout, const LaunchTarget& target) {
     const InferenceParams params{param_ref(p.scale), param_ref(p.bias), param_ref(p.mean),
                                  param_ref(p.var),   p.var_is_inv_std,  p.epsilon};
     with_element_type(p.x.dtype, [&](auto x_tag) {

@@ -14,7 +14,7 @@ namespace gpu {
 
 // True when `layout` suits the single-launch kernels (the algorithm
 // single_launch): each block owns its features' whole reduction.
-inline bool single_launch_fits(const BnLayout& layout) {
+inline bool single_launch_fits(const FeatureLayout& layout) {
     return layout.splits == 1 &&
            static_cast<std::int64_t>(layout.tile_features) * layout.features_per_thread <= kBlockThreads;
 }
@@ -26,10 +26,10 @@ constexpr int kSingleLaunchMinBlocks = 2;
 
 
 void run_training_single_launch(const TensorArg& x, const TensorArg& y, double epsilon, const StatsWrites& writes,
-                                const Blend& out, const ActivationSpec& activation, const BnLayout& layout,
+                                const Blend& out, const ActivationSpec& activation, const FeatureLayout& layout,
                                 const LaunchTarget& target);
 
-void run_backward_single_launch(const BnBackward& p, const BnLayout& layout, const LaunchTarget& target);
+void run_backward_single_launch(const BnBackward& p, const FeatureLayout& layout, const LaunchTarget& target);
 
 }  // namespace gpu
 }  // namespace mbn

@@ -13,10 +13,10 @@ namespace gpu {
 
 // With `single_launch` the single-launch kernels (bn_fused.hpp; the layout
 // must fit them: single_launch_fits), else the multi-pass sequence.
-void run_forward_training(const BnForwardTraining& p, const BnLayout& layout, bool single_launch,
+void run_forward_training(const BnForwardTraining& p, const FeatureLayout& layout, bool single_launch,
                           const LaunchTarget& target);
-void run_forward_inference(const BnForwardInference& p, const BnLayout& layout, const LaunchTarget& target);
-void run_backward(const BnBackward& p, const BnLayout& layout, bool single_launch, const LaunchTarget& target);
+void run_forward_inference(const BnForwardInference& p, const FeatureLayout& layout, const LaunchTarget& target);
+void run_backward(const BnBackward& p, const FeatureLayout& layout, bool single_launch, const LaunchTarget& target);
 
 // Batch statistics of x into the scratch (shift, mean_offset, inv_std), for
 // forward training and for backward without saved statistics.  Whatever
@@ -33,7 +33,7 @@ struct StatsWrites {
     const TensorArg* saved_inv_std = nullptr;
     double exp_avg_factor = 0.0;
 };
-void run_batch_statistics(const TensorArg& x, double epsilon, const StatsWrites& writes, const BnLayout& layout,
+void run_batch_statistics(const TensorArg& x, double epsilon, const StatsWrites& writes, const FeatureLayout& layout,
                           const LaunchTarget& target);
 
 }  // namespace gpu

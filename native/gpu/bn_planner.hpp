@@ -1,4 +1,4 @@
-// Builds the BnLayout (feature_layout.hpp) of a validated batch-norm
+// Builds the FeatureLayout (feature_layout.hpp) of a validated batch-norm
 // problem: which logical dimensions form the feature and reduction nests, in
 // what order, merged where every tensor allows, and the launch shape.
 #pragma once
@@ -14,8 +14,8 @@ namespace gpu {
 // step (vector_width = features_per_thread = 1): calls with a fused
 // activation, whose kernels exist for that walk alone (type_dispatch.hpp,
 // with_walk_shape_for).
-BnLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device,
-                     bool vectors = true);
+FeatureLayout plan_layout(const BnGeometry& geom, const SlotTensors& tensors, const DeviceShape& device,
+                          bool vectors = true);
 
 }  // namespace gpu
 }  // namespace mbn

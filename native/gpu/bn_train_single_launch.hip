@@ -17,7 +17,7 @@ namespace {
 // before writing it.
 template <typename T, int Rank, int VR, int VF, typename Epilogue>
 __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
-    bn_training_single_launch(const T* x, T* y, BnLayout layout, StatsOutputs out, float alpha, float beta,
+    bn_training_single_launch(const T* x, T* y, FeatureLayout layout, StatsOutputs out, float alpha, float beta,
                               Epilogue epilogue) {
     using A = acc_t<T>;
     __shared__ ShiftedMoments<A> shared[kBlockThreads];
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kBlockThreads, kSingleLaunchMinBlocks)
 }  // namespace
 
 void run_training_single_launch(const TensorArg& x, const TensorArg& y, double epsilon, const StatsWrites& writes,
-                                const Blend& out, const ActivationSpec& activation, const BnLayout& layout,
+                                const Blend& out, const ActivationSpec& activation, const FeatureLayout& layout,
                                 const LaunchTarget& target) {
     const StatsOutputs outputs = stats_outputs(writes, epsilon);
     with_element_type(x.dtype, [&](auto x_tag) {

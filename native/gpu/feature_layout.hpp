@@ -44,7 +44,7 @@ struct LoopNest {
     int rank;           // dimensions in use
 };
 
-struct BnLayout {
+struct FeatureLayout {
     LoopNest feature;  // F = feature.size
     // Reduction positions.  Each holds vector_width consecutive elements of
     // every data tensor (a 16-byte access; 1 when the layout does not allow

@@ -1,5 +1,5 @@
 // The two launches of a per-feature reduction that batch norm and group
-// norm's slices share (bn_stats.hip and bn_forward.hip define them): the
+// norm's slices share (feature_passes.hip defines them): the
 // per (split, feature) moments into the scratch partials (feature_scratch.hpp),
 // and the elementwise normalize from the scratch's per-feature factors.
 #pragma once
@@ -15,12 +15,12 @@ namespace gpu {
 // Per (split, feature) moments of x and each feature's shift, into the
 // scratch partials (batch norm's statistics launch alone; group norm merges
 // them per group itself).
-void run_statistics_partials(const TensorArg& x, const BnLayout& layout, const LaunchTarget& target);
+void run_statistics_partials(const TensorArg& x, const FeatureLayout& layout, const LaunchTarget& target);
 
 // The forward's last launch: y = act(((x - shift) - mean_offset) * coef0 +
 // coef1) per feature from the scratch, blended as `out` says; act is the
 // identity for batch norm, Swish with swish_beta where group norm fuses it.
-void run_normalize(const TensorArg& x, const TensorArg& y, const BnLayout& layout, const Blend& out,
+void run_normalize(const TensorArg& x, const TensorArg& y, const FeatureLayout& layout, const Blend& out,
                    Activation activation, float swish_beta, const LaunchTarget& target);
 
 }  // namespace gpu

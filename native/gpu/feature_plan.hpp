@@ -1,6 +1,6 @@
-// What plans a feature layout (feature_layout.hpp) from: the tensors of a
-// call by slot and the device's facts; and the layout of per-row sums
-// (bn_planner.cpp defines it beside batch norm's plan_layout).
+// Planning a feature layout (feature_layout.hpp): what it is planned from
+// (the tensors of a call by slot and the device's facts), the planner itself
+// (feature_plan.cpp) and the layout of per-row sums.
 #pragma once
 
 #include "common/problem.hpp"
@@ -41,7 +41,7 @@ struct DeviceShape {
     }
 };
 
-// How a kernel path's plan decides (bn_algorithm.cpp): by its own size rule
+// How a kernel path's plan decides (bn_algorithm.hip): by its own size rule
 // (the default choice), or wherever it can serve the call (an algorithm
 // forced by MIOPEN_BN_GPU_ALGORITHM).
 enum class PlanRule { size_rule, wherever_it_fits };
@@ -49,10 +49,19 @@ enum class PlanRule { size_rule, wherever_it_fits };
 // Whether a tensor's data may be moved as 16-byte vectors.
 inline bool aligned16(const TensorArg& t) { return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0; }
 
-// The walk of plan_layout (bn_planner.hpp) over rows: one feature per
-// (sample, channel) pair, reduced over its positions (group norm's per-row
-// sums).
-BnLayout plan_row_layout(const Lengths& len, const SlotTensors& tensors, const DeviceShape& device);
+// The layout whose features are the logical dimensions feature_dims[0 ..
+// feature_count) and whose reduction runs over reduce_dims[0 ..
+// reduce_count) (indices into `len`): the nests, ordered by x's strides and
+// merged where every tensor allows, and the launch shape.  With `vectors`
+// false every thread takes one element of one feature per step.  Batch
+// norm's plan_layout (bn_planner.hpp) is this over its channels.
+FeatureLayout plan_feature_layout(const int* feature_dims, int feature_count, const int* reduce_dims,
+                                  int reduce_count, const Lengths& len, const SlotTensors& tensors,
+                                  const DeviceShape& device, bool vectors = true);
+
+// plan_feature_layout over rows: one feature per (sample, channel) pair,
+// reduced over its positions (group norm's per-row sums).
+FeatureLayout plan_row_layout(const Lengths& len, const SlotTensors& tensors, const DeviceShape& device);
 
 }  // namespace gpu
 }  // namespace mbn

@@ -39,13 +39,13 @@ struct FeatureArrays {
 // Arrays start on 256-byte boundaries.
 inline std::int64_t scratch_padded(std::int64_t elements) { return (elements + 31) / 32 * 32; }
 
-inline std::size_t scratch_bytes(const BnLayout& layout) {
+inline std::size_t scratch_bytes(const FeatureLayout& layout) {
     const std::int64_t per_feature = scratch_padded(layout.feature.size);
     const std::int64_t partial = scratch_padded(layout.feature.size * layout.splits);
     return static_cast<std::size_t>(7 * per_feature + 3 * partial) * sizeof(double);
 }
 
-inline FeatureArrays carve_scratch(void* base, const BnLayout& layout) {
+inline FeatureArrays carve_scratch(void* base, const FeatureLayout& layout) {
     const std::int64_t per_feature = scratch_padded(layout.feature.size);
     const std::int64_t partial = scratch_padded(layout.feature.size * layout.splits);
     double* p = static_cast<double*>(base);

@@ -44,7 +44,7 @@ __device__ __forceinline__ BlockPlace second_pass_place() {
 }
 
 template <int VF>
-__device__ __forceinline__ ThreadShare thread_share(const BnLayout& layout, const BlockPlace& place) {
+__device__ __forceinline__ ThreadShare thread_share(const FeatureLayout& layout, const BlockPlace& place) {
     ThreadShare s;
     s.feature0 = (place.tile * layout.tile_features + threadIdx.x) * VF;
     const std::int64_t begin = place.split * layout.chunk;
@@ -55,7 +55,7 @@ __device__ __forceinline__ ThreadShare thread_share(const BnLayout& layout, cons
 }
 
 // Values each position of the share holds: how many the share covers.
-__device__ __forceinline__ double share_count(const BnLayout& layout, std::int64_t split) {
+__device__ __forceinline__ double share_count(const FeatureLayout& layout, std::int64_t split) {
     const std::int64_t positions = min64(layout.chunk, layout.reduce.size - split * layout.chunk);
     return static_cast<double>(positions * layout.vector_width);
 }

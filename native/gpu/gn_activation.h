@@ -84,7 +84,7 @@ __device__ __forceinline__ float fast_swish_derivative(float z, float beta, floa
     return s + (beta * z) * (s * (1.0f - s));
 }
 
-// Swish as normalize_share's epilogue (bn_block_phases.h).
+// Swish as normalize_share's epilogue (feature_phases.h).
 template <typename A>
 struct SwishEpilogue {
     A beta;

@@ -7,7 +7,7 @@
 // (the two group means come from differentiating the group's mean and
 // variance inside xhat; eps stays inside rstd).
 //
-// Three launches over a BnLayout whose features are the slices (n, c) -- the
+// Three launches over a FeatureLayout whose features are the slices (n, c) -- the
 // positions of channel c of sample n -- and whose reduction is the positions
 // (gn_planner.hpp), in any layout:
 //   1. gn_backward_slices: per (split, slice) sums of g and g * xhat;
@@ -102,7 +102,7 @@ __device__ __forceinline__ void load_batch(const T* x, const T* dy, const LoopNe
 // The means of w g and of w g xhat over group (n, g), from the slices'
 // split sums; the whole block calls.
 template <typename P>
-__device__ void finalize_group(const GnBackwardArgs<P>& a, const BnLayout& layout, std::int64_t n, std::int64_t g,
+__device__ void finalize_group(const GnBackwardArgs<P>& a, const FeatureLayout& layout, std::int64_t n, std::int64_t g,
                                Sums2<double>* wave_totals) {
     const int threads = static_cast<int>(blockDim.x * blockDim.y);
     const std::int64_t items = a.order.shape.channels * layout.splits;
@@ -129,7 +129,7 @@ __device__ void finalize_group(const GnBackwardArgs<P>& a, const BnLayout& layou
 // dbias[c] and dweight[c] from the split sums of every sample's slice; the
 // whole block calls.
 template <typename P>
-__device__ void finalize_channel(const GnBackwardArgs<P>& a, const BnLayout& layout, std::int64_t c,
+__device__ void finalize_channel(const GnBackwardArgs<P>& a, const FeatureLayout& layout, std::int64_t c,
                                  Sums2<double>* wave_totals) {
     const int threads = static_cast<int>(blockDim.x * blockDim.y);
     const std::int64_t items = a.order.shape.samples * layout.splits;
@@ -155,7 +155,7 @@ __device__ void finalize_channel(const GnBackwardArgs<P>& a, const BnLayout& lay
 // float rounding of xhat in mean(w g xhat) would dominate it.
 template <typename T, typename P, typename A, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
-    gn_backward_slices(const T* x, const T* dy, BnLayout layout, GnBackwardArgs<P> a) {
+    gn_backward_slices(const T* x, const T* dy, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kBatch = batch_positions<V>();
     __shared__ Sums2<double> shared[kBlockThreads];
@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // One block (1-D) per group, then one per channel when dweight is wanted.
 template <typename P>
-__global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(BnLayout layout, GnBackwardArgs<P> a) {
+__global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(FeatureLayout layout, GnBackwardArgs<P> a) {
     __shared__ Sums2<double> wave_totals[kBlockThreads / MBN_WAVE_SIZE];
     const std::int64_t groups = a.order.shape.group_count();
     const std::int64_t block = blockIdx.x;
@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(BnLayout l
 // reads a batch of positions before writing them.
 template <typename T, typename P, typename A, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
-    gn_backward_apply(const T* x, const T* dy, T* dx, BnLayout layout, GnBackwardArgs<P> a) {
+    gn_backward_apply(const T* x, const T* dy, T* dx, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kBatch = batch_positions<V>();
     const std::int64_t slice0 = (static_cast<std::int64_t>(blockIdx.x) * layout.tile_features + threadIdx.x) * VF;
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 }  // namespace
 
 void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const LaunchTarget& target) {
-    const BnLayout& layout = plan.slices.layout;
+    const FeatureLayout& layout = plan.slices.layout;
     const Lengths& len = p.shape.len;
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;

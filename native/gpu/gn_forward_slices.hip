@@ -41,7 +41,7 @@ struct GnSliceTermsArgs {
 
 // One partial of a group, split `split` of slice (n, c): its count, its
 // mean (shift + the split's sum of shifted values / count) and its M2.
-__device__ Moments<double> slice_partial(const BnLayout& layout, const FeatureArrays& scratch, std::int64_t slice,
+__device__ Moments<double> slice_partial(const FeatureLayout& layout, const FeatureArrays& scratch, std::int64_t slice,
                                       std::int64_t split) {
     const std::int64_t at = split * layout.feature.size + slice;
     const double count = share_count(layout, split);
@@ -52,7 +52,7 @@ __device__ Moments<double> slice_partial(const BnLayout& layout, const FeatureAr
 // mean of its partials; its M2 their M2 plus their spread about that mean.
 template <typename P>
 __global__ void __launch_bounds__(kBlockThreads)
-    gn_forward_slice_terms(BnLayout layout, FeatureArrays scratch, GnSliceTermsArgs<P> a) {
+    gn_forward_slice_terms(FeatureLayout layout, FeatureArrays scratch, GnSliceTermsArgs<P> a) {
     __shared__ Total<double> wave_totals[kBlockThreads / MBN_WAVE_SIZE];
     const GnGroupShape& shape = a.order.shape;
     const int threads = static_cast<int>(blockDim.x);
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 }  // namespace
 
 void run_gn_forward_slices(const GnForward& p, const GnSlicePlan& plan, const LaunchTarget& target) {
-    const BnLayout& layout = plan.layout;
+    const FeatureLayout& layout = plan.layout;
     run_statistics_partials(p.x, layout, target);
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;

@@ -7,7 +7,7 @@
 // fastest (NHWC-like).  A group is cut into `parts` chunks; one team of
 // threads (a wave, or the whole block) holds one chunk in registers.
 //
-// Slices: the per-(sample, channel) reductions run over a BnLayout whose
+// Slices: the per-(sample, channel) reductions run over a FeatureLayout whose
 // features are the (n, c) pairs and whose reduction is the positions
 // (feature_layout.hpp): the backward always, the forward when channels are
 // innermost in memory and a group's channels are few.

@@ -164,7 +164,7 @@ void plan_gn_backward_slices(const GnBackward& p, const DeviceShape& device, GnB
     tensors.slot[kSlotDx] = &p.dx;
     const Lengths& len = p.shape.len;
     plan.slices = plan_slices(p.shape, tensors, device);
-    const BnLayout& layout = plan.slices.layout;
+    const FeatureLayout& layout = plan.slices.layout;
     plan.needs = backward_scratch_needs(layout.feature.size, layout.splits, len[kN] * p.shape.groups);
 }
 

@@ -11,10 +11,10 @@
 namespace mbn {
 namespace gpu {
 
-// The slices (n, c) by positions as a BnLayout (slots x, y or dy, dx), and
+// The slices (n, c) by positions as a FeatureLayout (slots x, y or dy, dx), and
 // how they are numbered.
 struct GnSlicePlan {
-    BnLayout layout;
+    FeatureLayout layout;
     GnSliceOrder order;
 };
 

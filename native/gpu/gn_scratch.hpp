@@ -6,7 +6,7 @@
 //   stats         per group: the merged statistics (gn_layout.hpp)
 //   arrivals      per group (gn_arrival.h); tickets: the resident pass's
 //                 next chunk
-// Backward, over the (n, c) rows of its BnLayout:
+// Backward, over the (n, c) rows of its FeatureLayout:
 //   sum_g, sum_g_xhat  per (split, row): sums of the pre-activation gradient g
 //                      and of g * xhat
 //   group_terms        per group: mean of w g and mean of w g xhat

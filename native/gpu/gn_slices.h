@@ -1,5 +1,5 @@
 // Group norm's slices: the positions of channel c of sample n, the features
-// of the BnLayout both directions walk when they reduce per (n, c) first
+// of the FeatureLayout both directions walk when they reduce per (n, c) first
 // (gn_planner.hpp).  Where a slice sits and which group it belongs to.
 #pragma once
 

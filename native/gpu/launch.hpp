@@ -26,10 +26,10 @@ inline void check_launch(const char* kernel) {
 
 // Launch shape of the kernels that walk the layout (feature_layout.hpp):
 // gridDim = (tiles, splits), blockDim = (tile_features, rows).
-inline dim3 walk_grid(const BnLayout& layout) {
+inline dim3 walk_grid(const FeatureLayout& layout) {
     return dim3(static_cast<unsigned>(layout.tiles), static_cast<unsigned>(layout.splits));
 }
-inline dim3 walk_block(const BnLayout& layout) {
+inline dim3 walk_block(const FeatureLayout& layout) {
     return dim3(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
 }
 
@@ -39,7 +39,7 @@ struct FinalizeShape {
     dim3 grid;
     dim3 block;
 };
-inline FinalizeShape finalize_shape(const BnLayout& layout) {
+inline FinalizeShape finalize_shape(const FeatureLayout& layout) {
     unsigned lanes = 1;
     while (lanes < static_cast<unsigned>(layout.splits) && lanes < static_cast<unsigned>(kBlockThreads)) lanes *= 2;
     const unsigned per_block = static_cast<unsigned>(kBlockThreads) / lanes;

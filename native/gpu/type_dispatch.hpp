@@ -115,7 +115,7 @@ bool pick_width(int wanted, Widths<Ws...>, Fn&& fn) {
 // instantiated for: one for the call's widest data type, and for a kernel
 // that reads only x also the width of a float dy (backward).
 template <typename ReduceWidths, typename FeatureWidths, typename Body>
-void with_walk_shape(const BnLayout& layout, Body&& body) {
+void with_walk_shape(const FeatureLayout& layout, Body&& body) {
     using One = std::integral_constant<int, 1>;
     auto with_rank = [&](auto vr, auto vf) {
         if (layout.reduce.rank <= 2)
@@ -153,7 +153,7 @@ constexpr int feature_width_of() {
 // with_walk_shape for a kernel instantiated for the widths of the data
 // types Ts of its call.
 template <typename... Ts, typename Body>
-void with_walk_shape_of(const BnLayout& layout, Body&& body) {
+void with_walk_shape_of(const FeatureLayout& layout, Body&& body) {
     with_walk_shape<Widths<vector_width_of<Ts...>()>, Widths<feature_width_of<Ts...>()>>(layout,
                                                                                           std::forward<Body>(body));
 }
@@ -164,7 +164,7 @@ void with_walk_shape_of(const BnLayout& layout, Body&& body) {
 // cursor ranks instead of six walk shapes.  Its per-element activation
 // calls, not vector width, bound it.
 template <bool Fused, typename... Ts, typename Body>
-void with_walk_shape_for(const BnLayout& layout, Body&& body) {
+void with_walk_shape_for(const FeatureLayout& layout, Body&& body) {
     if constexpr (Fused)
         with_walk_shape<Widths<>, Widths<>>(layout, std::forward<Body>(body));
     else

@@ -149,9 +149,10 @@ def test_fused_activation_v3_and_inverse_variance(backend, rng, name, x_dtype, m
 
 
 # Shapes whose features the GPU splits over several blocks (statistics
-# partials, their merge, then the elementwise pass: bn_stats.hip,
-# bn_forward.hip, bn_backward.hip) with and without an activation (whose
-# kernels walk one element at a time, so they split smaller shapes).
+# partials, their merge, then the elementwise pass: feature_passes.hip,
+# bn_stats.hip, bn_forward.hip, bn_backward.hip) with and without an
+# activation (whose kernels walk one element at a time, so they split
+# smaller shapes).
 MULTI_LAUNCH = {
     "spatial-nchw": ((4, 3, 128, 160), "spatial", PACKED),
     "spatial-nhwc": ((4, 3, 128, 160), "spatial", CHANNELS_LAST),

@@ -20,7 +20,7 @@ EMULATION = REPO / "tests" / "gpu" / "emulation"
 CUDA_INCLUDES = [pathlib.Path("/usr/local/cuda/include"), pathlib.Path("/usr/include")]
 SOURCES = [EMULATION / name for name in ("emulator.cpp", "emu_tile_forward.cpp", "emu_tile_backward.cpp",
                                          "gn_tile_check.cpp")]
-PLANNER = [REPO / "native" / "gpu" / name for name in ("gn_planner.cpp", "gn_tile_planner.cpp", "bn_planner.cpp")]
+PLANNER = [REPO / "native" / "gpu" / name for name in ("gn_planner.cpp", "gn_tile_planner.cpp", "feature_plan.cpp")]
 
 pytestmark = pytest.mark.stress
 
