@@ -4,7 +4,9 @@ cuDNN, with the L2 flushed before each call.
 
     python bench/kernel_times.py bn_train:2x256x14x14:fp16:nchw ...
 
-A case is op:NxCxHxW:dtype:layout with op bn_train, bn_bwd or bn_infer.  Each
+A case is op:NxCxHxW:dtype:layout with op bn_train, bn_bwd, bn_infer, gn_fwd,
+gn_fwd_swish or gn_bwd (group norm with G = 32, its affine parameters in x's
+dtype as in the bench).  Each
 line names the kernels one call launches (how many per call, median us) and
 their summed device time: what is left of the bench's event time once the
 launch and event overhead are taken away.
@@ -20,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_compiled as compiled  # noqa: E402
 import miopen_bn as mbn  # noqa: E402
 from bench_data import EPSILON, EXP_AVG_FACTOR  # noqa: E402
-from bench_shapes import parse_shape  # noqa: E402
+from bench_shapes import GN_GROUPS, parse_shape  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 REPS = 20
@@ -60,6 +62,21 @@ def calls(case, handle):
         fn = torch.compile(compiled.bn_infer, dynamic=False, fullgraph=True)
         return {"ours": lambda: mbn.batchnorm_forward_inference(x, w, b, rm, rv, y=y, handle=handle),
                 "compiled": lambda: fn(x, w, b, rm, rv)}
+    if op in ("gn_fwd", "gn_fwd_swish"):
+        gw, gb = w.to(x.dtype), b.to(x.dtype)
+        swish = op == "gn_fwd_swish"
+        fn = torch.compile(compiled.gn_fwd_swish if swish else compiled.gn_fwd, dynamic=False, fullgraph=True)
+        return {"ours": lambda: mbn.groupnorm_forward(x, GN_GROUPS, gw, gb, activation="swish" if swish else None,
+                                                     y=y, handle=handle),
+                "compiled": lambda: fn(x, GN_GROUPS, gw, gb)}
+    if op == "gn_bwd":
+        gw, gb = w.to(x.dtype), b.to(x.dtype)
+        _, mean, rstd = mbn.groupnorm_forward(x, GN_GROUPS, gw, gb, y=y, handle=handle)
+        x_saved = compiled.saved_input(x)
+        tmean, trstd = compiled.torch_group_statistics(x_saved, gw, gb, GN_GROUPS)
+        fn = torch.compile(compiled.gn_bwd, dynamic=False, fullgraph=True)
+        return {"ours": lambda: mbn.groupnorm_backward(x, dy, GN_GROUPS, gw, mean, rstd, dx=dx, handle=handle),
+                "compiled": lambda: fn(dy, x_saved, GN_GROUPS, tmean, trstd, gw)}
     raise SystemExit(f"unknown op in {case!r}")
 
 
