@@ -7,7 +7,8 @@
 // mean and variance, saved mean and inverse std; then again with none of
 // them, y bitwise the same) and backward (dx, dscale, dbias; with the saved
 // statistics, then recomputing them), float32, float16 and bfloat16,
-// parameters float32 or of x's type, blended outputs (alpha, beta) or not.
+// parameters float32 or of x's type, blended outputs (alpha, beta) or not,
+// in place (y = x, dx = dy, dx = x), deviations whose float squares overflow.
 // Outputs start as NaN.  Every planned path named in kCovered must be met.
 //
 //   bn_tile_check    exit status 0 when every case passes
@@ -42,16 +43,18 @@ struct Case {
     bool blend;          // outputs blended with their prior content (alpha, beta)
     bool clustered;      // a device with clusters of up to 8 blocks (wave 32 only)
     double offset;       // the channels' means lie around it
+    double magnitude = 1.0;  // x's deviations scaled by it (5e18: float squares overflow)
+    bool in_place = false;   // y is x; dx is dy (saved statistics), then x
 };
 
 std::string describe(const Case& k) {
     char text[200];
-    std::snprintf(text, sizeof text, "%lldx%lldx%lldx%lldx%lld %s %s%s%s%s offset %g",
+    std::snprintf(text, sizeof text, "%lldx%lldx%lldx%lldx%lld %s %s%s%s%s%s offset %g magnitude %g",
                   static_cast<long long>(k.len[kN]), static_cast<long long>(k.len[kC]),
                   static_cast<long long>(k.len[kD]), static_cast<long long>(k.len[kH]),
                   static_cast<long long>(k.len[kW]), dtype_name(k.dtype), k.nhwc ? "NHWC" : "NCHW",
                   k.params_like_x ? " params-like-x" : "", k.blend ? " blended" : "",
-                  k.clustered ? " clusters" : "", k.offset);
+                  k.clustered ? " clusters" : "", k.in_place ? " in-place" : "", k.offset, k.magnitude);
     return text;
 }
 
@@ -142,7 +145,7 @@ void run_case(const Case& k, bool wave, std::mt19937_64& rng) {
         const double mean = k.offset + uniform(rng) * 4 - 2, spread = uniform(rng) * 1.5 + 0.5;
         for (std::int64_t n = 0; n < N; ++n)
             for (std::int64_t s = 0; s < S; ++s) {
-                x.set(n, c, s, mean + spread * normal(rng));
+                x.set(n, c, s, k.magnitude * (mean + spread * normal(rng)));
                 dy.set(n, c, s, normal(rng));
                 prior.set(n, c, s, normal(rng));
             }
@@ -196,10 +199,12 @@ void run_case(const Case& k, bool wave, std::mt19937_64& rng) {
     Param saved_mean(pt, C), saved_inv(pt, C);  // the training's, for the backward
     for (int round = 0; round < 2; ++round) {
         const bool everything = round == 0;
-        Tensor y(k.dtype, k.len, k.nhwc);
+        Tensor fresh(k.dtype, k.len, k.nhwc);
+        x.assign(xs);  // again (in place, the last round overwrote it)
+        Tensor& y = k.in_place ? x : fresh;
         if (k.blend)
             y.assign(ps);
-        else
+        else if (!k.in_place)
             y.fill_nan();
         Param running_mean(pt, C), running_var(pt, C);
         running_mean.fill(NAN), running_var.fill(NAN), saved_mean.fill(NAN), saved_inv.fill(NAN);
@@ -279,10 +284,13 @@ void run_case(const Case& k, bool wave, std::mt19937_64& rng) {
                     ref_dx[i] = data_blend.alpha * v + data_blend.beta * ps[i];
                 }
         }
-        Tensor dx(k.dtype, k.len, k.nhwc);
+        Tensor fresh(k.dtype, k.len, k.nhwc);
+        x.assign(xs);
+        dy.assign(gs);
+        Tensor& dx = !k.in_place ? fresh : saved ? dy : x;
         if (k.blend)
             dx.assign(ps);
-        else
+        else if (!k.in_place)
             dx.fill_nan();
         Param dscale(pt, C), dbias(pt, C);
         for (std::int64_t c = 0; c < C; ++c) {
@@ -378,6 +386,15 @@ int main() {
     // Means far from 0 (the center the sums are taken around matters).
     cases.push_back(Case{{8, 12, 1, 8, 8}, DType::f32, false, false, false, false, 1000.0});
     cases.push_back(Case{{4, 3, 1, 45, 47}, DType::f32, false, false, false, false, 1000.0});
+    // Deviations whose float squares overflow (the sums again in double).
+    for (const Lengths& len : {Lengths{8, 12, 1, 8, 8}, Lengths{4, 3, 1, 45, 47}, Lengths{3, 24, 1, 5, 7}})
+        cases.push_back(Case{len, DType::f32, len[kC] == 24, false, false, false, 0.0, 5e18});
+    // In place: y = x, dx = dy and dx = x.
+    cases.push_back(Case{{2, 6, 1, 7, 7}, DType::f16, false, true, false, false, 0.0, 1.0, true});
+    cases.push_back(Case{{8, 12, 1, 8, 8}, DType::f32, false, false, false, false, 0.0, 1.0, true});
+    cases.push_back(Case{{4, 16, 1, 10, 10}, DType::bf16, true, true, false, false, 0.0, 1.0, true});
+    cases.push_back(Case{{4, 3, 1, 45, 47}, DType::f16, false, true, false, false, 0.0, 1.0, true});
+    cases.push_back(Case{{24, 2, 1, 32, 32}, DType::f32, false, false, false, false, 0.0, 1.0, true});
     // Clusters of blocks (H100: wave 32 only): NCHW and NHWC tiles.
     const bool clusters = EMU_WAVE_SIZE == 32;
     if (clusters) {
