@@ -125,6 +125,26 @@ struct Param : Small {
     }
 };
 
+// Plans p's channel tiles (wave tiles or the others) and runs them; false
+// where the planner takes no such tiles.  The first round of a case records
+// and prints the path.
+template <typename Problem>
+bool plan_and_run(const Problem& p, const Case& k, bool wave, const std::string& label, const char* op, bool first) {
+    const ChannelTilePlan plan = plan_channel_tiles(p, device_shape(k.clustered), PlanRule::wherever_it_fits, wave);
+    if (!plan.usable) {
+        if (first) std::printf("no plan %s %s\n", label.c_str(), op);
+        return false;
+    }
+    const int bound = wave ? 4 * EMU_WAVE_SIZE : 512;  // the kernel's __launch_bounds__
+    check(plan.threads <= bound, label + " " + op, "more threads than the kernel's launch bounds");
+    if (first) {
+        covered.insert(path_of(plan, k));
+        std::printf("run %s %s: %s: %s\n", label.c_str(), op, path_of(plan, k).c_str(), plan_text(plan).c_str());
+    }
+    run_channel_tiles(p, plan, LaunchTarget{nullptr, nullptr, nullptr});
+    return true;
+}
+
 struct Blending {
     float alpha, beta;
 };
@@ -134,7 +154,6 @@ void run_case(const Case& k, bool wave, std::mt19937_64& rng) {
     const std::int64_t N = k.len[kN], C = k.len[kC], S = k.len[kD] * k.len[kH] * k.len[kW];
     const double M = static_cast<double>(N * S);
     const DType pt = k.params_like_x ? k.dtype : DType::f32;
-    const DeviceShape device = device_shape(k.clustered);
     const Blending data_blend = k.blend ? Blending{0.75f, 0.5f} : Blending{1.0f, 0.0f};
     const Blending param_blend = k.blend ? Blending{1.5f, -0.25f} : Blending{1.0f, 0.0f};
 
@@ -181,7 +200,6 @@ void run_case(const Case& k, bool wave, std::mt19937_64& rng) {
     }
     const Tolerance tol = tolerance(k.dtype), ptol = tolerance(pt);
     const std::string label = describe(k) + (wave ? " [wave tiles]" : " [channel tiles]");
-    const int bound = wave ? 4 * EMU_WAVE_SIZE : 512;  // the kernel's __launch_bounds__
 
     // ---- training: everything, then y alone (bitwise the same y).
     std::vector<double> ref_y(xs.size()), ref_rm(C), ref_rv(C);
@@ -227,17 +245,7 @@ void run_case(const Case& k, bool wave, std::mt19937_64& rng) {
         p.exp_avg_factor = kFactor;
         p.out.alpha = data_blend.alpha;
         p.out.beta = data_blend.beta;
-        const ChannelTilePlan plan = plan_channel_tiles(p, device, PlanRule::wherever_it_fits, wave);
-        if (!plan.usable) {
-            if (round == 0) std::printf("no plan %s training\n", label.c_str());
-            break;
-        }
-        check(plan.threads <= bound, label, "training: more threads than the kernel's launch bounds");
-        if (round == 0) {
-            covered.insert(path_of(plan, k));
-            std::printf("run %s training: %s: %s\n", label.c_str(), path_of(plan, k).c_str(), plan_text(plan).c_str());
-        }
-        run_channel_tiles(p, plan, LaunchTarget{nullptr, nullptr, nullptr});
+        if (!plan_and_run(p, k, wave, label, "training", round == 0)) break;
         const std::vector<double> got = y.values();
         check(x.slack_intact() && y.slack_intact(), label, "training wrote outside y");
         if (everything) {
@@ -315,17 +323,7 @@ void run_case(const Case& k, bool wave, std::mt19937_64& rng) {
         p.data.beta = data_blend.beta;
         p.param.alpha = param_blend.alpha;
         p.param.beta = param_blend.beta;
-        const ChannelTilePlan plan = plan_channel_tiles(p, device, PlanRule::wherever_it_fits, wave);
-        if (!plan.usable) {
-            if (round == 0) std::printf("no plan %s backward\n", label.c_str());
-            break;
-        }
-        check(plan.threads <= bound, label, "backward: more threads than the kernel's launch bounds");
-        if (round == 0) {
-            covered.insert(path_of(plan, k));
-            std::printf("run %s backward: %s: %s\n", label.c_str(), path_of(plan, k).c_str(), plan_text(plan).c_str());
-        }
-        run_channel_tiles(p, plan, LaunchTarget{nullptr, nullptr, nullptr});
+        if (!plan_and_run(p, k, wave, label, "backward", round == 0)) break;
         check(x.slack_intact() && dy.slack_intact() && dx.slack_intact(), label, "backward wrote outside dx");
         const std::string what = saved ? " (saved statistics)" : " (statistics recomputed)";
         compare(label + what, "dx", dx.values(), ref_dx, tol.elementwise);
