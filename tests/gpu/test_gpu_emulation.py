@@ -1,11 +1,12 @@
-"""The on-chip group-norm kernels (native/gpu/gn_tile_*.hip) run on the host:
+"""The on-chip group-norm kernels (native/gpu/gn_tile_*.hip) and batch
+norm's channel tiles (native/gpu/bn_channel_tile.hip) run on the host:
 tests/gpu/emulation builds them with the host compiler over a fiber emulator
 of the GPU (threads, barriers, warp shuffles, thread-block clusters with
 their shared memory) and checks every output of the real planner's launches
 against a float64 reference, for 32-lane waves with clusters (H100) and
 64-lane waves without (AMD CDNA).  No GPU is needed, only CUDA's fp16/bf16
-headers.  A stress case (about two minutes on two cores): set
-MIOPEN_BN_STRESS=1.
+headers.  Stress cases (about two minutes on two cores for group norm,
+under one for batch norm): set MIOPEN_BN_STRESS=1.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ CUDA_INCLUDES = [pathlib.Path("/usr/local/cuda/include"), pathlib.Path("/usr/inc
 SOURCES = [EMULATION / name for name in ("emulator.cpp", "emu_tile_forward.cpp", "emu_tile_backward.cpp",
                                          "gn_tile_check.cpp")]
 PLANNER = [REPO / "native" / "gpu" / name for name in ("gn_planner.cpp", "gn_tile_planner.cpp", "feature_plan.cpp")]
+# Batch norm's channel tiles: their planner lives in the .hip beside the kernel.
+BN_SOURCES = [EMULATION / name for name in ("emulator.cpp", "emu_bn_channel_tile.cpp", "bn_tile_check.cpp")]
 
 pytestmark = pytest.mark.stress
 
@@ -32,11 +35,11 @@ def cuda_include():
     pytest.skip("no CUDA fp16/bf16 headers to build the emulated kernels with")
 
 
-def build(out: pathlib.Path, wave: int) -> pathlib.Path:
+def build(out: pathlib.Path, wave: int, sources=SOURCES + PLANNER, name: str = "gn_tile_check") -> pathlib.Path:
     compiler = shutil.which("g++") or shutil.which("clang++") or pytest.skip("no C++ compiler")
     include = cuda_include()
     objects = []
-    for source in SOURCES + PLANNER:
+    for source in sources:
         obj = out / f"{source.stem}.o"
         emulated = source.parent == EMULATION
         flags = [f"-I{EMULATION}"] if emulated else []
@@ -44,7 +47,7 @@ def build(out: pathlib.Path, wave: int) -> pathlib.Path:
                         f"-I{REPO / 'native'}", f"-I{include}", "-c", str(source), "-o", str(obj)],
                        check=True, capture_output=True, text=True)
         objects.append(str(obj))
-    binary = out / "gn_tile_check"
+    binary = out / name
     subprocess.run([compiler, *objects, "-o", str(binary)], check=True, capture_output=True, text=True)
     return binary
 
@@ -53,5 +56,13 @@ def build(out: pathlib.Path, wave: int) -> pathlib.Path:
 def test_emulated_on_chip_kernels(tmp_path, wave):
     binary = build(tmp_path, wave)
     result = subprocess.run([str(binary), "quick"], capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 failure(s)" in result.stdout
+
+
+@pytest.mark.parametrize("wave", (32, 64))
+def test_emulated_channel_tiles(tmp_path, wave):
+    binary = build(tmp_path, wave, BN_SOURCES, "bn_tile_check")
+    result = subprocess.run([str(binary)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "0 failure(s)" in result.stdout

@@ -60,6 +60,7 @@ ucontext_t scheduler;
 Cluster* cluster = nullptr;
 unsigned char* shared_array = nullptr;
 std::size_t shared_capacity = 0;
+bool shared_guarded = true;  // a canary follows the launch's shared bytes (dynamic shared memory)
 
 [[noreturn]] void die(const char* what) {
     std::fprintf(stderr, "gpu emulator: %s\n", what);
@@ -83,6 +84,7 @@ void wait(const Barrier& b, unsigned long long token) {
 }
 
 void check_canary() {
+    if (!shared_guarded) return;
     for (std::size_t i = 0; i < kCanaryBytes; ++i)
         if (shared_array[cluster->shared_bytes + i] != kCanary) die("a kernel wrote past its shared memory");
 }
@@ -113,6 +115,13 @@ Block& current_block() { return cluster->blocks[cluster->running->block]; }
 void register_shared(void* array, std::size_t capacity) {
     shared_array = static_cast<unsigned char*>(array);
     shared_capacity = capacity;
+    shared_guarded = true;
+}
+
+void register_static_shared(void* begin, std::size_t bytes) {
+    shared_array = static_cast<unsigned char*>(begin);
+    shared_capacity = bytes;
+    shared_guarded = false;
 }
 
 void sync_block() { wait(current_block().barrier, arrive(current_block().barrier)); }
@@ -160,7 +169,8 @@ void* peer_shared(void* mine, int rank) {
 void run_grid(unsigned blocks, unsigned threads, unsigned cluster_blocks, std::size_t shared_bytes,
               const std::function<void()>& body) {
     if (threads % kWave != 0 || blocks % cluster_blocks != 0) die("bad launch shape");
-    if (shared_bytes + kCanaryBytes > shared_capacity) die("more shared memory than the kernel's array holds");
+    if (shared_guarded ? shared_bytes + kCanaryBytes > shared_capacity : shared_bytes != shared_capacity)
+        die("more shared memory than the kernel's array holds");
     for (unsigned first = 0; first < blocks; first += cluster_blocks) {
         Cluster c;
         c.first_block = first;
@@ -177,7 +187,7 @@ void run_grid(unsigned blocks, unsigned threads, unsigned cluster_blocks, std::s
         }
         c.fibers.resize(static_cast<std::size_t>(threads) * cluster_blocks);
         cluster = &c;
-        std::memset(shared_array + shared_bytes, kCanary, kCanaryBytes);
+        if (shared_guarded) std::memset(shared_array + shared_bytes, kCanary, kCanaryBytes);
         for (unsigned b = 0; b < cluster_blocks; ++b)
             for (unsigned t = 0; t < threads; ++t) {
                 Fiber& f = c.fibers[b * threads + t];

@@ -1,8 +1,9 @@
 // A host emulator of the GPU execution model, enough to run the on-chip
-// group-norm kernels (native/gpu/gn_tile_*.hip) on the CPU: every thread of
+// kernels (native/gpu/gn_tile_*.hip, bn_channel_tile.hip) on the CPU: every thread of
 // a cluster is a fiber; __syncthreads, warp shuffles and cluster barriers
 // are barriers among fibers (a thread that skips one deadlocks, which the
-// scheduler reports); each block's shared memory is its own.  One cluster
+// scheduler reports); each block's shared memory (dynamic, or the static
+// variables of a translation unit) is its own.  One cluster
 // runs at a time, its blocks interleaved at every barrier.
 #pragma once
 
@@ -34,6 +35,12 @@ void run_grid(unsigned blocks, unsigned threads, unsigned cluster, std::size_t s
 // The kernels' extern dynamic shared array of one translation unit: the
 // running block's memory lives there (swapped at every change of block).
 void register_shared(void* array, std::size_t capacity);
+
+// Or the kernels' static __shared__ memory of one translation unit, one
+// object (emu_bn_channel_tile.cpp): a launch then asks for exactly `bytes`,
+// each block gets its own copy of the object (uninitialized: NaN), and
+// there is no overrun canary (the compiler lays the object out).
+void register_static_shared(void* begin, std::size_t bytes);
 
 void sync_block();
 void sync_warp();

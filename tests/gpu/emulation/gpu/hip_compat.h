@@ -46,6 +46,13 @@ inline float __expf(float x) { return std::exp(x); }
 // div.approx: a * (1 / b), which flushes to 0 for |b| beyond 2^126.
 inline float __fdividef(float a, float b) { return std::fabs(b) > 0x1p126f ? a * 0.0f : a / b; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
+// CUDA's device min and max of one type (std::min needs <algorithm> and its name).
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a < b ? b : a; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a < b ? b : a; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a < b ? b : a; }
 inline float __uint_as_float(unsigned v) {
     float f;
     std::memcpy(&f, &v, 4);

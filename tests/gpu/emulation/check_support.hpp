@@ -1,0 +1,179 @@
+// What the emulated kernels' check programs (gn_tile_check.cpp,
+// bn_tile_check.cpp) share: element conversions, the tolerance table of
+// python/miopen_bn/tolerances.csv, host tensors with poisoned slack, and
+// the comparison with a float64 reference.
+#pragma once
+
+#include "common/dtype.hpp"
+#include "common/problem.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace emu_check {
+
+using namespace mbn;
+
+// ---- elements ------------------------------------------------------------
+
+inline double to_double(DType t, const void* p, std::int64_t i) {
+    switch (t) {
+        case DType::f32: return static_cast<const float*>(p)[i];
+        case DType::f64: return static_cast<const double*>(p)[i];
+        case DType::f16: return __half2float(static_cast<const __half*>(p)[i]);
+        case DType::bf16: {
+            std::uint32_t bits = static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(p)[i]) << 16;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            return f;
+        }
+    }
+    return 0.0;
+}
+
+inline void from_double(DType t, void* p, std::int64_t i, double v) {
+    switch (t) {
+        case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); return;
+        case DType::f64: static_cast<double*>(p)[i] = v; return;
+        case DType::f16: static_cast<__half*>(p)[i] = __float2half_rn(static_cast<float>(v)); return;
+        case DType::bf16: {  // round to nearest even, as the kernels
+            const float f = static_cast<float>(v);
+            std::uint32_t u;
+            std::memcpy(&u, &f, 4);
+            std::uint16_t bits = std::isnan(f) ? static_cast<std::uint16_t>((u >> 16) | 0x40u)
+                                               : static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+            static_cast<std::uint16_t*>(p)[i] = bits;
+            return;
+        }
+    }
+}
+
+struct Tolerance {
+    double elementwise, reduction;  // atol == rtol
+};
+inline Tolerance tolerance(DType t) {
+    switch (t) {
+        case DType::f32: return {1e-5, 1e-4};
+        case DType::f16: return {2e-3, 2e-3};
+        case DType::bf16: return {1.6e-2, 1.6e-2};
+        case DType::f64: return {1e-12, 1e-12};
+    }
+    return {0, 0};
+}
+
+// A tensor of (N, C, D, H, W) lengths in host memory, 64 bytes of slack on
+// either side (poisoned, checked untouched).
+struct Tensor {
+    DType dtype;
+    Lengths len;
+    Strides stride;
+    std::vector<unsigned char> bytes;
+    static constexpr std::size_t kSlack = 64;
+
+    Tensor(DType t, const Lengths& l, bool channels_last) : dtype(t), len(l) {
+        if (channels_last) {  // N, D, H, W, C
+            stride[kC] = 1;
+            stride[kW] = len[kC];
+            stride[kH] = stride[kW] * len[kW];
+            stride[kD] = stride[kH] * len[kH];
+            stride[kN] = stride[kD] * len[kD];
+        } else {
+            stride[kW] = 1;
+            stride[kH] = len[kW];
+            stride[kD] = stride[kH] * len[kH];
+            stride[kC] = stride[kD] * len[kD];
+            stride[kN] = stride[kC] * len[kC];
+        }
+        bytes.assign(static_cast<std::size_t>(count()) * dtype_size(t) + 2 * kSlack, 0x7F);
+    }
+    std::int64_t count() const { return len[kN] * len[kC] * len[kD] * len[kH] * len[kW]; }
+    void* data() { return bytes.data() + kSlack; }
+    const void* data() const { return bytes.data() + kSlack; }
+    std::int64_t at(std::int64_t n, std::int64_t c, std::int64_t s) const {
+        const std::int64_t w = s % len[kW], h = s / len[kW] % len[kH], d = s / (len[kW] * len[kH]);
+        return n * stride[kN] + c * stride[kC] + d * stride[kD] + h * stride[kH] + w * stride[kW];
+    }
+    double get(std::int64_t n, std::int64_t c, std::int64_t s) const { return to_double(dtype, data(), at(n, c, s)); }
+    void set(std::int64_t n, std::int64_t c, std::int64_t s, double v) { from_double(dtype, data(), at(n, c, s), v); }
+    // Every element in logical (n, c, position) order, and back.
+    std::vector<double> values() const {
+        std::vector<double> out;
+        out.reserve(static_cast<std::size_t>(count()));
+        for (std::int64_t n = 0; n < len[kN]; ++n)
+            for (std::int64_t c = 0; c < len[kC]; ++c)
+                for (std::int64_t s = 0; s < len[kD] * len[kH] * len[kW]; ++s) out.push_back(get(n, c, s));
+        return out;
+    }
+    void assign(const std::vector<double>& in) {
+        std::size_t i = 0;
+        for (std::int64_t n = 0; n < len[kN]; ++n)
+            for (std::int64_t c = 0; c < len[kC]; ++c)
+                for (std::int64_t s = 0; s < len[kD] * len[kH] * len[kW]; ++s) set(n, c, s, in[i++]);
+    }
+    void fill_nan() {
+        for (std::int64_t i = 0; i < count(); ++i) from_double(dtype, data(), i, NAN);
+    }
+    bool slack_intact() const {
+        for (std::size_t i = 0; i < kSlack; ++i)
+            if (bytes[i] != 0x7F || bytes[bytes.size() - 1 - i] != 0x7F) return false;
+        return true;
+    }
+    TensorArg arg() {
+        TensorArg a;
+        a.data = data();
+        a.dtype = dtype;
+        a.len = len;
+        a.stride = stride;
+        a.order = MemoryOrder::strided;
+        return a;
+    }
+};
+
+// A (1, C) or (N, G) tensor.
+struct Small {
+    DType dtype;
+    std::vector<double> storage;  // wide enough for any type
+    std::int64_t rows, columns;
+    Small(DType t, std::int64_t r, std::int64_t c) : dtype(t), storage(static_cast<std::size_t>(r * c) + 1), rows(r), columns(c) {}
+    double get(std::int64_t i) const { return to_double(dtype, storage.data(), i); }
+    void set(std::int64_t i, double v) { from_double(dtype, storage.data(), i, v); }
+    TensorArg arg() {
+        TensorArg a;
+        a.data = storage.data();
+        a.dtype = dtype;
+        a.len = Lengths{rows, columns, 1, 1, 1};
+        a.stride = Strides{columns, 1, 1, 1, 1};
+        return a;
+    }
+};
+
+// Compares got with expected under atol == rtol == tol; reports the worst
+// (NaN fails) and returns whether every element passed.
+inline bool compare(const std::string& label, const char* what, const std::vector<double>& got,
+                    const std::vector<double>& expected, double tol) {
+    std::size_t bad = 0, worst = 0;
+    double worst_excess = -1.0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const double allowed = tol + tol * std::fabs(expected[i]);
+        const double error = std::fabs(got[i] - expected[i]);
+        const double excess = std::isnan(got[i]) ? INFINITY : error - allowed;
+        if (excess > 0) ++bad;
+        if (excess > worst_excess) {
+            worst_excess = excess;
+            worst = i;
+        }
+    }
+    if (bad != 0)
+        std::printf("FAIL %s: %s: %zu of %zu off; worst [%zu] got %.9g expected %.9g\n", label.c_str(), what, bad,
+                    got.size(), worst, got[worst], expected[worst]);
+    return bad == 0;
+}
+
+}  // namespace emu_check
