@@ -35,14 +35,25 @@ def cuda_include():
     pytest.skip("no CUDA fp16/bf16 headers to build the emulated kernels with")
 
 
+def tolerance_header(out: pathlib.Path) -> pathlib.Path:
+    """miopen_bn_tolerances.h, generated from the one table (tolerances.csv)
+    as the C GPU-versus-CPU program's is; returns its folder."""
+    cmake = shutil.which("cmake") or pytest.skip("no cmake to generate the tolerance header")
+    subprocess.run([cmake, f"-DCSV={REPO / 'python' / 'miopen_bn' / 'tolerances.csv'}",
+                    f"-DOUTPUT={out / 'miopen_bn_tolerances.h'}", "-P", str(REPO / "cmake" / "tolerances.cmake")],
+                   check=True, capture_output=True, text=True)
+    return out
+
+
 def build(out: pathlib.Path, wave: int, sources=SOURCES + PLANNER, name: str = "gn_tile_check") -> pathlib.Path:
     compiler = shutil.which("g++") or shutil.which("clang++") or pytest.skip("no C++ compiler")
     include = cuda_include()
+    generated = tolerance_header(out)
     objects = []
     for source in sources:
         obj = out / f"{source.stem}.o"
         emulated = source.parent == EMULATION
-        flags = [f"-I{EMULATION}"] if emulated else []
+        flags = [f"-I{EMULATION}", f"-I{generated}"] if emulated else []
         subprocess.run([compiler, "-std=c++17", "-O1", f"-DEMU_WAVE_SIZE={wave}", *flags, f"-I{REPO / 'include'}",
                         f"-I{REPO / 'native'}", f"-I{include}", "-c", str(source), "-o", str(obj)],
                        check=True, capture_output=True, text=True)

@@ -67,7 +67,7 @@ void check(bool ok, const std::string& label, const char* what) {
 }
 
 void compare(const std::string& label, const char* what, const std::vector<double>& got,
-             const std::vector<double>& expected, double tol) {
+             const std::vector<double>& expected, MbnTolerance tol) {
     if (!emu_check::compare(label, what, got, expected, tol)) ++failures;
 }
 

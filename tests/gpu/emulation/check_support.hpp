@@ -6,6 +6,7 @@
 
 #include "common/dtype.hpp"
 #include "common/problem.hpp"
+#include "miopen_bn_tolerances.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -55,17 +56,21 @@ inline void from_double(DType t, void* p, std::int64_t i, double v) {
     }
 }
 
+// The rows of the one table for outputs of type t: y and dx (elementwise),
+// statistics and parameter gradients (reduction).  miopen_bn_tolerances.h is
+// generated from tolerances.csv by cmake/tolerances.cmake (the test builds it).
 struct Tolerance {
-    double elementwise, reduction;  // atol == rtol
+    MbnTolerance elementwise, reduction;
 };
 inline Tolerance tolerance(DType t) {
+    miopenDataType_t type = miopenFloat;
     switch (t) {
-        case DType::f32: return {1e-5, 1e-4};
-        case DType::f16: return {2e-3, 2e-3};
-        case DType::bf16: return {1.6e-2, 1.6e-2};
-        case DType::f64: return {1e-12, 1e-12};
+        case DType::f32: type = miopenFloat; break;
+        case DType::f16: type = miopenHalf; break;
+        case DType::bf16: type = miopenBFloat16; break;
+        case DType::f64: type = miopenDouble; break;
     }
-    return {0, 0};
+    return {mbn_tolerance(type, 0), mbn_tolerance(type, 1)};
 }
 
 // A tensor of (N, C, D, H, W) lengths in host memory, 64 bytes of slack on
@@ -154,14 +159,14 @@ struct Small {
     }
 };
 
-// Compares got with expected under atol == rtol == tol; reports the worst
+// Compares got with expected under |got - expected| <= atol + rtol * |expected|; reports the worst
 // (NaN fails) and returns whether every element passed.
 inline bool compare(const std::string& label, const char* what, const std::vector<double>& got,
-                    const std::vector<double>& expected, double tol) {
+                    const std::vector<double>& expected, MbnTolerance tol) {
     std::size_t bad = 0, worst = 0;
     double worst_excess = -1.0;
     for (std::size_t i = 0; i < got.size(); ++i) {
-        const double allowed = tol + tol * std::fabs(expected[i]);
+        const double allowed = tol.atol + tol.rtol * std::fabs(expected[i]);
         const double error = std::fabs(got[i] - expected[i]);
         const double excess = std::isnan(got[i]) ? INFINITY : error - allowed;
         if (excess > 0) ++bad;

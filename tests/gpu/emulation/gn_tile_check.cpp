@@ -77,7 +77,7 @@ std::string walk_text(const GnTileWalk& w) {
 
 // The shared comparison (check_support.hpp), a failure counted.
 void compare(const char* what, const Case& k, const std::vector<double>& got, const std::vector<double>& expected,
-             double tol) {
+             MbnTolerance tol) {
     if (!emu_check::compare(describe(k), what, got, expected, tol)) ++failures;
 }
 
