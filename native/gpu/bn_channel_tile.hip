@@ -201,7 +201,7 @@ __device__ void tile_sum(double (&a)[NC], double (&b)[NC], const TileArgs& args,
 }
 
 // The streamed part of a block's share (kStream): the units past the K a
-// thread holds in registers, U loads in flight at a time.  The first walk
+// thread holds in registers, kStreamLoads loads in flight at a time.  The first walk
 // sums them; the output walk reads them again, last first, so that what the
 // first walk read last is still in L2.
 constexpr int kStreamLoads = 4;
