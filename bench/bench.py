@@ -415,7 +415,7 @@ class CaseRunner:
         bench_compiled.ARGUMENTS's names); `running` replaces bn_train's
         running statistics (by default its own copies, updated by every
         call as a model's buffers are)."""
-        from bench_compiled import arguments, saved_input
+        from bench_compiled import arguments
         if op == "bn_train" and running is None:
             if self._compiled_running is None:
                 self._compiled_running = (self.case.running_mean.clone(), self.case.running_var.clone())
@@ -426,8 +426,6 @@ class CaseRunner:
         def value(name):
             if name in ("x", "dy"):
                 return getattr(slot, name)
-            if name == "x_saved":
-                return saved_input(slot.x)
             if name == "groups":
                 return self.groups
             if name in ("gn_weight", "gn_bias"):
