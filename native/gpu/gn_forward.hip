@@ -267,8 +267,7 @@ __device__ void normalize_chunk(T* y, const GnForwardArgs<P>& a, const GnChunk& 
                 if (a.swish) v = swish(v, beta);
                 out.lane[j] = narrow<T>(v);
             }
-            *reinterpret_cast<Pack<T, W>*>(
-                group + element_offset<Walk::kLinear>(shape, a.walk.y, at.channel(), at.position())) = out;
+            store_pack(group + element_offset<Walk::kLinear>(shape, a.walk.y, at.channel(), at.position()), out);
         }
         at.advance();
     }

@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
                         ((static_cast<A>(t.weight) * static_cast<A>(grad[a][j]) - mean_wg[j]) - xhat * mean_wgx[j]);
             out.lane[j] = narrow<T>(v);
         }
-        *reinterpret_cast<Pack<T, W>*>(dx + at.offset(a)) = out;
+        store_pack(dx + at.offset(a), out);
     }
     if (w.cluster > 1) cluster_wait();
 }

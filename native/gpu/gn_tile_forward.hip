@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
             if (args.swish) v = fast_swish(v, exponent_scale);
             out.lane[j] = narrow<T>(v);
         }
-        *reinterpret_cast<Pack<T, W>*>(y + at.offset(a)) = out;
+        store_pack(y + at.offset(a), out);
     }
     if (w.cluster > 1) cluster_wait();
 }

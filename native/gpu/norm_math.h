@@ -163,6 +163,43 @@ __device__ __forceinline__ Pack<T, V> load_pack(const T* p) {
     return *reinterpret_cast<const Pack<T, V>*>(p);
 }
 
+// Writes a pack at p (aligned for V) as one access, from 4-byte words.
+// Assigning the Pack itself (or copying it whole into a uint4) lets the
+// compiler store it lane by lane: half and bfloat16 packs became four
+// 4-byte stores for each 16-byte vector, and the group-norm tile kernels had
+// no 16-byte store at all.
+template <typename T, int V>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T, V>& pack) {
+    constexpr int kBytes = static_cast<int>(sizeof(Pack<T, V>));
+    if constexpr (kBytes < 4) {
+        *reinterpret_cast<Pack<T, V>*>(p) = pack;
+    } else {
+        unsigned int word[kBytes / 4];
+#pragma unroll
+        for (int i = 0; i < kBytes / 4; ++i) memcpy(&word[i], reinterpret_cast<const char*>(&pack) + 4 * i, 4);
+        // nvcc splits even a uint4 store back into lanes inside the larger
+        // kernels; its __stwb keeps the vector but makes the store strong
+        // (STG.E.128.STRONG.SM): the plain weak vector store, written out.
+#if defined(__NVCC__) && defined(__CUDA_ARCH__)  // nvcc compiling device code (not the emulator)
+        if constexpr (kBytes == 16)
+            asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(word[0]), "r"(word[1]), "r"(word[2]),
+                         "r"(word[3])
+                         : "memory");
+        else if constexpr (kBytes == 8)
+            asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(word[0]), "r"(word[1]) : "memory");
+        else
+            asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(word[0]) : "memory");
+#else
+        if constexpr (kBytes == 16)
+            *reinterpret_cast<uint4*>(p) = make_uint4(word[0], word[1], word[2], word[3]);
+        else if constexpr (kBytes == 8)
+            *reinterpret_cast<uint2*>(p) = make_uint2(word[0], word[1]);
+        else
+            *reinterpret_cast<unsigned int*>(p) = word[0];
+#endif
+    }
+}
+
 // The elements of a pack, converted to A.
 template <typename A, int V, typename T>
 __device__ __forceinline__ void widen_pack(const Pack<T, V>& pack, A (&out)[V]) {
@@ -201,7 +238,7 @@ __device__ __forceinline__ void store_values(T* p, const A (&result)[V], float a
             if (beta != 0.0f) value += static_cast<A>(beta) * static_cast<A>(widen(pack.lane[j]));
             pack.lane[j] = narrow<T>(value);
         }
-        *reinterpret_cast<Pack<T, V>*>(p) = pack;
+        store_pack(p, pack);
     }
 }
 
