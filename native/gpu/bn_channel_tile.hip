@@ -20,6 +20,7 @@
 #include "common/numerics.hpp"
 #include "gpu/block_reduce.h"
 #include "gpu/cluster_launch.h"
+#include "gpu/divisor.hpp"
 #include "gpu/gn_cluster.h"
 #include "gpu/norm_math.h"
 #include "gpu/param_io.h"
@@ -55,9 +56,13 @@ struct TileArgs {
     int plane_units;  // NCHW: vectors per plane (S / V)
     int units;        // per tile: NCHW vectors of the channel, NHWC rows (N*H*W)
     int block_units;  // units per block of a tile
-    int lanes;        // threads side by side across a row of the tile (NHWC), else 1
-    int cluster;      // blocks per tile, one cluster
-    double count;     // values per channel
+    int lanes;        // threads side by side across a row of the tile (NHWC), else 1 (a power of two)
+    int cluster;      // blocks per tile, one cluster (a power of two)
+    int lanes_shift, cluster_shift;  // their base-2 logarithms
+    Divisor by_plane;  // NCHW: divides by plane_units
+    double count;      // values per channel
+    double inv_count;  // 1 / count
+    double unbiased_ratio;  // count / (count - 1), 1 for a single value
     ChannelParam scale, bias, prev_mean, prev_var, running_mean, running_var, saved_mean, saved_inv_std;
     ChannelParam dscale, dbias;
     double epsilon, exp_avg_factor;
@@ -96,20 +101,26 @@ __device__ __forceinline__ ChannelInputs read_channel(const TileArgs& a, const T
 
 // A channel's statistics from its shifted sums (mean offset from the
 // center, inverse std); training's writer stores the running and saved ones.
+// One thread finishes while its block waits: products with the host's
+// 1 / count and an rsqrt instead of double divisions and a square root
+// (each a long dependent chain of double instructions).
 template <bool kBackward>
 __device__ __forceinline__ void finish_statistics(const TileArgs& a, int c, const ChannelInputs& in, double s1,
                                                   double s2, bool writer, double (&stat)[2]) {
-    const Statistics st = shifted_statistics(in.center, s1, s2, a.count);
-    stat[0] = s1 / a.count;
-    stat[1] = inverse_std(st.variance, a.epsilon);
+    const double offset = s1 * a.inv_count;
+    double variance = s2 * a.inv_count - offset * offset;
+    if (variance < 0.0) variance = 0.0;  // rounding below 0; NaN stays NaN
+    stat[0] = offset;
+    stat[1] = rsqrt(variance + a.epsilon);
     if (!kBackward && writer) {
+        const double mean = in.center + offset;
         if (a.running_mean.present()) {
             const double f = a.exp_avg_factor;
-            a.running_mean.store(c, running_update(in.param[2], st.mean, f));
-            a.running_var.store(c, running_update(in.param[3], unbiased_variance(st.variance, a.count), f));
+            a.running_mean.store(c, running_update(in.param[2], mean, f));
+            a.running_var.store(c, running_update(in.param[3], variance * a.unbiased_ratio, f));
         }
         if (a.saved_mean.present()) {
-            a.saved_mean.store(c, st.mean);
+            a.saved_mean.store(c, mean);
             a.saved_inv_std.store(c, stat[1]);
         }
     }
@@ -136,10 +147,10 @@ __device__ __forceinline__ void backward_coefficients(const TileArgs& a, int c, 
         a.dbias.store_blended(c, g1, a.param_alpha, a.param_beta);
     }
     const double k0 = in.param[0] * inv_std;
-    const double k1 = -k0 * inv_std * dy_xhat / a.count;
+    const double k1 = -k0 * inv_std * dy_xhat * a.inv_count;
     coef[0] = k0;
     coef[1] = k1;
-    coef[2] = -k0 * g1 / a.count - k1 * mean_offset;
+    coef[2] = -k0 * g1 * a.inv_count - k1 * mean_offset;
 }
 
 // The block's shared memory: per-wave partial sums, the block's sums as its
@@ -150,7 +161,6 @@ struct TileShared {
     double totals[kMaxTileChannels][2];
     double coef[kMaxTileChannels][3];
     double stat[kMaxTileChannels][2];  // mean offset from the center, inverse std
-    float center[kMaxTileChannels];
 };
 
 // Sums each of the tile's channels over the tile's blocks: a thread brings
@@ -354,13 +364,14 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     __shared__ TileShared sh;
     const int tile_threads = kWave ? MBN_WAVE_SIZE : static_cast<int>(blockDim.x);
     const int t = static_cast<int>(threadIdx.x) % tile_threads;
-    const int rank = !kWave && a.cluster > 1 ? static_cast<int>(blockIdx.x) % a.cluster : 0;
+    // No division before the loads: the cluster and lanes are powers of two.
+    const int rank = !kWave ? static_cast<int>(blockIdx.x) & (a.cluster - 1) : 0;
     const int tile = kWave ? static_cast<int>(blockIdx.x * (blockDim.x / MBN_WAVE_SIZE) + threadIdx.x / MBN_WAVE_SIZE)
-                           : static_cast<int>(blockIdx.x) / a.cluster;
+                           : static_cast<int>(blockIdx.x) >> a.cluster_shift;
     if (kWave && tile >= a.tiles) return;  // a whole wave: no barrier follows
-    const int lane = t % a.lanes;
-    const int row0 = t / a.lanes;
-    const int rows = tile_threads / a.lanes;
+    const int lane = t & (a.lanes - 1);
+    const int row0 = t >> a.lanes_shift;
+    const int rows = tile_threads >> a.lanes_shift;
     const int tile_channels = kNhwc ? a.lanes * V : 1;
     const int first_channel = tile * tile_channels;
     const int channel = kNhwc ? first_channel + lane * V : tile;  // of the thread's first slot
@@ -372,7 +383,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
 
     auto offset_of = [&](int u) {
         if (kNhwc) return u * a.channels + channel;
-        const int n = u / a.plane_units;
+        const int n = a.by_plane.divide(u);
         return ((n * a.channels + channel) * a.plane_units + (u - n * a.plane_units)) * V;
     };
     // Block tiles: thread t < tile_channels finishes channel first_channel + t
@@ -386,30 +397,44 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     Pack<T, V> xv[K];
     Pack<T, V> gv[kBackward ? K : 1];
     bool valid[K];
+    int at[K];  // each slot's offset, for the loads and the output
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const int u = begin + row0 + k * rows;
         valid[k] = lane_used && u < end;
+        at[k] = valid[k] ? offset_of(u) : 0;
         if (valid[k]) {
-            xv[k] = load_pack<V>(x + offset_of(u));
-            if (kBackward) gv[kBackward ? k : 0] = load_pack<V>(dy + offset_of(u));
+            xv[k] = load_pack<V>(x + at[k]);
+            if (kBackward) gv[kBackward ? k : 0] = load_pack<V>(dy + at[k]);
         }
     }
     // The finishing thread's channel inputs (wave tiles: every lane's).
     ChannelInputs in{};
-    if (kWave) {
+    if (kWave)
         in = read_channel<T, kBackward, kNhwc, V>(a, x, channel);
-    } else if (finisher) {
+    else if (finisher)
         in = read_channel<T, kBackward, kNhwc, V>(a, x, finisher_channel);
-        sh.center[t] = in.center;
-    }
+    // Every thread reads the centers of its own channels (the same few
+    // addresses across the block: one request a wave) rather than wait at
+    // a barrier for the finishing thread's.
     float center[NC];
     if (kWave) {
         center[0] = in.center;
     } else {
-        __syncthreads();
 #pragma unroll
-        for (int j = 0; j < NC; ++j) center[j] = sh.center[kNhwc ? lane * V + j : 0];
+        for (int j = 0; j < NC; ++j) center[j] = 0.0f;
+        if (lane_used) {
+            if (saved) {
+#pragma unroll
+                for (int j = 0; j < NC; ++j) center[j] = static_cast<float>(a.saved_mean.load(channel + j));
+            } else if (kNhwc) {
+                const Pack<T, V> first = load_pack<V>(x + channel);
+#pragma unroll
+                for (int j = 0; j < NC; ++j) center[j] = widen(first.lane[kNhwc ? j : 0]);
+            } else {
+                center[0] = widen(x[channel * a.plane_units * V]);
+            }
+        }
     }
     auto slot = [](int v) { return kNhwc ? v : 0; };
     // Per slot: the mean offset and inverse std, then the output's coefficients.
@@ -515,7 +540,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
             float r[V];
 #pragma unroll
             for (int v = 0; v < V; ++v) r[v] = (widen(xv[k].lane[v]) - center[slot(v)]) * factor[slot(v)] + shift[slot(v)];
-            store_values<T, V>(y + offset_of(begin + row0 + k * rows), r, a.alpha, a.beta);
+            store_values<T, V>(y + at[k], r, a.alpha, a.beta);
         }
         if (kStream) {
             const float factor0 = factor[0], shift0 = shift[0];
@@ -592,7 +617,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
                        static_cast<float>(coef[s][1]) * d + static_cast<float>(coef[s][2]);
             }
         }
-        store_values<T, V>(dx + offset_of(begin + row0 + q * rows), r, a.alpha, a.beta);
+        store_values<T, V>(dx + at[q], r, a.alpha, a.beta);
     }
     if (kStream) {
         const double k0 = coef[0][0], k1 = coef[0][1], k2 = coef[0][2];
@@ -811,7 +836,12 @@ TileArgs shape_args(const BnGeometry& geom, const ChannelTilePlan& p) {
     a.lanes = p.lanes;
     a.cluster = p.cluster;
     a.tiles = static_cast<int>(p.tiles);
+    a.lanes_shift = log2_of(p.lanes);
+    a.cluster_shift = log2_of(p.cluster);
+    a.by_plane = make_divisor(a.plane_units);
     a.count = static_cast<double>(geom.reduction_size());
+    a.inv_count = 1.0 / a.count;
+    a.unbiased_ratio = a.count > 1.0 ? a.count / (a.count - 1.0) : 1.0;
     return a;
 }
 

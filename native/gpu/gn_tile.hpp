@@ -29,6 +29,7 @@
 // part's vectors) and a row's partials add by shuffles first.
 #pragma once
 
+#include "gpu/divisor.hpp"
 #include "gpu/feature_layout.hpp"
 
 #include <cstdint>
@@ -60,29 +61,6 @@ constexpr int kGnTileMaxSharedBytes = 48 * 1024;
 // Waves are at least this wide: shared arrays indexed by wave are sized by it.
 constexpr int kGnTileNarrowestWave = 32;
 
-// Division by a number fixed for a launch, as a multiply and a shift: the
-// kernels' setup divides by the cluster, the columns, ... and a hardware
-// integer division costs ~25 instructions before the first load can go
-// out.  For 0 <= n < 2^31 and d >= 1, with l = ceil(log2 d) and
-// m = ceil(2^(31 + l) / d) (below 2^32), n / d = (m n) >> (31 + l)
-// (Granlund and Montgomery, 1994, theorem 4.2 with N = 31).
-struct GnDivisor {
-    std::uint32_t multiplier;
-    int shift;  // 31 + l
-
-    MBN_HOST_DEVICE int divide(int n) const {
-        return static_cast<int>((static_cast<std::uint64_t>(multiplier) * static_cast<std::uint32_t>(n)) >> shift);
-    }
-};
-
-inline GnDivisor gn_divisor(int d) {
-    int l = 0;
-    while ((std::int64_t(1) << l) < d) ++l;
-    const std::uint64_t power = std::uint64_t(1) << (31 + l);
-    const std::uint64_t m = (power + static_cast<std::uint64_t>(d) - 1) / static_cast<std::uint64_t>(d);
-    return GnDivisor{static_cast<std::uint32_t>(m), 31 + l};
-}
-
 struct GnTileWalk {
     // The problem.
     std::int64_t samples;       // N
@@ -106,7 +84,7 @@ struct GnTileWalk {
     int shared_bytes; // dynamic shared memory per block
     bool exact;       // backward: element arithmetic in double (kGnTileExactGroup)
     // The kernels' divisors (set with the fields they divide by).
-    GnDivisor by_cluster, by_tiles_per_sample, by_columns, by_row_threads, by_channels;
+    Divisor by_cluster, by_tiles_per_sample, by_columns, by_row_threads, by_channels;
 
     MBN_HOST_DEVICE std::int64_t tiles() const { return samples * tiles_per_sample; }
     MBN_HOST_DEVICE std::int64_t group_size() const { return channels * positions; }

@@ -175,11 +175,11 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     w.shared_bytes = tile_shared(w, backward).bytes;
     if (w.shared_bytes > kGnTileMaxSharedBytes) return "its tiles hold too many channels for shared memory";
     if (tiles > INT_MAX / w.cluster) return "it has too many groups for one launch";
-    w.by_cluster = gn_divisor(w.cluster);
-    w.by_tiles_per_sample = gn_divisor(static_cast<int>(w.tiles_per_sample));
-    w.by_columns = gn_divisor(w.columns);
-    w.by_row_threads = gn_divisor(w.row_threads);
-    w.by_channels = gn_divisor(static_cast<int>(w.channels));
+    w.by_cluster = make_divisor(w.cluster);
+    w.by_tiles_per_sample = make_divisor(static_cast<int>(w.tiles_per_sample));
+    w.by_columns = make_divisor(w.columns);
+    w.by_row_threads = make_divisor(w.row_threads);
+    w.by_channels = make_divisor(static_cast<int>(w.channels));
     walk = w;
     return nullptr;
 }

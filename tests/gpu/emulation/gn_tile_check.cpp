@@ -303,7 +303,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
                 walk_text(backward_walk).c_str());
 }
 
-// GnDivisor (gn_tile.hpp) against integer division: every divisor to 2^12
+// Divisor (gn_tile.hpp) against integer division: every divisor to 2^12
 // and some up to 2^31 - 1, on the numerators around its multiples, the
 // largest ones and random ones.
 void check_divisors(std::mt19937_64& rng) {
@@ -315,7 +315,7 @@ void check_divisors(std::mt19937_64& rng) {
     std::uniform_int_distribution<int> any(0, 2147483647);
     int wrong = 0;
     for (int d : divisors) {
-        const GnDivisor by = gn_divisor(d);
+        const Divisor by = make_divisor(d);
         std::vector<int> numerators = {0, 1, 2147483647, 2147483646};
         for (int q : {1, 2, 3, 1000, 2147483647 / d})
             for (int e : {-1, 0, 1}) {
