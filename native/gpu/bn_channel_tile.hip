@@ -101,27 +101,22 @@ __device__ __forceinline__ ChannelInputs read_channel(const TileArgs& a, const T
 
 // A channel's statistics from its shifted sums (mean offset from the
 // center, inverse std); training's writer stores the running and saved ones.
-// One thread finishes while its block waits: products with the host's
-// 1 / count and an rsqrt instead of double divisions and a square root
-// (each a long dependent chain of double instructions).
 template <bool kBackward>
 __device__ __forceinline__ void finish_statistics(const TileArgs& a, int c, const ChannelInputs& in, double s1,
                                                   double s2, bool writer, double (&stat)[2]) {
-    const double offset = s1 * a.inv_count;
-    double variance = s2 * a.inv_count - offset * offset;
-    if (variance < 0.0) variance = 0.0;  // rounding below 0; NaN stays NaN
-    stat[0] = offset;
-    stat[1] = rsqrt(variance + a.epsilon);
+    const ShiftedStatistics st = finish_shifted(s1, s2, a.inv_count, a.epsilon);
+    stat[0] = st.offset;
+    stat[1] = st.inv_std;
     if (!kBackward && writer) {
-        const double mean = in.center + offset;
+        const double mean = in.center + st.offset;
         if (a.running_mean.present()) {
             const double f = a.exp_avg_factor;
             a.running_mean.store(c, running_update(in.param[2], mean, f));
-            a.running_var.store(c, running_update(in.param[3], variance * a.unbiased_ratio, f));
+            a.running_var.store(c, running_update(in.param[3], st.variance * a.unbiased_ratio, f));
         }
         if (a.saved_mean.present()) {
             a.saved_mean.store(c, mean);
-            a.saved_inv_std.store(c, stat[1]);
+            a.saved_inv_std.store(c, st.inv_std);
         }
     }
 }

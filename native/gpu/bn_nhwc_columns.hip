@@ -44,6 +44,8 @@ struct ColumnArgs {
     int team_size;  // columns of many blocks fold in teams of this many (column_totals)
     int teams;      // per column; 1: every block folds all partials
     double count;  // values per channel (rows)
+    double inv_count;       // 1 / count: the finishing threads multiply, not divide
+    double unbiased_ratio;  // count / (count - 1), 1 for a single value
     ChannelParam scale, bias, prev_mean, prev_var, running_mean, running_var, saved_mean, saved_inv_std;
     ChannelParam dscale, dbias;
     double epsilon, exp_avg_factor;
@@ -364,26 +366,26 @@ __device__ void finish_training(const ColumnArgs& a, int c, int ch, ColumnShared
     const double(&in)[4] = sh.in[ch];
     const double s1 = sh.totals[ch * 2], s2 = sh.totals[ch * 2 + 1];
     const float center = sh.center[ch];
-    const Statistics st = shifted_statistics(center, s1, s2, a.count);
-    const double inv_std = inverse_std(st.variance, a.epsilon);
+    const ShiftedStatistics st = finish_shifted(s1, s2, a.inv_count, a.epsilon);
+    const double mean = center + st.offset;
     if (blockIdx.x == 0 && a.running_mean.present()) {
-        a.running_mean.store(c, running_update(in[2], st.mean, a.exp_avg_factor));
-        a.running_var.store(c, running_update(in[3], unbiased_variance(st.variance, a.count), a.exp_avg_factor));
+        a.running_mean.store(c, running_update(in[2], mean, a.exp_avg_factor));
+        a.running_var.store(c, running_update(in[3], st.variance * a.unbiased_ratio, a.exp_avg_factor));
     }
     if (blockIdx.x == 0 && a.saved_mean.present()) {
-        a.saved_mean.store(c, st.mean);
-        a.saved_inv_std.store(c, inv_std);
+        a.saved_mean.store(c, mean);
+        a.saved_inv_std.store(c, st.inv_std);
     }
-    const double k0 = in[0] * inv_std;
-    set_coefficients(sh, ch, center, k0, in[1] - s1 / a.count * k0, 0.0);
+    const double k0 = in[0] * st.inv_std;
+    set_coefficients(sh, ch, center, k0, in[1] - st.offset * k0, 0.0);
 }
 
 // Backward without saved statistics, first round: the statistics alone.
 __device__ void finish_backward_statistics(const ColumnArgs& a, int ch, ColumnShared& sh) {
     const double s1 = sh.totals[ch * 2], s2 = sh.totals[ch * 2 + 1];
-    const Statistics st = shifted_statistics(0.0, s1, s2, a.count);
-    sh.stat[ch][0] = st.mean;  // the mean's offset from the center
-    sh.stat[ch][1] = inverse_std(st.variance, a.epsilon);
+    const ShiftedStatistics st = finish_shifted(s1, s2, a.inv_count, a.epsilon);
+    sh.stat[ch][0] = st.offset;  // the mean's offset from the center
+    sh.stat[ch][1] = st.inv_std;
 }
 
 // Backward: dscale, dbias, and dx = k0 * dy + k1 * (x - center) + k2 from the
@@ -403,8 +405,8 @@ __device__ void finish_backward(const ColumnArgs& a, int c, int ch, ColumnShared
         a.dbias.store_blended(c, g1, a.param_alpha, a.param_beta);
     }
     const double k0 = in[0] * inv_std;
-    const double k1 = -k0 * inv_std * dy_xhat / a.count;
-    set_coefficients(sh, ch, sh.center[ch], k0, k1, -k0 * g1 / a.count - k1 * mean_offset);
+    const double k1 = -k0 * inv_std * dy_xhat * a.inv_count;
+    set_coefficients(sh, ch, sh.center[ch], k0, k1, -k0 * g1 * a.inv_count - k1 * mean_offset);
 }
 
 // ---- write --------------------------------------------------------------------------
@@ -674,6 +676,8 @@ ColumnArgs common_args(const ColumnPlan& plan, const BnGeometry& geom, const Lau
     a.channels = static_cast<int>(geom.len[kC]);
     a.rows = static_cast<int>(geom.len[kN] * geom.spatial_size());
     a.count = static_cast<double>(a.rows);
+    a.inv_count = 1.0 / a.count;
+    a.unbiased_ratio = a.count > 1.0 ? a.count / (a.count - 1.0) : 1.0;
     a.lanes = plan.lanes;
     a.blocks_per_column = plan.blocks_per_column;
     a.rows_per_block = plan.rows_per_block;

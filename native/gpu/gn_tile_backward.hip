@@ -134,8 +134,7 @@ __device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, co
             sum.b += weight * totals[c].b;
         }
         wave_sum(1, MBN_WAVE_SIZE, sum);
-        const double count = static_cast<double>(w.group_size());
-        if (lane == 0) terms[group] = Sums2<double>{sum.a / count, sum.b / count};
+        if (lane == 0) terms[group] = Sums2<double>{sum.a * w.inv_group_size, sum.b * w.inv_group_size};
     }
 }
 

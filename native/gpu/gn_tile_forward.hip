@@ -202,10 +202,11 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     const int group = static_cast<int>(threadIdx.x);
     if (group < w.tile_groups) {
         const GnMomentSums s = cluster_total(block_sums + group, w.cluster);
-        const double count = static_cast<double>(w.group_size());
-        const double offset = s.a / count;
+        // Products with the host's 1 / count and an rsqrt: a double division
+        // or square root is a long dependent chain the block waits on.
+        const double offset = s.a * w.inv_group_size;
         const double m2 = s.c + (s.b - s.a * offset);  // the biased variance normalizes
-        const double rstd = 1.0 / sqrt(fmax(m2, 0.0) / count + args.epsilon);
+        const double rstd = rsqrt(fmax(m2, 0.0) * w.inv_group_size + args.epsilon);
         stats[2 * group] = offset;
         stats[2 * group + 1] = rstd;
         if (at.rank == 0) {

@@ -129,6 +129,7 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     GnTileWalk w{};
     if (const char* why = cut_tiles(shape, x, width, w)) return why;
     w.exact = backward && x.dtype == DType::f32 && w.group_size() < kGnTileExactGroup;
+    w.inv_group_size = 1.0 / static_cast<double>(w.group_size());
 
     // Blocks per tile (one cluster): the fewest whose parts fit the
     // registers, more when tiles are too few to give every multiprocessor a

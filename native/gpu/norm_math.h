@@ -149,6 +149,24 @@ __device__ __forceinline__ void add_batch(ShiftedMoments<A, A>& m, const A (&v)[
     m.sum += static_cast<double>(sum);
 }
 
+// ---- finishing on one thread ------------------------------------------------------
+
+// A feature's statistics from its sums shifted by a center c, s1 = Σ(x - c),
+// s2 = Σ(x - c)², with the host's 1 / count: the mean's offset from c, the
+// biased variance and 1 / sqrt(variance + epsilon).  Products and an rsqrt,
+// where divisions and a square root would be long dependent chains of
+// double instructions that the rest of the block waits on.
+struct ShiftedStatistics {
+    double offset, variance, inv_std;
+};
+__device__ __forceinline__ ShiftedStatistics finish_shifted(double s1, double s2, double inv_count,
+                                                               double epsilon) {
+    const double offset = s1 * inv_count;
+    double variance = s2 * inv_count - offset * offset;
+    if (variance < 0.0) variance = 0.0;  // rounding below 0; NaN stays NaN
+    return {offset, variance, rsqrt(variance + epsilon)};
+}
+
 // ---- vector access --------------------------------------------------------------
 
 // V consecutive elements moved as one access (16 bytes for the widest type).
