@@ -66,9 +66,9 @@ MBN_HOST_DEVICE inline double inverse_std(double variance, double epsilon) { ret
 
 // The running-variance update uses the unbiased variance; with a single value
 // there is none, so the biased one (0) stands in.
-MBN_HOST_DEVICE inline double unbiased_variance(double biased, double count) {
-    return count > 1.0 ? biased * (count / (count - 1.0)) : biased;
-}
+// The kernels that finish on one thread take the factor from the host.
+MBN_HOST_DEVICE inline double unbiased_ratio(double count) { return count > 1.0 ? count / (count - 1.0) : 1.0; }
+MBN_HOST_DEVICE inline double unbiased_variance(double biased, double count) { return biased * unbiased_ratio(count); }
 
 // running = (1 - factor) * running + factor * batch.
 MBN_HOST_DEVICE inline double running_update(double running, double batch, double factor) {

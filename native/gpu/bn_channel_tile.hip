@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
             } else if (kNhwc) {
                 const Pack<T, V> first = load_pack<V>(x + channel);
 #pragma unroll
-                for (int j = 0; j < NC; ++j) center[j] = widen(first.lane[kNhwc ? j : 0]);
+                for (int j = 0; j < NC; ++j) center[j] = widen(first.lane[j]);
             } else {
                 center[0] = widen(x[channel * a.plane_units * V]);
             }
@@ -836,7 +836,7 @@ TileArgs shape_args(const BnGeometry& geom, const ChannelTilePlan& p) {
     a.by_plane = make_divisor(a.plane_units);
     a.count = static_cast<double>(geom.reduction_size());
     a.inv_count = 1.0 / a.count;
-    a.unbiased_ratio = a.count > 1.0 ? a.count / (a.count - 1.0) : 1.0;
+    a.unbiased_ratio = unbiased_ratio(a.count);
     return a;
 }
 

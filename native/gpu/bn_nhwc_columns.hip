@@ -677,7 +677,7 @@ ColumnArgs common_args(const ColumnPlan& plan, const BnGeometry& geom, const Lau
     a.rows = static_cast<int>(geom.len[kN] * geom.spatial_size());
     a.count = static_cast<double>(a.rows);
     a.inv_count = 1.0 / a.count;
-    a.unbiased_ratio = a.count > 1.0 ? a.count / (a.count - 1.0) : 1.0;
+    a.unbiased_ratio = unbiased_ratio(a.count);
     a.lanes = plan.lanes;
     a.blocks_per_column = plan.blocks_per_column;
     a.rows_per_block = plan.rows_per_block;

@@ -303,7 +303,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
                 walk_text(backward_walk).c_str());
 }
 
-// Divisor (gn_tile.hpp) against integer division: every divisor to 2^12
+// Divisor (divisor.hpp) against integer division: every divisor to 2^12
 // and some up to 2^31 - 1, on the numerators around its multiples, the
 // largest ones and random ones.
 void check_divisors(std::mt19937_64& rng) {
