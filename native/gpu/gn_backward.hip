@@ -20,6 +20,7 @@
 // each (split, slice) serialized on a few counters cost ten times the
 // kernel's reads (seen on the H100).
 #include "gpu/block_reduce.h"
+#include "gpu/feature_share.h"
 #include "gpu/gn_activation.h"
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_slices.h"
@@ -105,17 +106,16 @@ template <typename P>
 __device__ void finalize_group(const GnBackwardArgs<P>& a, const FeatureLayout& layout, std::int64_t n, std::int64_t g,
                                Sums2<double>* wave_totals) {
     const int threads = static_cast<int>(blockDim.x * blockDim.y);
-    const std::int64_t items = a.order.shape.channels * layout.splits;
     Sums2<double> part{0.0, 0.0};
-    for (std::int64_t i = flat_thread_index(); i < items; i += threads) {
-        std::int64_t k, split;
-        divide(i, layout.splits, k, split);
-        const std::int64_t c = g * a.order.shape.channels + k;
-        const double w = a.weight != nullptr ? static_cast<double>(widen(a.weight[c * a.weight_stride])) : 1.0;
-        const std::int64_t at = split * layout.feature.size + a.order.index(n, c);
-        part.a += w * a.scratch.sum_g[at];
-        part.b += w * a.scratch.sum_g_xhat[at];
-    }
+    for_group_partials(a.order.shape.channels, layout.splits, threads, flat_thread_index(),
+                       [&](std::int64_t k, std::int64_t split) {
+                           const std::int64_t c = g * a.order.shape.channels + k;
+                           const double w =
+                               a.weight != nullptr ? static_cast<double>(widen(a.weight[c * a.weight_stride])) : 1.0;
+                           const std::int64_t at = split * layout.feature.size + a.order.index(n, c);
+                           part.a += w * a.scratch.sum_g[at];
+                           part.b += w * a.scratch.sum_g_xhat[at];
+                       });
     const Sums2<double> total = reduce_team(part, threads, wave_totals);
     if (flat_thread_index() == 0) {
         const std::int64_t group = n * a.order.shape.groups + g;
@@ -132,15 +132,14 @@ template <typename P>
 __device__ void finalize_channel(const GnBackwardArgs<P>& a, const FeatureLayout& layout, std::int64_t c,
                                  Sums2<double>* wave_totals) {
     const int threads = static_cast<int>(blockDim.x * blockDim.y);
-    const std::int64_t items = a.order.shape.samples * layout.splits;
     Sums2<double> part{0.0, 0.0};
-    for (std::int64_t i = flat_thread_index(); i < items; i += threads) {
-        std::int64_t n, split;
-        divide(i, layout.splits, n, split);
-        const std::int64_t at = split * layout.feature.size + a.order.index(n, c);
-        part.a += a.scratch.sum_g[at];
-        part.b += a.scratch.sum_g_xhat[at];
-    }
+    // The samples take the place of a group's channels: fastest across threads.
+    for_group_partials(a.order.shape.samples, layout.splits, threads, flat_thread_index(),
+                       [&](std::int64_t n, std::int64_t split) {
+                           const std::int64_t at = split * layout.feature.size + a.order.index(n, c);
+                           part.a += a.scratch.sum_g[at];
+                           part.b += a.scratch.sum_g_xhat[at];
+                       });
     const Sums2<double> total = reduce_team(part, threads, wave_totals);
     if (flat_thread_index() == 0) {
         a.dbias[c * a.dbias_stride] = narrow<P>(total.a);
@@ -226,17 +225,19 @@ __global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(FeatureLay
     }
 }
 
-// dx, per element of each slice.  dx may be dy or x (in place): each thread
-// reads a batch of positions before writing them.
+// dx, per element of each slice, its blocks in the reverse of the sums'
+// order (feature_share.h: the sums' last blocks left x and dy in L2).  dx
+// may be dy or x (in place): each thread reads a batch of positions before
+// writing them.
 template <typename T, typename P, typename A, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
     gn_backward_apply(const T* x, const T* dy, T* dx, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kBatch = batch_positions<V>();
-    const std::int64_t slice0 = (static_cast<std::int64_t>(blockIdx.x) * layout.tile_features + threadIdx.x) * VF;
-    if (slice0 >= layout.feature.size) return;
-    const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * layout.chunk;
-    const std::int64_t end = min64(layout.reduce.size, begin + layout.chunk);
+    const ThreadShare share = thread_share<VF>(layout, second_pass_place());
+    if (!share.active) return;
+    const std::int64_t slice0 = share.feature0;
+    const std::int64_t end = share.end;
     const std::int64_t step = layout.rows;
     // The gradient g in A (the activation's derivative is taken in float),
     // dx in double: it cancels to small values in small groups (two values
@@ -255,7 +256,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 
     std::int64_t base[3];
     nest_offsets<3>(layout.feature, slice0, kSlotX, base);
-    std::int64_t r = begin + threadIdx.y;
+    std::int64_t r = share.first;
     NestCursor<Rank, 3> cursor;
     cursor.start(layout.reduce, r, step, base);
     for (; r < end; r += kBatch * step) {

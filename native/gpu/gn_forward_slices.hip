@@ -59,24 +59,22 @@ __global__ void __launch_bounds__(kBlockThreads)
     std::int64_t n, g;
     divide(static_cast<std::int64_t>(blockIdx.x), shape.groups, n, g);
     const std::int64_t first_channel = g * shape.channels;
-    const std::int64_t items = shape.channels * layout.splits;
-    auto partial = [&](std::int64_t item) {
-        std::int64_t k, split;
-        divide(item, layout.splits, k, split);
+    const int thread = static_cast<int>(threadIdx.x);
+    auto partial = [&](std::int64_t k, std::int64_t split) {
         return slice_partial(layout, scratch, a.order.index(n, first_channel + k), split);
     };
     const double size = static_cast<double>(shape.size);
     double weighted = 0.0;
-    for (std::int64_t i = threadIdx.x; i < items; i += threads) {
-        const Moments<double> q = partial(i);
+    for_group_partials(shape.channels, layout.splits, threads, thread, [&](std::int64_t k, std::int64_t split) {
+        const Moments<double> q = partial(k, split);
         weighted += q.count * q.mean;
-    }
+    });
     const double mean = reduce_team(Total<double>{weighted}, threads, wave_totals).value / size;
     double m2 = 0.0;
-    for (std::int64_t i = threadIdx.x; i < items; i += threads) {
-        const Moments<double> q = partial(i);
+    for_group_partials(shape.channels, layout.splits, threads, thread, [&](std::int64_t k, std::int64_t split) {
+        const Moments<double> q = partial(k, split);
         m2 += q.m2 + q.count * (q.mean - mean) * (q.mean - mean);
-    }
+    });
     m2 = reduce_team(Total<double>{m2}, threads, wave_totals).value;
     const double rstd = inverse_std(biased_variance(m2, size), a.epsilon);
     if (threadIdx.x == 0) {

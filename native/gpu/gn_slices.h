@@ -30,5 +30,29 @@ __device__ inline GnSlicePlace slice_place(const GnSliceOrder& order, std::int64
     return s;
 }
 
+// Calls visit(k, split) once for every channel k < channels and split <
+// splits of one group, spread over the block's `threads` threads (flat
+// index `thread`).  The channel is the fastest of the two across threads and
+// fixed per thread: the partials of one split lie next to each other in the
+// scratch ([split * slices + slice], consecutive channels consecutive when
+// samples are outermost), and a thread's loop has no division, so its loads
+// can be in flight together.  The order is fixed by the shape alone
+// (deterministic sums).
+template <typename Visit>
+__device__ __forceinline__ void for_group_partials(std::int64_t channels, std::int64_t splits, int threads, int thread,
+                                                   Visit&& visit) {
+    if (channels >= threads) {
+        for (std::int64_t split = 0; split < splits; ++split)
+            for (std::int64_t k = thread; k < channels; k += threads) visit(k, split);
+        return;
+    }
+    const std::int64_t rows = threads / channels;
+    const std::int64_t row = thread / channels;
+    const std::int64_t k = thread % channels;
+    if (row >= rows) return;
+#pragma unroll 4
+    for (std::int64_t split = row; split < splits; split += rows) visit(k, split);
+}
+
 }  // namespace gpu
 }  // namespace mbn
