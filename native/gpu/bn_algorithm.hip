@@ -222,10 +222,10 @@ GnForwardChoice choose_algorithm(const GnForward& p, const DeviceShape& device) 
                    concat("the on-chip group-norm kernels cannot take this problem: ", not_on_chip));
     }
     // Off chip: the slices where they read x better (the size rule), else the chunks.
-    const bool slices_better = plan_gn_forward_walk(p, c.plan);
+    const bool slices_better = plan_gn_forward_walk(p, device, c.plan);
     const bool slices = any ? slices_better : request.algorithm == Algorithm::gn_slices;
     c.algorithm = slices ? Algorithm::gn_slices : Algorithm::gn_chunks;
-    const char* reason = "channels innermost, short runs per group";
+    const char* reason = "channels innermost with short runs per group, or groups of many chunks";
     if (slices) {
         plan_gn_forward_slices(p, device, c.plan);
     } else {

@@ -84,11 +84,16 @@ __device__ __forceinline__ float fast_swish_derivative(float z, float beta, floa
     return s + (beta * z) * (s * (1.0f - s));
 }
 
+// Swish in the accumulation type A: on the special-function unit in float
+// (as the on-chip kernels), exact in double.
+__device__ __forceinline__ float swish_of(float z, float beta) { return fast_swish(z, swish_exponent_scale(beta)); }
+__device__ __forceinline__ double swish_of(double z, double beta) { return swish(z, beta); }
+
 // Swish as normalize_share's epilogue (feature_phases.h).
 template <typename A>
 struct SwishEpilogue {
     A beta;
-    __device__ __forceinline__ A operator()(A z) const { return swish(z, beta); }
+    __device__ __forceinline__ A operator()(A z) const { return swish_of(z, beta); }
 };
 
 }  // namespace gpu

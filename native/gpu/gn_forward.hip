@@ -264,7 +264,7 @@ __device__ void normalize_chunk(T* y, const GnForwardArgs<P>& a, const GnChunk& 
                     bias = static_cast<A>(widen(a.bias[channel * a.bias_stride]));
                 }
                 A v = ((static_cast<A>(widen(raw[i].lane[j])) - shift) - mean_offset) * scale + bias;
-                if (a.swish) v = swish(v, beta);
+                if (a.swish) v = swish_of(v, beta);
                 out.lane[j] = narrow<T>(v);
             }
             store_pack(group + element_offset<Walk::kLinear>(shape, a.walk.y, at.channel(), at.position()), out);

@@ -101,6 +101,15 @@ GnChunks cut_into_chunks(const GnGroupShape& s, int width, const DeviceShape& de
 // as chunks than NCHW, 16 ran at par).
 constexpr std::int64_t kShortChannelRunBytes = 32;
 
+// Groups of at least this many chunks go by slices too: the chunk kernel
+// holds a chunk in 128 registers a thread, two blocks a multiprocessor, and
+// is bound by its instructions and barriers (ncu, 1x128x512x512 fp16: 28%
+// of DRAM bandwidth, 45% of issue slots), where the slices' launches stream
+// x.  H100, forward + swish, chunks against slices: 1x128x512x512 (64
+// chunks a group) fp16 122 / 102 us, fp32 188 / 174; 1x256x256x256 (32)
+// fp16 66 / 59; 1x128x256x256 fp32 (16) 61 / 59.
+constexpr std::int64_t kSlicesFromParts = 16;
+
 GnSlicePlan plan_slices(const GnShape& shape, const SlotTensors& tensors, const DeviceShape& device) {
     const Lengths& len = shape.len;
     const TensorArg& x = *tensors.slot[kSlotX];
@@ -125,7 +134,7 @@ const char* plan_gn_backward_on_chip(const GnBackward& p, const DeviceShape& dev
     return why;
 }
 
-bool plan_gn_forward_walk(const GnForward& p, GnForwardPlan& plan) {
+bool plan_gn_forward_walk(const GnForward& p, const DeviceShape& device, GnForwardPlan& plan) {
     GnForwardWalk& walk = plan.walk;
     walk.shape = group_shape(p.shape);
     walk.x = placement_of(p.x);
@@ -141,7 +150,8 @@ bool plan_gn_forward_walk(const GnForward& p, GnForwardPlan& plan) {
                          allows_vectors(s, walk.y, p.y, walk.channels_inner, width);
     plan.width = vectors ? width : 1;
     const auto run_bytes = s.channels * static_cast<std::int64_t>(dtype_size(p.x.dtype));
-    return channels_fastest && s.groups > 1 && (plan.width == 1 || run_bytes < kShortChannelRunBytes);
+    const bool short_runs = channels_fastest && s.groups > 1 && (plan.width == 1 || run_bytes < kShortChannelRunBytes);
+    return short_runs || cut_into_chunks(s, plan.width, device).parts >= kSlicesFromParts;
 }
 
 void plan_gn_forward_chunks(const DeviceShape& device, GnForwardPlan& plan) {

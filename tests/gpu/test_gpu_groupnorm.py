@@ -9,9 +9,9 @@ dbias as reductions, each in its own dtype.  Covered: fp32/fp16/bf16/fp64,
 NCHW / channels_last / a strided view, Swish on and off, affine on and off,
 mean and rstd omitted, in place, ranks 2 to 5, the Stable-Diffusion and VAE
 shapes, C/G = 1, G = 1, N = 1, C/G >= 64, N*G < 32, many tiny groups,
-groups too large to stay resident (the two-launch forward), channel-outermost
-storage, bitwise-deterministic reruns, Swish where exp overflows, and capture
-in a CUDA graph.  The on-chip kernels (one launch; native/gpu/gn_tile.hpp) and
+groups too large to stay resident (the slices, and the chunks' two-launch
+forward), channel-outermost storage, bitwise-deterministic reruns, Swish where
+exp overflows, and capture in a CUDA graph.  The on-chip kernels (one launch; native/gpu/gn_tile.hpp) and
 the older paths each run on their own cases, chosen by MIOPEN_BN_GPU_ALGORITHM
 (gn_on_chip: on chip or fail; gn_slices, gn_chunks: never on chip).
 
@@ -259,8 +259,12 @@ def test_shapes(handle, shape, groups, dtype, layout):
     run_both(handle, shape, groups, dtype, layout, 41, activation="swish")
 
 
-def test_groups_too_large_to_stay_resident(handle):
-    """One group of 2^24 values: statistics and output in two launches."""
+@pytest.mark.parametrize("algorithm", ("default", "gn_chunks"))
+def test_groups_too_large_to_stay_resident(handle, monkeypatch, algorithm):
+    """One group of 2^24 values: by default the slices (a group of 1024
+    chunks), forced to the chunks their two-launch forward."""
+    if algorithm != "default":
+        monkeypatch.setenv("MIOPEN_BN_GPU_ALGORITHM", algorithm)
     run_both(handle, (1, 64, 512, 512), 1, "fp16", "nchw", 51)
 
 
