@@ -25,9 +25,12 @@
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_slices.h"
 #include "gpu/gn_stat_io.h"
+#include "gpu/gn_tile.hpp"
 #include "gpu/nest_walk.h"
 #include "gpu/norm_math.h"
 #include "gpu/type_dispatch.hpp"
+
+#include <type_traits>
 
 namespace mbn {
 namespace gpu {
@@ -149,10 +152,12 @@ __device__ void finalize_channel(const GnBackwardArgs<P>& a, const FeatureLayout
 
 // Launched as the layout says: blockDim = (tile_features, rows), gridDim =
 // (tiles, splits); thread (tx, ty) owns slices from (bx * tile_features +
-// tx) * VF on (feature_layout.hpp).  g * xhat is summed with xhat in double: in
-// small groups dx cancels (two values: xhat = +-1 up to epsilon), and the
-// float rounding of xhat in mean(w g xhat) would dominate it.
-template <typename T, typename P, typename A, int Rank, int VR, int VF>
+// tx) * VF on (feature_layout.hpp).  E: the type of xhat in g * xhat and of
+// dx's arithmetic (with_exact_type below): double in small float32 groups,
+// where dx cancels (two values: xhat = +-1 up to epsilon) and float rounding
+// of xhat in mean(w g xhat) would dominate it; A elsewhere.  A thread sums
+// each batch in E, then into double.
+template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
     gn_backward_slices(const T* x, const T* dy, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
@@ -169,11 +174,11 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int j = 0; j < VF; ++j) sums[j] = Sums2<double>{0.0, 0.0};
     if (slice0 < slices) {
         GnSlice<A> s[VF];
-        GnSlice<double> wide[VF];
+        GnSlice<E> wide[VF];
 #pragma unroll
         for (int j = 0; j < VF; ++j) {
             s[j] = slice_at<A>(a, slice0 + j);
-            wide[j] = slice_at<double>(a, slice0 + j);
+            wide[j] = slice_at<E>(a, slice0 + j);
         }
         std::int64_t base[2];
         nest_offsets<2>(layout.feature, slice0, kSlotX, base);
@@ -184,6 +189,9 @@ __global__ void __launch_bounds__(kBlockThreads)
             A xv[kBatch][V], dyv[kBatch][V];
             std::int64_t at[kBatch];
             load_batch(x, dy, layout.reduce, cursor, r, step, end, xv, dyv, at);
+            Sums2<E> batch[VF];
+#pragma unroll
+            for (int j = 0; j < VF; ++j) batch[j] = Sums2<E>{E(0), E(0)};
 #pragma unroll
             for (int k = 0; k < kBatch; ++k) {
                 if (r + k * step >= end) continue;
@@ -192,10 +200,15 @@ __global__ void __launch_bounds__(kBlockThreads)
                     const int j = VF > 1 ? e : 0;
                     A xhat, g;
                     element_gradient(a, s[j], xv[k][e], dyv[k][e], xhat, g);
-                    const double wide_xhat = (static_cast<double>(xv[k][e]) - wide[j].mean) * wide[j].rstd;
-                    sums[j].a += static_cast<double>(g);
-                    sums[j].b += static_cast<double>(g) * wide_xhat;
+                    const E wide_xhat = (static_cast<E>(xv[k][e]) - wide[j].mean) * wide[j].rstd;
+                    batch[j].a += static_cast<E>(g);
+                    batch[j].b += static_cast<E>(g) * wide_xhat;
                 }
+            }
+#pragma unroll
+            for (int j = 0; j < VF; ++j) {
+                sums[j].a += static_cast<double>(batch[j].a);
+                sums[j].b += static_cast<double>(batch[j].b);
             }
         }
     }
@@ -229,7 +242,7 @@ __global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(FeatureLay
 // order (feature_share.h: the sums' last blocks left x and dy in L2).  dx
 // may be dy or x (in place): each thread reads a batch of positions before
 // writing them.
-template <typename T, typename P, typename A, int Rank, int VR, int VF>
+template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads)
     gn_backward_apply(const T* x, const T* dy, T* dx, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
@@ -240,18 +253,17 @@ __global__ void __launch_bounds__(kBlockThreads)
     const std::int64_t end = share.end;
     const std::int64_t step = layout.rows;
     // The gradient g in A (the activation's derivative is taken in float),
-    // dx in double: it cancels to small values in small groups (two values
-    // per group), where float rounding of xhat would dominate.
+    // dx in E (double where it cancels in small groups; gn_backward_slices).
     GnSlice<A> s[VF];
-    GnSlice<double> wide[VF];
-    double mean_wg[VF], mean_wg_xhat[VF];
+    GnSlice<E> wide[VF];
+    E mean_wg[VF], mean_wg_xhat[VF];
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
         s[j] = slice_at<A>(a, slice0 + j);
-        wide[j] = slice_at<double>(a, slice0 + j);
+        wide[j] = slice_at<E>(a, slice0 + j);
         const double* terms = a.scratch.group_terms + s[j].group * kGnGroupTerms;
-        mean_wg[j] = terms[0];
-        mean_wg_xhat[j] = terms[1];
+        mean_wg[j] = static_cast<E>(terms[0]);
+        mean_wg_xhat[j] = static_cast<E>(terms[1]);
     }
 
     std::int64_t base[3];
@@ -266,18 +278,34 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
             if (r + k * step >= end) continue;
-            double out[V];
+            E out[V];
 #pragma unroll
             for (int e = 0; e < V; ++e) {
                 const int j = VF > 1 ? e : 0;
                 A xhat, g;
                 element_gradient(a, s[j], xv[k][e], dyv[k][e], xhat, g);
-                const double wide_xhat = (static_cast<double>(xv[k][e]) - wide[j].mean) * wide[j].rstd;
+                const E wide_xhat = (static_cast<E>(xv[k][e]) - wide[j].mean) * wide[j].rstd;
                 out[e] = wide[j].rstd *
-                         ((wide[j].weight * static_cast<double>(g) - mean_wg[j]) - wide_xhat * mean_wg_xhat[j]);
+                         ((wide[j].weight * static_cast<E>(g) - mean_wg[j]) - wide_xhat * mean_wg_xhat[j]);
             }
             store_values<T, V>(dx + at[k], out, 1.0f, 0.0f);
         }
+    }
+}
+
+// Calls body(TypeTag<E>) with E the slices' element precision: double for
+// double data and for float32 groups under kGnTileExactGroup values (the
+// rule of the on-chip backward, gn_tile.hpp), else acc_t<T>.
+template <typename T, typename Body>
+void with_exact_type(std::int64_t group_size, Body&& body) {
+    using A = acc_t<T>;
+    if constexpr (std::is_same<A, double>::value || !std::is_same<T, float>::value) {
+        (void)group_size;
+        body(TypeTag<A>{});
+    } else if (group_size < kGnTileExactGroup) {
+        body(TypeTag<double>{});
+    } else {
+        body(TypeTag<A>{});
     }
 }
 
@@ -314,20 +342,25 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
             const T* x = static_cast<const T*>(p.x.data);
             const T* dy = static_cast<const T*>(p.dy.data);
             T* dx = static_cast<T*>(p.dx.data);
-            with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
-                constexpr int kRank = decltype(rank)::value;
-                constexpr int kVr = decltype(vr)::value;
-                constexpr int kVf = decltype(vf)::value;
-                const dim3 grid(static_cast<unsigned>(layout.tiles), static_cast<unsigned>(layout.splits));
-                const dim3 block(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
-                gn_backward_slices<T, P, A, kRank, kVr, kVf><<<grid, block, 0, target.stream>>>(x, dy, layout, a);
-                check_launch("gn_backward_slices");
-                const std::int64_t finalizers = a.order.shape.group_count() + (p.affine ? len[kC] : 0);
-                gn_backward_finalize<P><<<dim3(static_cast<unsigned>(finalizers)), dim3(kBlockThreads), 0,
-                                          target.stream>>>(layout, a);
-                check_launch("gn_backward_finalize");
-                gn_backward_apply<T, P, A, kRank, kVr, kVf><<<grid, block, 0, target.stream>>>(x, dy, dx, layout, a);
-                check_launch("gn_backward_apply");
+            with_exact_type<T>(a.order.shape.size, [&](auto exact_tag) {
+                using E = typename decltype(exact_tag)::type;
+                with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
+                    constexpr int kRank = decltype(rank)::value;
+                    constexpr int kVr = decltype(vr)::value;
+                    constexpr int kVf = decltype(vf)::value;
+                    const dim3 grid(static_cast<unsigned>(layout.tiles), static_cast<unsigned>(layout.splits));
+                    const dim3 block(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
+                    gn_backward_slices<T, P, A, E, kRank, kVr, kVf>
+                        <<<grid, block, 0, target.stream>>>(x, dy, layout, a);
+                    check_launch("gn_backward_slices");
+                    const std::int64_t finalizers = a.order.shape.group_count() + (p.affine ? len[kC] : 0);
+                    gn_backward_finalize<P><<<dim3(static_cast<unsigned>(finalizers)), dim3(kBlockThreads), 0,
+                                              target.stream>>>(layout, a);
+                    check_launch("gn_backward_finalize");
+                    gn_backward_apply<T, P, A, E, kRank, kVr, kVf>
+                        <<<grid, block, 0, target.stream>>>(x, dy, dx, layout, a);
+                    check_launch("gn_backward_apply");
+                });
             });
         });
     });

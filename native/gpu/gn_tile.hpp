@@ -46,7 +46,8 @@ constexpr int kGnTileForwardSlots = 8;
 constexpr int kGnTileBackwardThreads = 256;
 constexpr int kGnTileBackwardSlots = 11;
 // The backward of float32 groups under kGnTileExactGroup values runs its
-// element arithmetic in double (GnTileWalk::exact): there
+// element arithmetic in double (GnTileWalk::exact; the slices backward
+// off chip follows the same rule, gn_backward.hip): there
 // dx = rstd (w g - mean(w g) - xhat mean(w g xhat)) cancels (in a 2-value
 // group, to rounding), and float would leave errors of rstd * 1e-7, beyond
 // float32's tolerance once the group's values lie close together.  Its
