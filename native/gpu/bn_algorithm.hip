@@ -229,7 +229,7 @@ GnForwardChoice choose_algorithm(const GnForward& p, const DeviceShape& device) 
     if (slices) {
         plan_gn_forward_slices(p, device, c.plan);
     } else {
-        plan_gn_forward_chunks(device, c.plan);
+        plan_gn_forward_chunks(c.plan);
         reason = "each group in one team's registers, one launch";
         if (c.plan.chunks.parts > 1) {
             c.plan.resident_blocks = gn_forward_chunk_residency(p, c.plan, device);

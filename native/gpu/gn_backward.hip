@@ -298,14 +298,13 @@ __global__ void __launch_bounds__(kBlockThreads)
 // rule of the on-chip backward, gn_tile.hpp), else acc_t<T>.
 template <typename T, typename Body>
 void with_exact_type(std::int64_t group_size, Body&& body) {
-    using A = acc_t<T>;
-    if constexpr (std::is_same<A, double>::value || !std::is_same<T, float>::value) {
+    if constexpr (!std::is_same<T, float>::value) {
         (void)group_size;
-        body(TypeTag<A>{});
+        body(TypeTag<acc_t<T>>{});
     } else if (group_size < kGnTileExactGroup) {
         body(TypeTag<double>{});
     } else {
-        body(TypeTag<A>{});
+        body(TypeTag<float>{});
     }
 }
 

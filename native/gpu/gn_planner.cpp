@@ -151,11 +151,11 @@ bool plan_gn_forward_walk(const GnForward& p, const DeviceShape& device, GnForwa
     plan.width = vectors ? width : 1;
     const auto run_bytes = s.channels * static_cast<std::int64_t>(dtype_size(p.x.dtype));
     const bool short_runs = channels_fastest && s.groups > 1 && (plan.width == 1 || run_bytes < kShortChannelRunBytes);
-    return short_runs || cut_into_chunks(s, plan.width, device).parts >= kSlicesFromParts;
+    plan.chunks = cut_into_chunks(s, plan.width, device);
+    return short_runs || plan.chunks.parts >= kSlicesFromParts;
 }
 
-void plan_gn_forward_chunks(const DeviceShape& device, GnForwardPlan& plan) {
-    plan.chunks = cut_into_chunks(plan.walk.shape, plan.width, device);
+void plan_gn_forward_chunks(GnForwardPlan& plan) {
     plan.needs = forward_scratch_needs(plan.chunks, plan.walk.shape.group_count());
 }
 

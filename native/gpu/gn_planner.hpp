@@ -44,13 +44,13 @@ const char* plan_gn_forward_on_chip(const GnForward& p, const DeviceShape& devic
 const char* plan_gn_backward_on_chip(const GnBackward& p, const DeviceShape& device, GnBackwardPlan& plan);
 
 // Off chip, the forward: plan_gn_forward_walk fills the chunks' walk and
-// says whether the slices read x better: channels innermost in memory and
-// few per group (a group's elements are short runs a whole row apart, which
-// the chunk walk reads poorly), or groups of many chunks (which the chunk
-// kernel, bound by its instructions, streams slower); then one of the two
-// completes the plan.
+// their cut, and says whether the slices read x better: channels innermost
+// in memory and few per group (a group's elements are short runs a whole row
+// apart, which the chunk walk reads poorly), or groups of many chunks (which
+// the chunk kernel, bound by its instructions, streams slower); then one of
+// the two completes the plan.
 bool plan_gn_forward_walk(const GnForward& p, const DeviceShape& device, GnForwardPlan& plan);
-void plan_gn_forward_chunks(const DeviceShape& device, GnForwardPlan& plan);
+void plan_gn_forward_chunks(GnForwardPlan& plan);
 void plan_gn_forward_slices(const GnForward& p, const DeviceShape& device, GnForwardPlan& plan);
 void plan_gn_backward_slices(const GnBackward& p, const DeviceShape& device, GnBackwardPlan& plan);
 
