@@ -22,7 +22,7 @@ constexpr Algorithm kInferenceOrder[] = {Algorithm::dense_inference, Algorithm::
 // Why the default choice took an algorithm, for the log.
 const char* default_reason(Algorithm a) {
     switch (a) {
-        case Algorithm::dense_inference: return "packed data, one elementwise pass";
+        case Algorithm::dense_inference: return "packed data and float estimates, one elementwise pass";
         case Algorithm::nest_walk: return "strides, types or sizes the dense pass does not take";
         case Algorithm::nhwc_columns: return "packed NHWC from 1 MB: each column of channels on its own blocks";
         case Algorithm::wave_tiles: return "each NCHW channel fits one wave's registers";
@@ -41,8 +41,8 @@ const char* requirement(Algorithm a) {
     switch (a) {
         case Algorithm::dense_inference:
             return "it takes spatial inference without a fused activation on packed NCHW/NHWC half, bfloat16 or "
-                   "float x and y of one type and layout, 16-byte aligned, under 2^31 elements, with at most 2048 "
-                   "channels unless NHWC with C a multiple of the 16-byte vector";
+                   "float x and y of one type and layout, 16-byte aligned, under 2^31 elements, with float estimates "
+                   "(scale, bias, mean, variance) one per channel, packed";
         case Algorithm::nhwc_columns:
             return "it takes spatial calls without a fused activation on packed NHWC half, bfloat16 or float data "
                    "of one type, 16-byte aligned, C a multiple of the 16-byte vector, under 2^31 elements, at least "

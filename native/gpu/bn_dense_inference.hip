@@ -1,21 +1,33 @@
 // Spatial batch-norm inference on packed NCHW / NHWC (NCDHW / NDHWC)
 // tensors: one elementwise pass, 16 bytes per access, 32-bit indexing.
 //
-// Each block issues its loads (a contiguous chunk, or an NHWC slice of
-// channels across rows), derives its channels' (mean, scale * inv_std,
-// bias) from the estimates into shared memory meanwhile (cheaper than a
-// separate launch, which would cost a small tensor's whole pass), then
-// writes its part of the tensor:
-// y = (x - mean) * factor + bias, blended.  x - mean is taken first so that
-// a channel with mean 1e4 and std 1e-2 keeps its digits.
+// No shared memory and no barrier: each thread derives the coefficients of
+// its own channels from the estimates while its loads are in flight, so its
+// stores wait on nothing but its own data.  A block-wide channel table
+// (filled, then a barrier, then the stores) held half the occupancy in
+// registers and shared memory and a whole block on its slowest load: 0.72x-
+// 0.95x of torch.compile's elementwise kernel (bench/RESULTS.md, nineteenth
+// session).
+//
+// y = (x - mean) * factor + bias with factor = scale * inv_std, alpha folded
+// into factor and bias; x - mean is taken first so that a channel with mean
+// 1e4 and std 1e-2 keeps its digits.
+//
+// Three walks of the same arithmetic:
+// - columns: NHWC (or N x C x 1 x 1) with C a multiple of the vector.  A
+//   thread keeps one channel vector and takes it down K rows, so its V
+//   channels' coefficients are derived once.
+// - planes: NCHW with planes of at least a vector.  Consecutive threads take
+//   consecutive vectors; a vector lies in one plane or straddles two, so a
+//   thread derives its channel's coefficients per vector, and the next
+//   channel's where the vector straddles.
+// - lanes: the rest (NHWC with C not a multiple of the vector, NCHW planes
+//   shorter than a vector): each lane its own channel.
 #include "gpu/bn_dense_inference.hpp"
 
-#include "common/numerics.hpp"
-#include "gpu/block_reduce.h"
 #include "gpu/bn_planner.hpp"
+#include "gpu/divisor.hpp"
 #include "gpu/norm_math.h"
-#include "gpu/param_io.h"
-#include "gpu/type_dispatch.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -24,155 +36,229 @@ namespace mbn {
 namespace gpu {
 namespace {
 
-constexpr int kMaxThreads = 512;
-constexpr int kLeastThreads = 128;
-constexpr int kMaxChannels = 2048;
-// 16-byte vectors per thread, all loaded before any is used: a block walks
-// up to kMaxThreads * kMaxVectorsPerThread of them (32 KB of half or float).
+constexpr int kThreads = 256;
+constexpr int kLeastThreads = 64;
+// 16-byte vectors per thread (per step in the columns), all loaded before
+// any is used.  Planes derive two channels' coefficients for each vector, so
+// more vectors cost them registers for little.
 constexpr int kMaxVectorsPerThread = 4;
-// Blocks per multiprocessor below which a call takes smaller blocks: a small
-// tensor in a few large blocks leaves most multiprocessors idle and each
-// block's channel table long (1x2048x7x7 NHWC took 7 blocks of 2048
-// channels each).
+constexpr int kMaxPlaneVectorsPerThread = 2;
+// Column blocks per multiprocessor at most: more steps per block, so fewer
+// threads derive the same coefficients.
+constexpr int kColumnBlocksPerMultiprocessor = 8;
+// Blocks per multiprocessor below which a call takes fewer vectors per
+// thread, then smaller blocks: a small tensor in a few blocks leaves most
+// multiprocessors idle.
 constexpr std::int64_t kLeastBlocksPerMultiprocessor = 2;
 
+enum class Walk { columns, planes, lanes };
+
+// Kept small: a kernel's parameters are read through the constant cache,
+// whose misses a small tensor's whole pass waits on.
 struct InferenceArgs {
     const void* x;
     void* y;
+    const float* mean;
+    const float* var;  // the variance, or inv_std with var_is_inv_std
+    const float* scale;
+    const float* bias;
     int channels, spatial, elements;
-    int chunk;  // contiguous walk: elements per block, a multiple of 16
-    // NHWC slices: a block takes `slice` vectors of `slice_rows` rows, the
-    // blocks of a row band side by side across the channels.
-    int slice, slices, slice_rows, rows;
-    ChannelParam scale, bias, mean, var;
+    Divisor plane_of;    // element -> plane (NCHW: / spatial)
+    Divisor channel_of;  // plane -> its channel (% channels)
+    // columns: rows of `channels` elements, taken in steps of K times a
+    // block's rows_per_step (its blockDim.y).
+    int rows, channel_vectors, row_steps;
+    float epsilon, alpha, beta;
     bool var_is_inv_std;
-    double epsilon;
-    float alpha, beta;
+    bool vector_estimates;  // 16-byte aligned: read four channels at a time
 };
 
-struct alignas(16) ChannelTable {
-    float mean[kMaxChannels];
-    float factor[kMaxChannels];
-    float bias[kMaxChannels];
+struct Coefficients {
+    float mean, factor, bias;
 };
 
-// Table entry i for channel c: (mean, scale * inv_std, bias) from the estimates.
-__device__ __forceinline__ void fill_channel(ChannelTable& table, int i, int c, const InferenceArgs& a) {
-    const double v = a.var.load(c);
-    const double inv_std = a.var_is_inv_std ? v : inverse_std(v, a.epsilon);
-    table.mean[i] = static_cast<float>(a.mean.load(c));
-    table.factor[i] = static_cast<float>(a.scale.load(c) * inv_std);
-    table.bias[i] = static_cast<float>(a.bias.load(c));
+// rsqrtf is within 2 ulp of float: far inside the float tolerance, and a
+// fraction of IEEE sqrt and division's latency, which a small tensor's pass
+// waits on.
+__device__ __forceinline__ Coefficients combine(float mean, float var, float scale, float bias, const InferenceArgs& a) {
+    const float inv_std = a.var_is_inv_std ? var : rsqrtf(var + a.epsilon);
+    return Coefficients{mean, a.alpha * scale * inv_std, a.alpha * bias};
 }
 
-// y for V neighbouring channels whose table entries start at i (16-byte aligned).
+// Channel c's (mean, alpha * scale * inv_std, alpha * bias).
+__device__ __forceinline__ Coefficients coefficients_of(int c, const InferenceArgs& a) {
+    return combine(a.mean[c], a.var[c], a.scale[c], a.bias[c], a);
+}
+
+__device__ __forceinline__ float apply(float x, const Coefficients& k) { return (x - k.mean) * k.factor + k.bias; }
+
+// y at p from the V results, blended with the prior y only when beta != 0
+// (alpha is already in the coefficients).
 template <typename T, int V>
-__device__ __forceinline__ void store_channel_vector(T* y, const Pack<T, V>& xv, const ChannelTable& table, int i,
-                                                     const InferenceArgs& a) {
-    float m[V], f[V], b[V], result[V];
+__device__ __forceinline__ void store_result(T* p, const float (&result)[V], float beta) {
+    if (beta == 0.0f) {
+        Pack<T, V> pack;
 #pragma unroll
-    for (int q = 0; q < V; q += 4) {
-        *reinterpret_cast<float4*>(m + q) = *reinterpret_cast<const float4*>(table.mean + i + q);
-        *reinterpret_cast<float4*>(f + q) = *reinterpret_cast<const float4*>(table.factor + i + q);
-        *reinterpret_cast<float4*>(b + q) = *reinterpret_cast<const float4*>(table.bias + i + q);
-    }
-#pragma unroll
-    for (int v = 0; v < V; ++v) result[v] = (widen(xv.lane[v]) - m[v]) * f[v] + b[v];
-    store_values<T, V>(y, result, a.alpha, a.beta);
-}
-
-// NHWC with C a multiple of the vector: block b takes channel vectors
-// [s * slice, s * slice + slice) of rows [r * slice_rows, ...), s = b %
-// slices; the table holds the slice's channels only, so a small tensor can
-// spread over many blocks without each filling a table of every channel.
-template <typename T, int K>
-__global__ void __launch_bounds__(kMaxThreads) bn_dense_inference_slices(InferenceArgs a) {
-    constexpr int V = 16 / sizeof(T);
-    __shared__ ChannelTable table;
-    const int s = static_cast<int>(blockIdx.x) % a.slices;
-    const int row0 = static_cast<int>(blockIdx.x) / a.slices * a.slice_rows;
-    const int channel_vectors = a.channels / V;
-    const int first_vector = s * a.slice;
-    const int width = min(a.slice, channel_vectors - first_vector);  // the last slice may be narrower
-    const int threads = static_cast<int>(blockDim.x);
-    const T* x = static_cast<const T*>(a.x);
-    T* y = static_cast<T*>(a.y);
-    Pack<T, V> xv[K];
-    int offset[K], entry[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-        const int j = static_cast<int>(threadIdx.x) + k * threads;
-        const int row = row0 + j / width;
-        entry[k] = j % width * V;
-        offset[k] = j < a.slice_rows * width && row < a.rows ? row * a.channels + first_vector * V + entry[k] : -1;
-        if (offset[k] >= 0) xv[k] = load_pack<V>(x + offset[k]);
-    }
-    for (int i = threadIdx.x; i < width * V; i += threads) fill_channel(table, i, first_vector * V + i, a);
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-        if (offset[k] >= 0) store_channel_vector<T, V>(y + offset[k], xv[k], table, entry[k], a);
+        for (int v = 0; v < V; ++v) pack.lane[v] = narrow<T>(result[v]);
+        store_pack(p, pack);
+    } else {
+        store_values<T, V>(p, result, 1.0f, beta);
     }
 }
 
-// A block walks one contiguous chunk; the channels of its elements get their
-// factors in a shared table while the chunk's loads are in flight.  NHWC
-// whose C is not a multiple of the vector is the same walk with planes of
-// one element (spatial = 1).
+// Channels c0 .. c0 + V - 1 (c0 a multiple of V >= 4): from 16-byte
+// aligned estimates, one 16-byte load per four channels; scalar loads of
+// neighbouring threads' channels 32 bytes apart took four times the load
+// wavefronts.
+template <int V>
+__device__ __forceinline__ void coefficients_of_vector(int c0, const InferenceArgs& a, Coefficients (&c)[V]) {
+    if (a.vector_estimates) {
+        float mean[V], var[V], scale[V], bias[V];
+#pragma unroll
+        for (int q = 0; q < V; q += 4) {
+            *reinterpret_cast<float4*>(mean + q) = *reinterpret_cast<const float4*>(a.mean + c0 + q);
+            *reinterpret_cast<float4*>(var + q) = *reinterpret_cast<const float4*>(a.var + c0 + q);
+            *reinterpret_cast<float4*>(scale + q) = *reinterpret_cast<const float4*>(a.scale + c0 + q);
+            *reinterpret_cast<float4*>(bias + q) = *reinterpret_cast<const float4*>(a.bias + c0 + q);
+        }
+#pragma unroll
+        for (int v = 0; v < V; ++v) c[v] = combine(mean[v], var[v], scale[v], bias[v], a);
+    } else {
+#pragma unroll
+        for (int v = 0; v < V; ++v) c[v] = coefficients_of(c0 + v, a);
+    }
+}
+
+// Columns: block (bx, by) takes channel vectors [by * W, by * W + W) (W =
+// blockDim.x) of row steps bx, bx + gridDim.x, ...; step s is rows s * K * R
+// + k * R + threadIdx.y, k < K (R = blockDim.y).  A warp covers whole rows or
+// a run of one row: contiguous.  The grid stops at a few blocks a
+// multiprocessor, so that each thread's V coefficients serve several steps.
 template <typename T, int K>
-__global__ void __launch_bounds__(kMaxThreads) bn_dense_inference_planes(InferenceArgs a) {
+__global__ void __launch_bounds__(kThreads) bn_inference_columns(InferenceArgs a) {
     constexpr int V = 16 / sizeof(T);
-    __shared__ ChannelTable table;
-    const int threads = static_cast<int>(blockDim.x);
-    const int first = static_cast<int>(blockIdx.x) * a.chunk;
-    const int end = min(a.elements, first + a.chunk);
+    const int j = static_cast<int>(blockIdx.y * blockDim.x + threadIdx.x);
+    if (j >= a.channel_vectors) return;  // no barrier below
+    const int rows_per_step = static_cast<int>(blockDim.y);
     const T* x = static_cast<const T*>(a.x);
     T* y = static_cast<T*>(a.y);
-    // first is a multiple of 16 (the chunk is), so only the tensor's tail is
-    // not a whole vector.
-    const int vector_end = first + (end - first) / V * V;
+    Pack<T, V> xv[K];
+    int step = static_cast<int>(blockIdx.x);
+    auto row_of = [&](int k) { return (step * K + k) * rows_per_step + static_cast<int>(threadIdx.y); };
+    auto load_step = [&] {
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+            if (row_of(k) < a.rows) xv[k] = load_pack<V>(x + row_of(k) * a.channels + j * V);
+    };
+    load_step();
+    Coefficients c[V];
+    coefficients_of_vector<V>(j * V, a, c);
+    for (;;) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            if (row_of(k) >= a.rows) continue;
+            float result[V];
+#pragma unroll
+            for (int v = 0; v < V; ++v) result[v] = apply(widen(xv[k].lane[v]), c[v]);
+            store_result<T, V>(y + row_of(k) * a.channels + j * V, result, a.beta);
+        }
+        step += static_cast<int>(gridDim.x);
+        if (step >= a.row_steps) break;
+        load_step();
+    }
+}
+
+// Element e's channel.
+__device__ __forceinline__ int channel_at(int e, const InferenceArgs& a) {
+    const int plane = a.plane_of.divide(e);
+    return plane - a.channel_of.divide(plane) * a.channels;
+}
+
+// Planes and lanes: block b takes vectors b * K * B + k * B + threadIdx.x
+// (B = blockDim.x); the tensor's last vector may be partial (NCHW with an
+// odd element count) and is taken lane by lane.
+template <typename T, Walk kWalk, int K>
+__global__ void __launch_bounds__(kThreads) bn_inference_flat(InferenceArgs a) {
+    constexpr int V = 16 / sizeof(T);
+    const int threads = static_cast<int>(blockDim.x);
+    const int first = static_cast<int>(blockIdx.x) * K * threads + static_cast<int>(threadIdx.x);
+    const T* x = static_cast<const T*>(a.x);
+    T* y = static_cast<T*>(a.y);
     Pack<T, V> xv[K];
 #pragma unroll
-    for (int u = 0; u < K; ++u) {
-        const int e = first + (u * threads + static_cast<int>(threadIdx.x)) * V;
-        if (e < vector_end) xv[u] = load_pack<V>(x + e);
+    for (int k = 0; k < K; ++k) {
+        const int e = (first + k * threads) * V;
+        if (e + V <= a.elements) xv[k] = load_pack<V>(x + e);
     }
-    // The channels of the chunk's planes, at their channel's entry.
-    const int plane_first = first / a.spatial;
-    const int c_first = plane_first % a.channels;
-    const int c_count = min(a.channels, (end - 1) / a.spatial - plane_first + 1);
-    for (int i = threadIdx.x; i < c_count; i += threads) {
-        const int c = (c_first + i) % a.channels;
-        fill_channel(table, c, c, a);
-    }
-    __syncthreads();
-    auto apply = [&](int c, float v) { return (v - table.mean[c]) * table.factor[c] + table.bias[c]; };
+    // Every coefficient before the first store: a load after a store to y
+    // could not be moved above it (the compiler cannot rule out aliasing).
+    // Planes lie in channel c0, then from lane `spatial - r0` on in the next.
+    Coefficients first_set[K], next_set[K];
+    int boundary[K];
+    if constexpr (kWalk == Walk::planes) {
 #pragma unroll
-    for (int u = 0; u < K; ++u) {
-        const int e = first + (u * threads + static_cast<int>(threadIdx.x)) * V;
-        if (e >= vector_end) continue;
+        for (int k = 0; k < K; ++k) {
+            const int e = min((first + k * threads) * V, a.elements - 1);
+            const int plane = a.plane_of.divide(e);
+            const int c0 = plane - a.channel_of.divide(plane) * a.channels;
+            boundary[k] = plane * a.spatial + a.spatial - e;
+            first_set[k] = coefficients_of(c0, a);
+            // Most vectors lie in one plane; a warp whose vectors all do skips the next set.
+            next_set[k] = boundary[k] < V ? coefficients_of(c0 + 1 == a.channels ? 0 : c0 + 1, a) : first_set[k];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int e = (first + k * threads) * V;
+        if (e >= a.elements) break;
+        if (e + V > a.elements) {  // the partial last vector
+            for (int i = e; i < a.elements; ++i)
+                store_blended(y, i, apply(widen(x[i]), coefficients_of(channel_at(i, a), a)), 1.0f, a.beta);
+            break;
+        }
         float result[V];
-        int plane = e / a.spatial;
-        int r = e - plane * a.spatial;
-        int c = plane % a.channels;
 #pragma unroll
         for (int v = 0; v < V; ++v) {
-            result[v] = apply(c, widen(xv[u].lane[v]));
-            if (++r == a.spatial) {
-                r = 0;
-                if (++c == a.channels) c = 0;
+            if constexpr (kWalk == Walk::planes) {
+                const bool next = v >= boundary[k];
+                const Coefficients c{next ? next_set[k].mean : first_set[k].mean,
+                                     next ? next_set[k].factor : first_set[k].factor,
+                                     next ? next_set[k].bias : first_set[k].bias};
+                result[v] = apply(widen(xv[k].lane[v]), c);
+            } else {
+                result[v] = apply(widen(xv[k].lane[v]), coefficients_of(channel_at(e + v, a), a));
             }
         }
-        store_values<T, V>(y + e, result, a.alpha, a.beta);
+        store_result<T, V>(y + e, result, a.beta);
     }
-    for (int e = vector_end + static_cast<int>(threadIdx.x); e < end; e += threads)
-        store_blended(y, e, apply((e / a.spatial) % a.channels, widen(x[e])), a.alpha, a.beta);
 }
 
-// Whether a call takes NHWC channel slices (bn_dense_inference_slices):
-// packed NHWC with C a multiple of the 16-byte vector.
-bool takes_slices(const BnForwardInference& p) {
-    return p.x.order == MemoryOrder::packed_nhwc && p.geom.len[kC] % (16 / dtype_size(p.x.dtype)) == 0;
+Walk walk_of(const BnForwardInference& p) {
+    const int vector = 16 / static_cast<int>(dtype_size(p.x.dtype));
+    const bool rows_of_channels = p.x.order == MemoryOrder::packed_nhwc || p.geom.spatial_size() == 1;
+    if (rows_of_channels && p.geom.len[kC] % vector == 0) return Walk::columns;
+    if (p.x.order == MemoryOrder::packed_nchw && p.geom.spatial_size() >= vector) return Walk::planes;
+    return Walk::lanes;
+}
+
+// The estimates as the kernels read them: float, one per channel, packed.
+// PyTorch and MIOpen's derived descriptors pass them so for half, bfloat16
+// and float data; other types and strides take the nest walk.
+bool unit_float(const TensorArg& t) { return t.present() && t.dtype == DType::f32 && t.stride[kC] == 1; }
+
+template <typename T>
+void launch(Walk walk, int per_thread, dim3 grid, dim3 block, const InferenceArgs& a, hipStream_t stream) {
+    if (walk == Walk::columns) {
+        if (per_thread == 4) bn_inference_columns<T, 4><<<grid, block, 0, stream>>>(a);
+        if (per_thread == 2) bn_inference_columns<T, 2><<<grid, block, 0, stream>>>(a);
+        if (per_thread == 1) bn_inference_columns<T, 1><<<grid, block, 0, stream>>>(a);
+    } else if (walk == Walk::planes) {
+        static_assert(kMaxPlaneVectorsPerThread == 2, "planes are instantiated for 1 and 2 vectors a thread");
+        if (per_thread == 2) bn_inference_flat<T, Walk::planes, 2><<<grid, block, 0, stream>>>(a);
+        if (per_thread == 1) bn_inference_flat<T, Walk::planes, 1><<<grid, block, 0, stream>>>(a);
+    } else {
+        bn_inference_flat<T, Walk::lanes, 1><<<grid, block, 0, stream>>>(a);
+    }
 }
 
 }  // namespace
@@ -185,82 +271,88 @@ bool dense_inference_fits(const BnForwardInference& p) {
     if (p.y.dtype != x.dtype || p.y.order != x.order) return false;
     for (const TensorArg* t : {&p.x, &p.y})
         if (!aligned16(*t)) return false;
-    // The contiguous walk's table holds every channel; NHWC slices hold a
-    // slice's channels only.
-    return x.element_count() < (std::int64_t(1) << 31) - 4096 && (takes_slices(p) || p.geom.len[kC] <= kMaxChannels);
+    for (const TensorArg* t : {&p.mean, &p.var, &p.scale, &p.bias})
+        if (!unit_float(*t)) return false;
+    return x.element_count() < (std::int64_t(1) << 31) - 4096;
 }
 
 void run_dense_inference(const BnForwardInference& p, const DeviceShape& device, const LaunchTarget& target) {
     const TensorArg& x = p.x;
     const std::int64_t elements = x.element_count();
     const std::int64_t channels = p.geom.len[kC];
-    const std::int64_t spatial = p.geom.spatial_size();
-    const int element = static_cast<int>(dtype_size(x.dtype));
-    const int vector = 16 / element;
-    const bool slices = takes_slices(p);
+    const std::int64_t spatial = x.order == MemoryOrder::packed_nhwc ? 1 : p.geom.spatial_size();
+    const int vector = 16 / static_cast<int>(dtype_size(x.dtype));
+    const Walk walk = walk_of(p);
     const std::int64_t rows = elements / channels;
     const std::int64_t channel_vectors = channels / vector;
 
-    // Blocks of kMaxThreads x kMaxVectorsPerThread vectors, made smaller
-    // (fewer vectors per thread, then fewer threads) while the grid would
-    // leave multiprocessors short of kLeastBlocksPerMultiprocessor blocks.
-    // NHWC slices hold at most one channel per thread of the table.
-    auto grid = [&](int threads, int per_thread, std::int64_t& slice, std::int64_t& slice_rows) {
-        const std::int64_t vectors = static_cast<std::int64_t>(threads) * per_thread;
-        if (!slices) return (elements + vectors * vector - 1) / (vectors * vector);
-        slice = std::min<std::int64_t>(channel_vectors, std::max(1, threads / vector));
-        slice_rows = std::max<std::int64_t>(1, vectors / slice);
-        return (channel_vectors + slice - 1) / slice * ((rows + slice_rows - 1) / slice_rows);
+    // Blocks of kThreads threads x the walk's vectors a thread, made smaller
+    // (fewer vectors a thread, then fewer threads) while the grid would
+    // leave multiprocessors short of kLeastBlocksPerMultiprocessor.
+    // Columns: blocks of W channel vectors x R rows.
+    std::int64_t width = 0, rows_per_step = 0, column_blocks = 1;
+    auto grid = [&](int threads, int per_thread) -> std::int64_t {
+        if (walk != Walk::columns) {
+            const std::int64_t vectors = (elements + vector - 1) / vector;
+            return (vectors + std::int64_t(threads) * per_thread - 1) / (std::int64_t(threads) * per_thread);
+        }
+        width = std::min<std::int64_t>(channel_vectors, threads);
+        rows_per_step = std::max<std::int64_t>(1, threads / width);
+        column_blocks = (channel_vectors + width - 1) / width;
+        const std::int64_t rows_per_block = rows_per_step * per_thread;
+        return (rows + rows_per_block - 1) / rows_per_block;
     };
     const std::int64_t least = kLeastBlocksPerMultiprocessor * device.multiprocessors;
-    int threads = kMaxThreads, per_thread = kMaxVectorsPerThread;
-    std::int64_t slice = 0, slice_rows = 0;
-    std::int64_t blocks = grid(threads, per_thread, slice, slice_rows);
-    while (blocks < least && (per_thread > 1 || threads > kLeastThreads)) {
+    // Lanes take one vector a thread (their coefficients are per lane).
+    int threads = kThreads;
+    int per_thread = walk == Walk::lanes ? 1 : walk == Walk::planes ? kMaxPlaneVectorsPerThread : kMaxVectorsPerThread;
+    std::int64_t blocks = grid(threads, per_thread);
+    while (blocks * column_blocks < least && (per_thread > 1 || threads > kLeastThreads)) {
         if (per_thread > 1)
             per_thread /= 2;
         else
             threads /= 2;
-        blocks = grid(threads, per_thread, slice, slice_rows);
+        blocks = grid(threads, per_thread);
     }
+    // Columns: the row steps over at most kColumnBlocksPerMultiprocessor
+    // blocks a multiprocessor.
+    const std::int64_t row_steps = blocks;
+    if (walk == Walk::columns)
+        blocks = std::min(row_steps,
+                          std::max<std::int64_t>(1, kColumnBlocksPerMultiprocessor * device.multiprocessors / column_blocks));
 
     InferenceArgs a{};
     a.x = x.data;
     a.y = p.y.data;
+    a.mean = static_cast<const float*>(p.mean.data);
+    a.var = static_cast<const float*>(p.var.data);
+    a.scale = static_cast<const float*>(p.scale.data);
+    a.bias = static_cast<const float*>(p.bias.data);
     a.channels = static_cast<int>(channels);
-    a.spatial = x.order == MemoryOrder::packed_nhwc ? 1 : static_cast<int>(spatial);
+    a.spatial = static_cast<int>(spatial);
     a.elements = static_cast<int>(elements);
-    a.chunk = threads * per_thread * vector;
-    a.slice = static_cast<int>(slice);
-    a.slices = slices ? static_cast<int>((channel_vectors + slice - 1) / slice) : 0;
-    a.slice_rows = static_cast<int>(slice_rows);
+    a.plane_of = make_divisor(static_cast<int>(spatial));
+    a.channel_of = make_divisor(static_cast<int>(channels));
     a.rows = static_cast<int>(rows);
-    a.scale = channel_param(p.scale);
-    a.bias = channel_param(p.bias);
-    a.mean = channel_param(p.mean);
-    a.var = channel_param(p.var);
-    a.var_is_inv_std = p.var_is_inv_std;
-    a.epsilon = p.epsilon;
+    a.channel_vectors = static_cast<int>(channel_vectors);
+    a.row_steps = static_cast<int>(row_steps);
+    a.epsilon = static_cast<float>(p.epsilon);
     a.alpha = p.out.alpha;
     a.beta = p.out.beta;
-    with_element_type(x.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if constexpr (!std::is_same<T, double>::value) {
-            auto go = [&](auto per) {
-                constexpr int kK = decltype(per)::value;
-                if (slices)
-                    bn_dense_inference_slices<T, kK><<<static_cast<unsigned>(blocks), threads, 0, target.stream>>>(a);
-                else
-                    bn_dense_inference_planes<T, kK><<<static_cast<unsigned>(blocks), threads, 0, target.stream>>>(a);
-            };
-            switch (per_thread) {
-                case 1: go(std::integral_constant<int, 1>{}); break;
-                case 2: go(std::integral_constant<int, 2>{}); break;
-                default: go(std::integral_constant<int, kMaxVectorsPerThread>{}); break;
-            }
-            check_launch("bn_dense_inference");
-        }
-    });
+    a.var_is_inv_std = p.var_is_inv_std;
+    a.vector_estimates = aligned16(p.mean) && aligned16(p.var) && aligned16(p.scale) && aligned16(p.bias);
+    const dim3 grid_shape = walk == Walk::columns
+                                ? dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(column_blocks))
+                                : dim3(static_cast<unsigned>(blocks));
+    const dim3 block = walk == Walk::columns
+                           ? dim3(static_cast<unsigned>(width), static_cast<unsigned>(rows_per_step))
+                           : dim3(static_cast<unsigned>(threads));
+    switch (x.dtype) {
+        case DType::f16: launch<__half>(walk, per_thread, grid_shape, block, a, target.stream); break;
+        case DType::bf16: launch<mbn_bfloat16>(walk, per_thread, grid_shape, block, a, target.stream); break;
+        default: launch<float>(walk, per_thread, grid_shape, block, a, target.stream); break;
+    }
+    check_launch("bn_dense_inference");
 }
 
 }  // namespace gpu

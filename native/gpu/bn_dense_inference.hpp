@@ -1,8 +1,6 @@
 // Spatial batch-norm inference on packed NCHW or NHWC half, bfloat16 or
-// float tensors (up to 2048 channels, unless NHWC with C a multiple of the
-// 16-byte vector) in one elementwise pass
-// (bn_dense_inference.hip).  Other inference calls take bn_forward.hip's
-// nest walk.
+// float tensors in one elementwise pass (bn_dense_inference.hip).  Other
+// inference calls take bn_forward.hip's nest walk.
 #pragma once
 
 #include "common/problem.hpp"
