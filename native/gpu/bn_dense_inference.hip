@@ -176,7 +176,7 @@ __device__ __forceinline__ int channel_at(int e, const InferenceArgs& a) {
 
 // Planes and lanes: block b takes vectors b * K * B + k * B + threadIdx.x
 // (B = blockDim.x); the tensor's last vector may be partial (NCHW with an
-// odd element count) and is taken lane by lane.
+// element count not a multiple of the vector) and is taken lane by lane.
 template <typename T, Walk kWalk, int K>
 __global__ void __launch_bounds__(kThreads) bn_inference_flat(InferenceArgs a) {
     constexpr int V = 16 / sizeof(T);
@@ -249,6 +249,7 @@ bool unit_float(const TensorArg& t) { return t.present() && t.dtype == DType::f3
 template <typename T>
 void launch(Walk walk, int per_thread, dim3 grid, dim3 block, const InferenceArgs& a, hipStream_t stream) {
     if (walk == Walk::columns) {
+        static_assert(kMaxVectorsPerThread == 4, "columns are instantiated for 1, 2 and 4 vectors a thread");
         if (per_thread == 4) bn_inference_columns<T, 4><<<grid, block, 0, stream>>>(a);
         if (per_thread == 2) bn_inference_columns<T, 2><<<grid, block, 0, stream>>>(a);
         if (per_thread == 1) bn_inference_columns<T, 1><<<grid, block, 0, stream>>>(a);

@@ -29,9 +29,7 @@ if not (mbn.lib.miopenBNHasGpuSupport() and torch.cuda.is_available()):
 import test_gpu_batchnorm as bn  # noqa: E402
 import test_gpu_groupnorm as gn  # noqa: E402
 from support import REPO  # noqa: E402
-from miopen_bn import reference  # noqa: E402
-from miopen_bn.tolerances import ELEMENTWISE  # noqa: E402
-from support.torch_tensors import check, host64, poisoned, random_data, random_param  # noqa: E402
+from support.torch_tensors import random_data  # noqa: E402
 
 VARIABLE = "MIOPEN_BN_GPU_ALGORITHM"
 
@@ -190,23 +188,13 @@ def test_inference_estimates_not_float(handle, monkeypatch, forced):
     """Half estimates beside half x (MIOpen allows them): the dense pass reads
     float estimates only, so forced it refuses them, and by default the nest
     walk serves them."""
-    if forced:
-        force(monkeypatch, forced)
     x = random_data((2, 64, 7, 7), "fp16", 141, "nchw")
-    scale, bias, mean = (random_param(64, 142 + i, lo, hi).half() for i, (lo, hi) in
-                         enumerate(((0.5, 1.5), (-0.5, 0.5), (-2.0, 2.0))))
-    var = random_param(64, 145, 0.3, 4.0).half()
-    y = poisoned(x)
-    call = lambda: mbn.batchnorm_forward_inference(x, scale, bias, mean, var, epsilon=1e-5, y=y, handle=handle)
-    if forced:
-        with refused(forced):
-            call()
+    if not forced:
+        bn.run_inference(handle, x, "spatial", True, 141, param_dtype=torch.float16)
         return
-    call()
-    torch.cuda.synchronize()
-    expected = reference.batchnorm_forward_inference(host64(x), host64(scale), host64(bias), host64(mean),
-                                                     host64(var), epsilon=1e-5)
-    check("y", y, expected, ELEMENTWISE)
+    force(monkeypatch, forced)
+    with refused(forced):
+        bn.run_inference(handle, x, "spatial", True, 141, param_dtype=torch.float16)
 
 
 @pytest.mark.parametrize("name, case", cases(GROUP_NORM, "refuses"))

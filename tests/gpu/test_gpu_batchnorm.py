@@ -120,12 +120,14 @@ def test_forward_training(handle, mode, dtype, layout, stats):
 # --------------------------------------------------------------------------
 # Forward inference
 # --------------------------------------------------------------------------
-def run_inference(handle, x, mode, estimates, seed, alpha=1.0, beta=0.0, y=None):
+def run_inference(handle, x, mode, estimates, seed, alpha=1.0, beta=0.0, y=None, param_dtype=torch.float32):
+    """param_dtype: the type of scale, bias and the estimates (MIOpen also
+    takes them in x's half type)."""
     pshape = param_shape(x.shape, mode)
-    scale = random_param(pshape, seed + 1, 0.5, 1.5)
-    bias = random_param(pshape, seed + 2, -0.5, 0.5)
-    mean = random_param(pshape, seed + 3, -2.0, 2.0) if estimates else None
-    var = random_param(pshape, seed + 4, 0.3, 4.0) if estimates else None
+    scale = random_param(pshape, seed + 1, 0.5, 1.5).to(param_dtype)
+    bias = random_param(pshape, seed + 2, -0.5, 0.5).to(param_dtype)
+    mean = random_param(pshape, seed + 3, -2.0, 2.0).to(param_dtype) if estimates else None
+    var = random_param(pshape, seed + 4, 0.3, 4.0).to(param_dtype) if estimates else None
     if y is None:
         y = poisoned(x)
     prior = host64(y) if beta != 0 else None
