@@ -159,12 +159,13 @@ struct TileShared {
 };
 
 // Sums each of the tile's channels over the tile's blocks: a thread brings
-// NC channels' pairs (a, b), it gets nothing back; sh.totals holds every
-// channel's sums after the call.  Fixed order throughout: deterministic.
+// NC channels' pairs (a, b) already summed over its wave (lanes below
+// args.lanes of each wave hold the wave's sums), it gets nothing back;
+// sh.totals holds every channel's sums after the call.  Fixed order
+// throughout: deterministic.
 template <int NC>
-__device__ void tile_sum(double (&a)[NC], double (&b)[NC], const TileArgs& args, int lane, TileShared& sh) {
-    // Threads of one wave with the same lane hold the same channels.
-    wave_sum(args.lanes, MBN_WAVE_SIZE, a, b);
+__device__ void tile_sum(const double (&a)[NC], const double (&b)[NC], const TileArgs& args, int lane,
+                         TileShared& sh) {
     const int wave = threadIdx.x / MBN_WAVE_SIZE;
     const int waves = blockDim.x / MBN_WAVE_SIZE;
     if (static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) < args.lanes) {
@@ -203,6 +204,71 @@ __device__ void tile_sum(double (&a)[NC], double (&b)[NC], const TileArgs& args,
         cluster_sync();
     }
     __syncthreads();
+}
+
+// The shifted moments of the thread's register values, s1 = sum(x - center)
+// and s2 = sum((x - center)^2) per slot, summed over the thread's wave
+// (lanes `lanes` apart hold different channels) in float, then widened; the
+// waves and blocks are merged in double.  Float is enough: a wave's share of
+// a channel is at most 32 values a lane, each passing through at most 23
+// float additions (a vector, the lane's vectors, the butterfly), whatever
+// the channel's count (docs/numerics.md, "Channel tiles").  Where a slot's
+// float sums come out non-finite (squared deviations near 1e19 and beyond,
+// or Inf/NaN in x), the wave sums again with that slot's values scaled by
+// 2^-96 (exact: a power of two) and scales the sums back in double.
+template <typename T, int V, int K, int NC>
+__device__ __forceinline__ void wave_moments(const Pack<T, V> (&xv)[K], const bool (&valid)[K],
+                                             const float (&center)[NC], int lanes, double (&s1)[NC],
+                                             double (&s2)[NC]) {
+    auto slot = [](int v) { return NC > 1 ? v : 0; };
+    float shrink[NC], f1[NC], f2[NC];
+#pragma unroll
+    for (int j = 0; j < NC; ++j) shrink[j] = 1.0f;
+#pragma unroll 1
+    for (int attempt = 0;; ++attempt) {
+        float shifted[NC];
+#pragma unroll
+        for (int j = 0; j < NC; ++j) {
+            shifted[j] = center[j] * shrink[j];
+            f1[j] = f2[j] = 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            if (!valid[k]) continue;
+            float p1[NC] = {}, p2[NC] = {};
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+                const float d = fmaf(widen(xv[k].lane[v]), shrink[slot(v)], -shifted[slot(v)]);
+                p1[slot(v)] += d;
+                p2[slot(v)] = fmaf(d, d, p2[slot(v)]);
+            }
+#pragma unroll
+            for (int j = 0; j < NC; ++j) {
+                f1[j] += p1[j];
+                f2[j] += p2[j];
+            }
+        }
+        wave_sum(lanes, MBN_WAVE_SIZE, f1, f2);
+        // Every lane of the wave takes the same branch: the lanes of the
+        // other channels (masks below `lanes`) add their count too.
+        float overflowed = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NC; ++j) {
+            const bool finite = isfinite(f1[j]) && isfinite(f2[j]);
+            if (!finite) {
+                overflowed = 1.0f;
+                shrink[j] = 0x1p-96f;
+            }
+        }
+        wave_sum(1, lanes, overflowed);
+        if (overflowed == 0.0f || attempt == 1) break;
+    }
+#pragma unroll
+    for (int j = 0; j < NC; ++j) {
+        const double grow = shrink[j] == 1.0f ? 1.0 : 0x1p96;
+        s1[j] = static_cast<double>(f1[j]) * grow;
+        s2[j] = static_cast<double>(f2[j]) * grow * grow;
+    }
 }
 
 // The streamed part of a block's share (kStream): the units past the K a
@@ -444,45 +510,42 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
 
     if (!saved) {
         double d1[NC] = {}, d2[NC] = {};
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            if (!valid[k]) continue;
-            float p1[NC] = {}, p2[NC] = {};
-#pragma unroll
-            for (int v = 0; v < V; ++v) {
-                const float d = widen(xv[k].lane[v]) - center[slot(v)];
-                p1[slot(v)] += d;
-                p2[slot(v)] = fmaf(d, d, p2[slot(v)]);
-            }
-#pragma unroll
-            for (int j = 0; j < NC; ++j) {
-                d1[j] += p1[j];
-                d2[j] += p2[j];
-            }
-        }
-        bool finite = true;
-#pragma unroll
-        for (int j = 0; j < NC; ++j) finite = finite && isfinite(d1[j]) && isfinite(d2[j]);
-        if (!finite) {  // float overflowed (values near 1e19 and beyond) or Inf/NaN: again in double
-#pragma unroll
-            for (int j = 0; j < NC; ++j) d1[j] = d2[j] = 0.0;
+        if (!kStream) {
+            wave_moments<T, V, K, NC>(xv, valid, center, a.lanes, d1, d2);
+        } else {
+            // A streamed channel is large: its thread and wave sums stay in
+            // double (float per vector).
+            float p1 = 0.0f, p2 = 0.0f;
 #pragma unroll
             for (int k = 0; k < K; ++k) {
                 if (!valid[k]) continue;
 #pragma unroll
                 for (int v = 0; v < V; ++v) {
-                    const double d = static_cast<double>(widen(xv[k].lane[v])) - center[slot(v)];
-                    d1[slot(v)] += d;
-                    d2[slot(v)] += d * d;
+                    const float d = widen(xv[k].lane[v]) - center[0];
+                    p1 += d;
+                    p2 = fmaf(d, d, p2);
                 }
             }
-        }
-        if (kStream) {
+            d1[0] = p1;
+            d2[0] = p2;
+            if (!isfinite(p1) || !isfinite(p2)) {  // float overflowed or Inf/NaN: again in double
+                d1[0] = d2[0] = 0.0;
+#pragma unroll
+                for (int k = 0; k < K; ++k) {
+                    if (!valid[k]) continue;
+#pragma unroll
+                    for (int v = 0; v < V; ++v) {
+                        const double d = static_cast<double>(widen(xv[k].lane[v])) - center[0];
+                        d1[0] += d;
+                        d2[0] += d * d;
+                    }
+                }
+            }
             d1[0] += streamed[0];
             d2[0] += streamed[1];
+            wave_sum(a.lanes, MBN_WAVE_SIZE, d1, d2);
         }
         if (kWave) {
-            wave_sum(a.lanes, MBN_WAVE_SIZE, d1, d2);
             finish_statistics<kBackward>(a, channel, in, d1[0], d2[0], writer, stat[0]);
         } else {
             tile_sum<NC>(d1, d2, a, lane, sh);
@@ -568,8 +631,8 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
             g1[0] += streamed[2];
             g2[0] += streamed[3];
         }
+        wave_sum(a.lanes, MBN_WAVE_SIZE, g1, g2);
         if (kWave) {
-            wave_sum(a.lanes, MBN_WAVE_SIZE, g1, g2);
             backward_coefficients(a, channel, in, stat[0], g1[0], g2[0], writer, coef[0]);
         } else {
             tile_sum<NC>(g1, g2, a, lane, sh);
