@@ -152,7 +152,7 @@ __device__ __forceinline__ void backward_coefficients(const TileArgs& a, int c, 
 // cluster peers read them, the tile's totals and per-channel constants.
 struct TileShared {
     double wave_part[kMaxWaves][kMaxTileChannels][2];
-    double block_part[kMaxTileChannels][2];
+    double block_part[2][kMaxTileChannels][2];  // per round: the statistics', the gradients'
     double totals[kMaxTileChannels][2];
     double coef[kMaxTileChannels][3];
     double stat[kMaxTileChannels][2];  // mean offset from the center, inverse std
@@ -163,9 +163,20 @@ struct TileShared {
 // args.lanes of each wave hold the wave's sums), it gets nothing back;
 // sh.totals holds every channel's sums after the call.  Fixed order
 // throughout: deterministic.
+//
+// A cluster's blocks meet twice a round.  The first barrier publishes each
+// block's sums (block_part[round]) to its peers: a release arrival, which
+// the PTX memory model needs for a peer's read of this block's shared
+// memory to see the writes before it (on sm_90 it is a MEMBAR.ALL.GPU, the
+// only fence of the kernel).  The second only tells the peers that this
+// block has read theirs: a relaxed arrival (no fence), waited for before
+// the block's next round (`pending`) or its exit (finish_cluster), so that
+// no block leaves while a peer still reads its shared memory, with the
+// block's own work in between.  Each round has its own block_part: a round
+// may write it before every peer has read the last round's.
 template <int NC>
-__device__ void tile_sum(const double (&a)[NC], const double (&b)[NC], const TileArgs& args, int lane,
-                         TileShared& sh) {
+__device__ void tile_sum(const double (&a)[NC], const double (&b)[NC], const TileArgs& args, int lane, int round,
+                         bool& pending, TileShared& sh) {
     const int wave = threadIdx.x / MBN_WAVE_SIZE;
     const int waves = blockDim.x / MBN_WAVE_SIZE;
     if (static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) < args.lanes) {
@@ -184,26 +195,32 @@ __device__ void tile_sum(const double (&a)[NC], const double (&b)[NC], const Til
             s += sh.wave_part[w][t][0];
             q += sh.wave_part[w][t][1];
         }
-        double* to = args.cluster > 1 ? sh.block_part[t] : sh.totals[t];
+        double* to = args.cluster > 1 ? sh.block_part[round][t] : sh.totals[t];
         to[0] = s;
         to[1] = q;
     }
     if (args.cluster > 1) {
+        if (pending) cluster_wait();
         cluster_sync();
         if (owner) {
             double s = 0.0, q = 0.0;
             for (int r = 0; r < args.cluster; ++r) {
-                const double* peer = cluster_peer(&sh.block_part[t][0], r);
+                const double* peer = cluster_peer(&sh.block_part[round][t][0], r);
                 s += peer[0];
                 q += peer[1];
             }
             sh.totals[t][0] = s;
             sh.totals[t][1] = q;
         }
-        // No block rewrites block_part, or exits, while a peer still reads it.
-        cluster_sync();
+        cluster_arrive_relaxed();
+        pending = true;
     }
     __syncthreads();
+}
+
+// Before a block of a cluster exits: its peers have read its shared memory.
+__device__ __forceinline__ void finish_cluster(bool pending) {
+    if (pending) cluster_wait();
 }
 
 // The shifted moments of the thread's register values, s1 = sum(x - center)
@@ -454,6 +471,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     const int finisher_channel = first_channel + t;
     const bool saved = kBackward && a.saved;
     const bool writer = kWave ? row0 == 0 && lane_used : finisher && rank == 0;
+    bool cluster_pending = false;  // a relaxed cluster arrival not yet waited for (tile_sum)
 
     Pack<T, V> xv[K];
     Pack<T, V> gv[kBackward ? K : 1];
@@ -548,7 +566,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         if (kWave) {
             finish_statistics<kBackward>(a, channel, in, d1[0], d2[0], writer, stat[0]);
         } else {
-            tile_sum<NC>(d1, d2, a, lane, sh);
+            tile_sum<NC>(d1, d2, a, lane, 0, cluster_pending, sh);
             if (finisher) {
                 double s[2];
                 finish_statistics<kBackward>(a, finisher_channel, in, sh.totals[t][0], sh.totals[t][1], writer, s);
@@ -610,6 +628,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
                                         },
                                         a.alpha, a.beta);
         }
+        finish_cluster(cluster_pending);
         return;
     }
 
@@ -635,7 +654,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         if (kWave) {
             backward_coefficients(a, channel, in, stat[0], g1[0], g2[0], writer, coef[0]);
         } else {
-            tile_sum<NC>(g1, g2, a, lane, sh);
+            tile_sum<NC>(g1, g2, a, lane, 1, cluster_pending, sh);
             if (finisher) {
                 const double s[2] = {sh.stat[t][0], sh.stat[t][1]};
                 double k[3];
@@ -698,6 +717,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
                                    },
                                    a.alpha, a.beta);
     }
+    finish_cluster(cluster_pending);
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
