@@ -225,25 +225,26 @@ __device__ __forceinline__ void finish_cluster(bool pending) {
 
 // The shifted moments of the thread's register values, s1 = sum(x - center)
 // and s2 = sum((x - center)^2) per slot, summed over the thread's wave
-// (lanes `lanes` apart hold different channels) in float, then widened; the
-// waves and blocks are merged in double.  Float is enough: a wave's share of
-// a channel is at most 32 values a lane, each passing through at most 23
-// float additions (a vector, the lane's vectors, the butterfly), whatever
-// the channel's count (docs/numerics.md, "Channel tiles").  Where a slot's
-// float sums come out non-finite (squared deviations near 1e19 and beyond,
-// or Inf/NaN in x), the wave sums again with that slot's values scaled by
-// 2^-96 (exact: a power of two) and scales the sums back in double.
+// (lanes `lanes` apart hold different channels): each lane's values in
+// float, then s2 through the wave's butterfly in float and s1 in double (the
+// mean's sum cancels, s2's terms do not); the waves and blocks are merged in
+// double.  A wave holds at most 32 values of a channel a lane, so each s2
+// term passes through at most 23 float additions whatever the channel's
+// count (docs/numerics.md, "Channel tiles").  Where a slot's sums come out
+// non-finite (squared deviations near 1e19 and beyond, or Inf/NaN in x), the
+// wave sums again with that slot's values scaled by 2^-96 (exact: a power of
+// two) and scales the sums back in double.
 template <typename T, int V, int K, int NC>
 __device__ __forceinline__ void wave_moments(const Pack<T, V> (&xv)[K], const bool (&valid)[K],
                                              const float (&center)[NC], int lanes, double (&s1)[NC],
                                              double (&s2)[NC]) {
     auto slot = [](int v) { return NC > 1 ? v : 0; };
-    float shrink[NC], f1[NC], f2[NC];
+    float shrink[NC], f2[NC];
 #pragma unroll
     for (int j = 0; j < NC; ++j) shrink[j] = 1.0f;
 #pragma unroll 1
     for (int attempt = 0;; ++attempt) {
-        float shifted[NC];
+        float shifted[NC], f1[NC];
 #pragma unroll
         for (int j = 0; j < NC; ++j) {
             shifted[j] = center[j] * shrink[j];
@@ -265,14 +266,15 @@ __device__ __forceinline__ void wave_moments(const Pack<T, V> (&xv)[K], const bo
                 f2[j] += p2[j];
             }
         }
-        wave_sum(lanes, MBN_WAVE_SIZE, f1, f2);
+#pragma unroll
+        for (int j = 0; j < NC; ++j) s1[j] = f1[j];
+        wave_sum(lanes, MBN_WAVE_SIZE, s1, f2);
         // Every lane of the wave takes the same branch: the lanes of the
         // other channels (masks below `lanes`) add their count too.
         float overflowed = 0.0f;
 #pragma unroll
         for (int j = 0; j < NC; ++j) {
-            const bool finite = isfinite(f1[j]) && isfinite(f2[j]);
-            if (!finite) {
+            if (!isfinite(s1[j]) || !isfinite(f2[j])) {
                 overflowed = 1.0f;
                 shrink[j] = 0x1p-96f;
             }
@@ -283,7 +285,7 @@ __device__ __forceinline__ void wave_moments(const Pack<T, V> (&xv)[K], const bo
 #pragma unroll
     for (int j = 0; j < NC; ++j) {
         const double grow = shrink[j] == 1.0f ? 1.0 : 0x1p96;
-        s1[j] = static_cast<double>(f1[j]) * grow;
+        s1[j] *= grow;
         s2[j] = static_cast<double>(f2[j]) * grow * grow;
     }
 }
