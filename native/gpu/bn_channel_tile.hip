@@ -13,8 +13,10 @@
 // larger than a block's registers stays one block's (streamed tiles): the
 // values past its registers are summed as they stream in and read again,
 // from L2, for the output.
-// Numerics as bn_resident.hip: values around the channel's first value,
-// statistics summed in float per vector then double, gradient sums in double.
+// Numerics: values around the channel's first value (or the saved mean);
+// the statistics' sums in float through each lane, then through the wave
+// (squares in float, deviations in double), waves and blocks in double
+// (docs/numerics.md, "Channel tiles"); gradient sums in double per value.
 #include "gpu/bn_channel_tile.hpp"
 
 #include "common/numerics.hpp"
@@ -190,7 +192,10 @@ __device__ void tile_sum(const double (&a)[NC], const double (&b)[NC], const Til
     const int t = threadIdx.x;
     const bool owner = t < args.lanes * NC;
     if (owner) {
+        // Rolled by 4 (as the peers' loop below): fully unrolled, the two
+        // loops took a third of a small kernel's code, run by a few threads.
         double s = 0.0, q = 0.0;
+#pragma unroll 4
         for (int w = 0; w < waves; ++w) {
             s += sh.wave_part[w][t][0];
             q += sh.wave_part[w][t][1];
@@ -204,6 +209,7 @@ __device__ void tile_sum(const double (&a)[NC], const double (&b)[NC], const Til
         cluster_sync();
         if (owner) {
             double s = 0.0, q = 0.0;
+#pragma unroll 4
             for (int r = 0; r < args.cluster; ++r) {
                 const double* peer = cluster_peer(&sh.block_part[round][t][0], r);
                 s += peer[0];
