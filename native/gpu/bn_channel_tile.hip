@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 namespace mbn {
 namespace gpu {
@@ -49,6 +50,29 @@ constexpr std::int64_t kResidentThreadsAimed = 1024;
 // The most vectors a block of a cluster of several takes by default.
 constexpr std::int64_t kMostClusteredUnits = 512;
 
+// A channel parameter as the tiles read it: 16 bytes, not ChannelParam's 24
+// (kernel arguments are read through the constant cache, whose misses the
+// small kernels' profiles show).  The planner takes no stride past 2^31.
+struct TileParam {
+    void* data;  // nullptr: absent
+    int stride;  // elements from one channel to the next
+    DType dtype;
+
+    __host__ __device__ bool present() const { return data != nullptr; }
+    __device__ __forceinline__ double load(int c) const {
+        return load_param(data, dtype, static_cast<std::int64_t>(c) * stride);
+    }
+    __device__ __forceinline__ void store(int c, double value) const {
+        store_param(data, dtype, static_cast<std::int64_t>(c) * stride, value);
+    }
+    __device__ __forceinline__ void store_blended(int c, double value, float alpha, float beta) const {
+        ParamRef{data, dtype}.store_blended(static_cast<std::int64_t>(c) * stride, value, alpha, beta);
+    }
+};
+
+// The kernels' arguments, 240 bytes (they were 376): first what the loads
+// need, then what finishing a channel needs, the parameters of the two ops
+// sharing their space.
 struct TileArgs {
     const void* x;
     const void* dy;
@@ -62,16 +86,27 @@ struct TileArgs {
     int cluster;      // blocks per tile, one cluster (a power of two)
     int lanes_shift, cluster_shift;  // their base-2 logarithms
     Divisor by_plane;  // NCHW: divides by plane_units
-    double count;      // values per channel
-    double inv_count;  // 1 / count
+    float alpha, beta;  // y or dx blended with its prior content
+    double inv_count;       // 1 / values per channel
     double unbiased_ratio;  // count / (count - 1), 1 for a single value
-    ChannelParam scale, bias, prev_mean, prev_var, running_mean, running_var, saved_mean, saved_inv_std;
-    ChannelParam dscale, dbias;
-    double epsilon, exp_avg_factor;
-    float alpha, beta, param_alpha, param_beta;
-    bool saved;        // backward: saved statistics given
-    bool double_math;  // backward: dx in double
+    double epsilon;
+    TileParam scale, saved_mean, saved_inv_std;
+    struct Training {
+        TileParam bias, prev_mean, prev_var, running_mean, running_var;
+        double exp_avg_factor;
+    };
+    struct Backward {
+        TileParam dscale, dbias;
+        float param_alpha, param_beta;
+        bool saved;        // saved statistics given
+        bool double_math;  // dx in double
+    };
+    union {
+        Training train;
+        Backward back;
+    };
 };
+static_assert(sizeof(TileParam) == 16 && sizeof(TileArgs) <= 256, "the tiles' arguments grew");
 
 // What finishing one channel needs besides its sums, read while the data
 // loads are in flight: the center the values are taken around (the saved
@@ -86,15 +121,15 @@ struct ChannelInputs {
 template <typename T, bool kBackward, bool kNhwc, int V>
 __device__ __forceinline__ ChannelInputs read_channel(const TileArgs& a, const T* x, int c) {
     ChannelInputs in{};
-    const bool saved = kBackward && a.saved;
+    const bool saved = kBackward && a.back.saved;
     const int first = kNhwc ? c : c * a.plane_units * V;
     in.center = saved ? static_cast<float>(a.saved_mean.load(c)) : widen(x[first]);
     in.param[0] = a.scale.load(c);
     // Absent tensors load as 0: no branch stands between the loads.
     if (!kBackward) {
-        in.param[1] = a.bias.load(c);
-        in.param[2] = a.prev_mean.load(c);
-        in.param[3] = a.prev_var.load(c);
+        in.param[1] = a.train.bias.load(c);
+        in.param[2] = a.train.prev_mean.load(c);
+        in.param[3] = a.train.prev_var.load(c);
     } else {
         in.param[1] = a.saved_inv_std.load(c);
     }
@@ -111,10 +146,10 @@ __device__ __forceinline__ void finish_statistics(const TileArgs& a, int c, cons
     stat[1] = st.inv_std;
     if (!kBackward && writer) {
         const double mean = in.center + st.offset;
-        if (a.running_mean.present()) {
-            const double f = a.exp_avg_factor;
-            a.running_mean.store(c, running_update(in.param[2], mean, f));
-            a.running_var.store(c, running_update(in.param[3], st.variance * a.unbiased_ratio, f));
+        if (a.train.running_mean.present()) {
+            const double f = a.train.exp_avg_factor;
+            a.train.running_mean.store(c, running_update(in.param[2], mean, f));
+            a.train.running_var.store(c, running_update(in.param[3], st.variance * a.unbiased_ratio, f));
         }
         if (a.saved_mean.present()) {
             a.saved_mean.store(c, mean);
@@ -140,8 +175,8 @@ __device__ __forceinline__ void backward_coefficients(const TileArgs& a, int c, 
     const double mean_offset = stat[0], inv_std = stat[1];
     const double dy_xhat = (g2 - mean_offset * g1) * inv_std;
     if (writer) {
-        a.dscale.store_blended(c, dy_xhat, a.param_alpha, a.param_beta);
-        a.dbias.store_blended(c, g1, a.param_alpha, a.param_beta);
+        a.back.dscale.store_blended(c, dy_xhat, a.back.param_alpha, a.back.param_beta);
+        a.back.dbias.store_blended(c, g1, a.back.param_alpha, a.back.param_beta);
     }
     const double k0 = in.param[0] * inv_std;
     const double k1 = -k0 * inv_std * dy_xhat * a.inv_count;
@@ -477,7 +512,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     // lane finishes the wave's channel.
     const bool finisher = !kWave && t < tile_channels && first_channel + t < a.channels;
     const int finisher_channel = first_channel + t;
-    const bool saved = kBackward && a.saved;
+    const bool saved = kBackward && a.back.saved;
     const bool writer = kWave ? row0 == 0 && lane_used : finisher && rank == 0;
     bool cluster_pending = false;  // a relaxed cluster arrival not yet waited for (tile_sum)
 
@@ -686,7 +721,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     for (int q = 0; q < K; ++q) {
         if (!valid[q]) continue;
         float r[V];
-        if (a.double_math) {
+        if (a.back.double_math) {
 #pragma unroll
             for (int v = 0; v < V; ++v) {
                 const int s = slot(v);
@@ -706,7 +741,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     }
     if (kStream) {
         const double k0 = coef[0][0], k1 = coef[0][1], k2 = coef[0][2];
-        const bool double_math = a.double_math;
+        const bool double_math = a.back.double_math;
         stream_outputs<T, true, V>(x, dy, dx, stream_first, end, rows, channel, a.channels, a.plane_units,
                                    [&](const Pack<T, V>& xs, const Pack<T, V>& gs, float (&r)[V]) {
                                        if (double_math) {
@@ -925,19 +960,38 @@ TileArgs shape_args(const BnGeometry& geom, const ChannelTilePlan& p) {
     a.lanes_shift = log2_of(p.lanes);
     a.cluster_shift = log2_of(p.cluster);
     a.by_plane = make_divisor(a.plane_units);
-    a.count = static_cast<double>(geom.reduction_size());
-    a.inv_count = 1.0 / a.count;
-    a.unbiased_ratio = unbiased_ratio(a.count);
+    const double count = static_cast<double>(geom.reduction_size());
+    a.inv_count = 1.0 / count;
+    a.unbiased_ratio = unbiased_ratio(count);
     return a;
+}
+
+TileParam tile_param(const TensorArg& t) {
+    const ChannelParam c = channel_param(t);
+    return TileParam{c.ref.data, static_cast<int>(c.stride), c.ref.dtype};
+}
+
+// Whether every parameter's channel offsets fit TileParam's int stride.
+bool strides_fit(std::initializer_list<const TensorArg*> params, std::int64_t channels) {
+    for (const TensorArg* t : params)
+        if (t->present() && std::abs(static_cast<std::int64_t>(t->stride[kC])) * channels >= (std::int64_t(1) << 31))
+            return false;
+    return true;
 }
 
 }  // namespace
 
 ChannelTilePlan plan_channel_tiles(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule, bool wave) {
+    if (!strides_fit({&p.scale, &p.bias, &p.prev_running_mean, &p.prev_running_var, &p.running_mean,
+                      &p.running_var, &p.saved_mean, &p.saved_inv_std},
+                     p.geom.len[kC]))
+        return ChannelTilePlan{};
     return plan(p.geom, p.x, {&p.x, &p.y}, p.activation.identity(), device, rule, wave);
 }
 
 ChannelTilePlan plan_channel_tiles(const BnBackward& p, const DeviceShape& device, PlanRule rule, bool wave) {
+    if (!strides_fit({&p.scale, &p.saved_mean, &p.saved_inv_std, &p.dscale, &p.dbias}, p.geom.len[kC]))
+        return ChannelTilePlan{};
     return plan(p.geom, p.x, {&p.x, &p.dy, &p.dx}, p.activation.identity(), device, rule, wave);
 }
 
@@ -945,16 +999,16 @@ void run_channel_tiles(const BnForwardTraining& p, const ChannelTilePlan& plan, 
     TileArgs a = shape_args(p.geom, plan);
     a.x = p.x.data;
     a.out = p.y.data;
-    a.scale = channel_param(p.scale);
-    a.bias = channel_param(p.bias);
-    a.prev_mean = channel_param(p.prev_running_mean);
-    a.prev_var = channel_param(p.prev_running_var);
-    a.running_mean = channel_param(p.running_mean);
-    a.running_var = channel_param(p.running_var);
-    a.saved_mean = channel_param(p.saved_mean);
-    a.saved_inv_std = channel_param(p.saved_inv_std);
+    a.scale = tile_param(p.scale);
+    a.saved_mean = tile_param(p.saved_mean);
+    a.saved_inv_std = tile_param(p.saved_inv_std);
+    a.train.bias = tile_param(p.bias);
+    a.train.prev_mean = tile_param(p.prev_running_mean);
+    a.train.prev_var = tile_param(p.prev_running_var);
+    a.train.running_mean = tile_param(p.running_mean);
+    a.train.running_var = tile_param(p.running_var);
+    a.train.exp_avg_factor = p.exp_avg_factor;
     a.epsilon = p.epsilon;
-    a.exp_avg_factor = p.exp_avg_factor;
     a.alpha = p.out.alpha;
     a.beta = p.out.beta;
     launch<false>(a, p.x.dtype, plan, target);
@@ -965,18 +1019,19 @@ void run_channel_tiles(const BnBackward& p, const ChannelTilePlan& plan, const L
     a.x = p.x.data;
     a.dy = p.dy.data;
     a.out = p.dx.data;
-    a.scale = channel_param(p.scale);
-    a.saved_mean = channel_param(p.saved_mean);
-    a.saved_inv_std = channel_param(p.saved_inv_std);
-    a.dscale = channel_param(p.dscale);
-    a.dbias = channel_param(p.dbias);
+    a.scale = tile_param(p.scale);
+    a.saved_mean = tile_param(p.saved_mean);
+    a.saved_inv_std = tile_param(p.saved_inv_std);
+    a.back = TileArgs::Backward{};
+    a.back.dscale = tile_param(p.dscale);
+    a.back.dbias = tile_param(p.dbias);
+    a.back.param_alpha = p.param.alpha;
+    a.back.param_beta = p.param.beta;
+    a.back.saved = p.saved_mean.present();
+    a.back.double_math = !float_backprop_enough(p.geom.reduction_size());
     a.epsilon = p.epsilon;
     a.alpha = p.data.alpha;
     a.beta = p.data.beta;
-    a.param_alpha = p.param.alpha;
-    a.param_beta = p.param.beta;
-    a.saved = p.saved_mean.present();
-    a.double_math = !float_backprop_enough(p.geom.reduction_size());
     launch<true>(a, p.x.dtype, plan, target);
 }
 
