@@ -185,21 +185,23 @@ __device__ __forceinline__ void backward_coefficients(const TileArgs& a, int c, 
     coef[2] = -k0 * g1 * a.inv_count - k1 * mean_offset;
 }
 
-// The block's shared memory: per-wave partial sums, the block's sums as its
-// cluster peers read them, the tile's totals and per-channel constants.
+// The block's shared memory: per round (the statistics', the gradients')
+// the waves' partial sums and the block's sums as its cluster peers read
+// them, then the tile's per-channel constants.  A round has its own parts:
+// no barrier stands between one round's reads and the next round's writes.
 struct TileShared {
-    double wave_part[kMaxWaves][kMaxTileChannels][2];
-    double block_part[2][kMaxTileChannels][2];  // per round: the statistics', the gradients'
-    double totals[kMaxTileChannels][2];
+    double wave_part[2][kMaxWaves][kMaxTileChannels][2];
+    double block_part[2][kMaxTileChannels][2];
     double coef[kMaxTileChannels][3];
-    double stat[kMaxTileChannels][2];  // mean offset from the center, inverse std
 };
 
 // Sums each of the tile's channels over the tile's blocks: a thread brings
 // NC channels' pairs (a, b) already summed over its wave (lanes below
-// args.lanes of each wave hold the wave's sums), it gets nothing back;
-// sh.totals holds every channel's sums after the call.  Fixed order
-// throughout: deterministic.
+// args.lanes of each wave hold the wave's sums).  Thread t below
+// args.lanes * NC owns the tile's channel t: it gets the channel's totals
+// and true back (the others false), with no barrier after the sum: the
+// owner finishes the channel at once.  Fixed order throughout:
+// deterministic.
 //
 // A cluster's blocks meet twice a round.  The first barrier publishes each
 // block's sums (block_part[round]) to its peers: a release arrival, which
@@ -209,18 +211,18 @@ struct TileShared {
 // block has read theirs: a relaxed arrival (no fence), waited for before
 // the block's next round (`pending`) or its exit (finish_cluster), so that
 // no block leaves while a peer still reads its shared memory, with the
-// block's own work in between.  Each round has its own block_part: a round
-// may write it before every peer has read the last round's.
+// block's own work in between.
 template <int NC>
-__device__ void tile_sum(const double (&a)[NC], const double (&b)[NC], const TileArgs& args, int lane, int round,
-                         bool& pending, TileShared& sh) {
+__device__ bool tile_sum(const double (&a)[NC], const double (&b)[NC], const TileArgs& args, int lane, int round,
+                         bool& pending, TileShared& sh, double (&total)[2]) {
     const int wave = threadIdx.x / MBN_WAVE_SIZE;
     const int waves = blockDim.x / MBN_WAVE_SIZE;
+    auto& part = sh.wave_part[round];
     if (static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) < args.lanes) {
 #pragma unroll
         for (int j = 0; j < NC; ++j) {
-            sh.wave_part[wave][lane * NC + j][0] = a[j];
-            sh.wave_part[wave][lane * NC + j][1] = b[j];
+            part[wave][lane * NC + j][0] = a[j];
+            part[wave][lane * NC + j][1] = b[j];
         }
     }
     __syncthreads();
@@ -232,14 +234,17 @@ __device__ void tile_sum(const double (&a)[NC], const double (&b)[NC], const Til
         double s = 0.0, q = 0.0;
 #pragma unroll 4
         for (int w = 0; w < waves; ++w) {
-            s += sh.wave_part[w][t][0];
-            q += sh.wave_part[w][t][1];
+            s += part[w][t][0];
+            q += part[w][t][1];
         }
-        double* to = args.cluster > 1 ? sh.block_part[round][t] : sh.totals[t];
-        to[0] = s;
-        to[1] = q;
+        total[0] = s;
+        total[1] = q;
     }
     if (args.cluster > 1) {
+        if (owner) {
+            sh.block_part[round][t][0] = total[0];
+            sh.block_part[round][t][1] = total[1];
+        }
         if (pending) cluster_wait();
         cluster_sync();
         if (owner) {
@@ -250,13 +255,13 @@ __device__ void tile_sum(const double (&a)[NC], const double (&b)[NC], const Til
                 s += peer[0];
                 q += peer[1];
             }
-            sh.totals[t][0] = s;
-            sh.totals[t][1] = q;
+            total[0] = s;
+            total[1] = q;
         }
         cluster_arrive_relaxed();
         pending = true;
     }
-    __syncthreads();
+    return owner;
 }
 
 // Before a block of a cluster exits: its peers have read its shared memory.
@@ -507,9 +512,11 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         const int n = a.by_plane.divide(u);
         return ((n * a.channels + channel) * a.plane_units + (u - n * a.plane_units)) * V;
     };
-    // Block tiles: thread t < tile_channels finishes channel first_channel + t
-    // and hands its constants over through shared memory.  Wave tiles: every
-    // lane finishes the wave's channel.
+    // Block tiles: thread t < tile_channels owns channel first_channel + t in
+    // tile_sum, finishes it (its statistics kept in its registers between
+    // the rounds) and hands the output's constants over through shared
+    // memory, the only barrier after a round.  Wave tiles: every lane
+    // finishes the wave's channel.
     const bool finisher = !kWave && t < tile_channels && first_channel + t < a.channels;
     const int finisher_channel = first_channel + t;
     const bool saved = kBackward && a.back.saved;
@@ -609,22 +616,13 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         if (kWave) {
             finish_statistics<kBackward>(a, channel, in, d1[0], d2[0], writer, stat[0]);
         } else {
-            tile_sum<NC>(d1, d2, a, lane, 0, cluster_pending, sh);
-            if (finisher) {
-                double s[2];
-                finish_statistics<kBackward>(a, finisher_channel, in, sh.totals[t][0], sh.totals[t][1], writer, s);
-                sh.stat[t][0] = s[0];
-                sh.stat[t][1] = s[1];
-            }
+            double total[2];
+            tile_sum<NC>(d1, d2, a, lane, 0, cluster_pending, sh, total);
+            if (finisher) finish_statistics<kBackward>(a, finisher_channel, in, total[0], total[1], writer, stat[0]);
         }
     } else {
-        if (kWave) {
-            stat[0][0] = 0.0;
-            stat[0][1] = in.param[1];
-        } else if (finisher) {
-            sh.stat[t][0] = 0.0;
-            sh.stat[t][1] = in.param[1];
-        }
+        stat[0][0] = 0.0;
+        stat[0][1] = in.param[1];
     }
 
     if (!kBackward) {
@@ -632,9 +630,8 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
             forward_coefficients(in, stat[0], coef[0]);
         } else {
             if (finisher) {
-                const double s[2] = {sh.stat[t][0], sh.stat[t][1]};
                 double k[3];
-                forward_coefficients(in, s, k);
+                forward_coefficients(in, stat[0], k);
                 sh.coef[t][0] = k[0];
                 sh.coef[t][1] = k[1];
             }
@@ -676,7 +673,6 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     }
 
     // Backward: sum(dy) and sum(dy * (x - center)), in double per value.
-    if (!kWave) __syncthreads();  // stat written (saved statistics: no sum ran)
     {
         double g1[NC] = {}, g2[NC] = {};
 #pragma unroll
@@ -697,11 +693,11 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         if (kWave) {
             backward_coefficients(a, channel, in, stat[0], g1[0], g2[0], writer, coef[0]);
         } else {
-            tile_sum<NC>(g1, g2, a, lane, 1, cluster_pending, sh);
+            double total[2];
+            tile_sum<NC>(g1, g2, a, lane, 1, cluster_pending, sh, total);
             if (finisher) {
-                const double s[2] = {sh.stat[t][0], sh.stat[t][1]};
                 double k[3];
-                backward_coefficients(a, finisher_channel, in, s, sh.totals[t][0], sh.totals[t][1], writer, k);
+                backward_coefficients(a, finisher_channel, in, stat[0], total[0], total[1], writer, k);
                 sh.coef[t][0] = k[0];
                 sh.coef[t][1] = k[1];
                 sh.coef[t][2] = k[2];
