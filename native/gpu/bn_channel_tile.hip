@@ -37,7 +37,7 @@ namespace gpu {
 namespace {
 
 constexpr int kMaxThreads = 512;
-constexpr int kMaxWaves = kMaxThreads / 32;
+constexpr int kMaxWaves = kMaxThreads / MBN_WAVE_SIZE;  // sizes the waves' parts: 8 KiB (32 lanes) or 4 (64)
 constexpr int kMaxTileChannels = 16;  // NHWC: 2 lanes of 8 half channels
 constexpr int kMaxPerThread = 4;      // vectors per thread and tensor, in registers
 // Wave tiles hold up to 16 single values per lane and tensor (small NCHW
