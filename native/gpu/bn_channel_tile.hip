@@ -196,8 +196,8 @@ struct TileShared {
 };
 
 // Sums each of the tile's channels over the tile's blocks: a thread brings
-// NC channels' pairs (a, b) already summed over its wave (lanes below
-// args.lanes of each wave hold the wave's sums).  Thread t below
+// the sums (a, b) over its wave of its lane's channel `slot` (wave_scatter_sum:
+// the first NC rows of each wave's lanes hold one slot each).  Thread t below
 // args.lanes * NC owns the tile's channel t: it gets the channel's totals
 // and true back (the others false), with no barrier after the sum: the
 // owner finishes the channel at once.  Fixed order throughout:
@@ -213,17 +213,14 @@ struct TileShared {
 // no block leaves while a peer still reads its shared memory, with the
 // block's own work in between.
 template <int NC>
-__device__ bool tile_sum(const double (&a)[NC], const double (&b)[NC], const TileArgs& args, int lane, int round,
-                         bool& pending, TileShared& sh, double (&total)[2]) {
+__device__ bool tile_sum(double a, double b, int slot, const TileArgs& args, int lane, int round, bool& pending,
+                         TileShared& sh, double (&total)[2]) {
     const int wave = threadIdx.x / MBN_WAVE_SIZE;
     const int waves = blockDim.x / MBN_WAVE_SIZE;
     auto& part = sh.wave_part[round];
-    if (static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) < args.lanes) {
-#pragma unroll
-        for (int j = 0; j < NC; ++j) {
-            part[wave][lane * NC + j][0] = a[j];
-            part[wave][lane * NC + j][1] = b[j];
-        }
+    if (static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) >> args.lanes_shift < NC) {
+        part[wave][lane * NC + slot][0] = a;
+        part[wave][lane * NC + slot][1] = b;
     }
     __syncthreads();
     const int t = threadIdx.x;
@@ -269,30 +266,64 @@ __device__ __forceinline__ void finish_cluster(bool pending) {
     if (pending) cluster_wait();
 }
 
-// The shifted moments of the thread's register values, s1 = sum(x - center)
-// and s2 = sum((x - center)^2) per slot, summed over the thread's wave
-// (lanes `lanes` apart hold different channels): each lane's values in
-// float, then s2 through the wave's butterfly in float and s1 in double (the
-// mean's sum cancels, s2's terms do not); the waves and blocks are merged in
-// double.  A wave holds at most 32 values of a channel a lane, so each s2
-// term passes through at most 23 float additions whatever the channel's
-// count (docs/numerics.md, "Channel tiles").  Where a slot's sums come out
-// non-finite (squared deviations near 1e19 and beyond, or Inf/NaN in x), the
-// wave sums again with that slot's values scaled by 2^-96 (exact: a power of
-// two) and scales the sums back in double.
-template <typename T, int V, int K, int NC>
-__device__ __forceinline__ void wave_moments(const Pack<T, V> (&xv)[K], const bool (&valid)[K],
-                                             const float (&center)[NC], int lanes, double (&s1)[NC],
-                                             double (&s2)[NC]) {
-    auto slot = [](int v) { return NC > 1 ? v : 0; };
-    float shrink[NC], f2[NC];
+// Sums NC channels' pairs (a[j], b[j]) over the rows of the wave (lanes
+// `lanes` apart hold other channels) and returns the slot j whose sums the
+// thread then holds in a[0], b[0].  The first log2(NC) levels of the
+// butterfly halve the slots a thread keeps (it sends its partner the half
+// it gives up and adds the partner's half of the ones it keeps), the rest
+// add the one slot left: for NHWC's 8 channels 7 exchanges a value where a
+// butterfly of every slot takes 32, which were an eighth of the kernels'
+// instructions.  Row r < NC of a lane holds slot bitreverse(r); every
+// thread with the same low row bits holds the same bits (IEEE addition
+// commutes); fixed order: deterministic.  The wave needs NC rows
+// (MBN_WAVE_SIZE / lanes >= NC: lanes <= 2, NC <= 8).
+template <int NC, typename A, typename B>
+__device__ __forceinline__ int wave_scatter_sum(int lanes, A (&a)[NC], B (&b)[NC]) {
+    const int l = static_cast<int>(threadIdx.x % MBN_WAVE_SIZE);
+    int slot = 0, mask = lanes;
 #pragma unroll
-    for (int j = 0; j < NC; ++j) shrink[j] = 1.0f;
+    for (int n = NC; n > 1; n /= 2) {
+        const bool upper = (l & mask) != 0;
+#pragma unroll
+        for (int i = 0; i < n / 2; ++i) {
+            const A a_send = upper ? a[i] : a[i + n / 2], a_keep = upper ? a[i + n / 2] : a[i];
+            const B b_send = upper ? b[i] : b[i + n / 2], b_keep = upper ? b[i + n / 2] : b[i];
+            a[i] = a_keep + shuffle_xor(a_send, mask);
+            b[i] = b_keep + shuffle_xor(b_send, mask);
+        }
+        if (upper) slot += n / 2;
+        mask *= 2;
+    }
+    wave_sum(mask, MBN_WAVE_SIZE, a[0], b[0]);
+    return slot;
+}
+
+// The shifted moments of the thread's register values, s1 = sum(x - center)
+// and s2 = sum((x - center)^2), summed over the thread's wave: each lane's
+// values in float, then through wave_scatter_sum with s2 in float and s1 in
+// double (the mean's sum cancels, s2's terms do not); the waves and blocks
+// are merged in double.  A wave holds at most 32 values of a channel a
+// lane, so each s2 term passes through at most 23 float additions whatever
+// the channel's count (docs/numerics.md, "Channel tiles").  Where a slot's
+// sums come out non-finite (squared deviations near 1e19 and beyond, or
+// Inf/NaN in x), the wave sums again with that slot's values scaled by
+// 2^-96 (exact: a power of two) and scales the sums back in double.
+// Returns the slot whose sums the thread holds (wave_scatter_sum).
+template <typename T, int V, int K, int NC>
+__device__ __forceinline__ int wave_moments(const Pack<T, V> (&xv)[K], const bool (&valid)[K],
+                                            const float (&center)[NC], int lanes, int lane, double& s1,
+                                            double& s2) {
+    auto slot_of = [](int v) { return NC > 1 ? v : 0; };
+    // Bit lane * NC + j: slot j of that lane overflowed (held as a float
+    // sum of distinct powers of two, exact).
+    int overflowed = 0;
+    int slot = 0;
 #pragma unroll 1
     for (int attempt = 0;; ++attempt) {
-        float shifted[NC], f1[NC];
+        float shrink[NC], shifted[NC], f1[NC], f2[NC];
 #pragma unroll
         for (int j = 0; j < NC; ++j) {
+            shrink[j] = (overflowed >> (lane * NC + j)) & 1 ? 0x1p-96f : 1.0f;
             shifted[j] = center[j] * shrink[j];
             f1[j] = f2[j] = 0.0f;
         }
@@ -302,9 +333,9 @@ __device__ __forceinline__ void wave_moments(const Pack<T, V> (&xv)[K], const bo
             float p1[NC] = {}, p2[NC] = {};
 #pragma unroll
             for (int v = 0; v < V; ++v) {
-                const float d = fmaf(widen(xv[k].lane[v]), shrink[slot(v)], -shifted[slot(v)]);
-                p1[slot(v)] += d;
-                p2[slot(v)] = fmaf(d, d, p2[slot(v)]);
+                const float d = fmaf(widen(xv[k].lane[v]), shrink[slot_of(v)], -shifted[slot_of(v)]);
+                p1[slot_of(v)] += d;
+                p2[slot_of(v)] = fmaf(d, d, p2[slot_of(v)]);
             }
 #pragma unroll
             for (int j = 0; j < NC; ++j) {
@@ -312,28 +343,28 @@ __device__ __forceinline__ void wave_moments(const Pack<T, V> (&xv)[K], const bo
                 f2[j] += p2[j];
             }
         }
+        double d1[NC];
 #pragma unroll
-        for (int j = 0; j < NC; ++j) s1[j] = f1[j];
-        wave_sum(lanes, MBN_WAVE_SIZE, s1, f2);
-        // Every lane of the wave takes the same branch: the lanes of the
-        // other channels (masks below `lanes`) add their count too.
-        float overflowed = 0.0f;
-#pragma unroll
-        for (int j = 0; j < NC; ++j) {
-            if (!isfinite(s1[j]) || !isfinite(f2[j])) {
-                overflowed = 1.0f;
-                shrink[j] = 0x1p-96f;
-            }
+        for (int j = 0; j < NC; ++j) d1[j] = f1[j];
+        slot = wave_scatter_sum(lanes, d1, f2);
+        s1 = d1[0];
+        s2 = f2[0];
+        if (attempt == 1) break;
+        const bool bad = !(isfinite(s1) && isfinite(s2));
+        if (NC == 1) {  // every lane holds the one slot: the same branch
+            overflowed = bad ? 1 : 0;
+        } else {  // each slot's flag from one holder (row < NC), summed over the wave
+            const bool holder = static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) / lanes < NC;
+            float flags = holder && bad ? static_cast<float>(1 << (lane * NC + slot)) : 0.0f;
+            wave_sum(1, MBN_WAVE_SIZE, flags);
+            overflowed = static_cast<int>(flags);
         }
-        wave_sum(1, lanes, overflowed);
-        if (overflowed == 0.0f || attempt == 1) break;
+        if (overflowed == 0) break;
     }
-#pragma unroll
-    for (int j = 0; j < NC; ++j) {
-        const double grow = shrink[j] == 1.0f ? 1.0 : 0x1p96;
-        s1[j] *= grow;
-        s2[j] = static_cast<double>(f2[j]) * grow * grow;
-    }
+    const double grow = (overflowed >> (lane * NC + slot)) & 1 ? 0x1p96 : 1.0;
+    s1 *= grow;
+    s2 *= grow * grow;
+    return slot;
 }
 
 // The streamed part of a block's share (kStream): the units past the K a
@@ -577,9 +608,10 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
                                      PlaneStepper(stream_first, rows, channel, a.channels, a.plane_units), streamed);
 
     if (!saved) {
-        double d1[NC] = {}, d2[NC] = {};
+        double s1 = 0.0, s2 = 0.0;
+        int slot0 = 0;  // the slot whose sums the thread holds (wave_scatter_sum)
         if (!kStream) {
-            wave_moments<T, V, K, NC>(xv, valid, center, a.lanes, d1, d2);
+            slot0 = wave_moments<T, V, K, NC>(xv, valid, center, a.lanes, lane, s1, s2);
         } else {
             // A streamed channel is large: its thread and wave sums stay in
             // double (float per vector).
@@ -594,30 +626,30 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
                     p2 = fmaf(d, d, p2);
                 }
             }
-            d1[0] = p1;
-            d2[0] = p2;
+            s1 = p1;
+            s2 = p2;
             if (!isfinite(p1) || !isfinite(p2)) {  // float overflowed or Inf/NaN: again in double
-                d1[0] = d2[0] = 0.0;
+                s1 = s2 = 0.0;
 #pragma unroll
                 for (int k = 0; k < K; ++k) {
                     if (!valid[k]) continue;
 #pragma unroll
                     for (int v = 0; v < V; ++v) {
                         const double d = static_cast<double>(widen(xv[k].lane[v])) - center[0];
-                        d1[0] += d;
-                        d2[0] += d * d;
+                        s1 += d;
+                        s2 += d * d;
                     }
                 }
             }
-            d1[0] += streamed[0];
-            d2[0] += streamed[1];
-            wave_sum(a.lanes, MBN_WAVE_SIZE, d1, d2);
+            s1 += streamed[0];
+            s2 += streamed[1];
+            wave_sum(a.lanes, MBN_WAVE_SIZE, s1, s2);
         }
         if (kWave) {
-            finish_statistics<kBackward>(a, channel, in, d1[0], d2[0], writer, stat[0]);
+            finish_statistics<kBackward>(a, channel, in, s1, s2, writer, stat[0]);
         } else {
             double total[2];
-            tile_sum<NC>(d1, d2, a, lane, 0, cluster_pending, sh, total);
+            tile_sum<NC>(s1, s2, slot0, a, lane, 0, cluster_pending, sh, total);
             if (finisher) finish_statistics<kBackward>(a, finisher_channel, in, total[0], total[1], writer, stat[0]);
         }
     } else {
@@ -689,12 +721,12 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
             g1[0] += streamed[2];
             g2[0] += streamed[3];
         }
-        wave_sum(a.lanes, MBN_WAVE_SIZE, g1, g2);
+        const int slot1 = wave_scatter_sum(a.lanes, g1, g2);
         if (kWave) {
             backward_coefficients(a, channel, in, stat[0], g1[0], g2[0], writer, coef[0]);
         } else {
             double total[2];
-            tile_sum<NC>(g1, g2, a, lane, 1, cluster_pending, sh, total);
+            tile_sum<NC>(g1[0], g2[0], slot1, a, lane, 1, cluster_pending, sh, total);
             if (finisher) {
                 double k[3];
                 backward_coefficients(a, finisher_channel, in, stat[0], total[0], total[1], writer, k);
