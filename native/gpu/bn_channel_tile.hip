@@ -271,9 +271,9 @@ __device__ __forceinline__ void finish_cluster(bool pending) {
 // thread then holds in a[0], b[0].  The first log2(NC) levels of the
 // butterfly halve the slots a thread keeps (it sends its partner the half
 // it gives up and adds the partner's half of the ones it keeps), the rest
-// add the one slot left: for NHWC's 8 channels 7 exchanges a value where a
-// butterfly of every slot takes 32, which were an eighth of the kernels'
-// instructions.  Row r < NC of a lane holds slot bitreverse(r); every
+// add the one slot left: for NHWC's 8 channels and 4 levels, 8 exchanges
+// of a value where the butterfly of every slot took 32 (SHFL was 12-13% of
+// the NHWC tiles' instructions in ncu).  Row r < NC of a lane holds slot bitreverse(r); every
 // thread with the same low row bits holds the same bits (IEEE addition
 // commutes); fixed order: deterministic.  The wave needs NC rows
 // (MBN_WAVE_SIZE / lanes >= NC: lanes <= 2, NC <= 8).
