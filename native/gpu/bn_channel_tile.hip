@@ -299,74 +299,53 @@ __device__ __forceinline__ int wave_scatter_sum(int lanes, A (&a)[NC], B (&b)[NC
 }
 
 // The shifted moments of the thread's register values, s1 = sum(x - center)
-// and s2 = sum((x - center)^2), summed over the thread's wave: each lane's
-// values in float, then through wave_scatter_sum with s2 in float and s1 in
-// double (the mean's sum cancels, s2's terms do not); the waves and blocks
-// are merged in double.  A wave holds at most 32 values of a channel a
-// lane, so each s2 term passes through at most 23 float additions whatever
-// the channel's count (docs/numerics.md, "Channel tiles").  Where a slot's
-// sums come out non-finite (squared deviations near 1e19 and beyond, or
-// Inf/NaN in x), the wave sums again with that slot's values scaled by
-// 2^-96 (exact: a power of two) and scales the sums back in double.
-// Returns the slot whose sums the thread holds (wave_scatter_sum).
+// and s2 = sum((x - center)^2), summed over the thread's wave: in float per
+// vector, then in double (again in double per value where float overflowed,
+// near 1e19 and beyond, or x holds Inf/NaN), then through wave_scatter_sum.
+// Returns the slot whose sums the thread holds.
 template <typename T, int V, int K, int NC>
 __device__ __forceinline__ int wave_moments(const Pack<T, V> (&xv)[K], const bool (&valid)[K],
-                                            const float (&center)[NC], int lanes, int lane, double& s1,
-                                            double& s2) {
+                                            const float (&center)[NC], int lanes, double& s1, double& s2) {
     auto slot_of = [](int v) { return NC > 1 ? v : 0; };
-    // Bit lane * NC + j: slot j of that lane overflowed (held as a float
-    // sum of distinct powers of two, exact).
-    int overflowed = 0;
-    int slot = 0;
-#pragma unroll 1
-    for (int attempt = 0;; ++attempt) {
-        float shrink[NC], shifted[NC], f1[NC], f2[NC];
+    double d1[NC] = {}, d2[NC] = {};
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        if (!valid[k]) continue;
+        float p1[NC] = {}, p2[NC] = {};
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            const float d = widen(xv[k].lane[v]) - center[slot_of(v)];
+            p1[slot_of(v)] += d;
+            p2[slot_of(v)] = fmaf(d, d, p2[slot_of(v)]);
+        }
 #pragma unroll
         for (int j = 0; j < NC; ++j) {
-            shrink[j] = (overflowed >> (lane * NC + j)) & 1 ? 0x1p-96f : 1.0f;
-            shifted[j] = center[j] * shrink[j];
-            f1[j] = f2[j] = 0.0f;
+            d1[j] += p1[j];
+            d2[j] += p2[j];
         }
+    }
+    bool finite = true;
+#pragma unroll
+    for (int j = 0; j < NC; ++j) finite = finite && isfinite(d1[j]) && isfinite(d2[j]);
+    if (!finite) {
+#pragma unroll
+        for (int j = 0; j < NC; ++j) d1[j] = d2[j] = 0.0;
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             if (!valid[k]) continue;
-            float p1[NC] = {}, p2[NC] = {};
 #pragma unroll
             for (int v = 0; v < V; ++v) {
-                const float d = fmaf(widen(xv[k].lane[v]), shrink[slot_of(v)], -shifted[slot_of(v)]);
-                p1[slot_of(v)] += d;
-                p2[slot_of(v)] = fmaf(d, d, p2[slot_of(v)]);
-            }
-#pragma unroll
-            for (int j = 0; j < NC; ++j) {
-                f1[j] += p1[j];
-                f2[j] += p2[j];
+                const double d = static_cast<double>(widen(xv[k].lane[v])) - center[slot_of(v)];
+                d1[slot_of(v)] += d;
+                d2[slot_of(v)] += d * d;
             }
         }
-        double d1[NC];
-#pragma unroll
-        for (int j = 0; j < NC; ++j) d1[j] = f1[j];
-        slot = wave_scatter_sum(lanes, d1, f2);
-        s1 = d1[0];
-        s2 = f2[0];
-        if (attempt == 1) break;
-        const bool bad = !(isfinite(s1) && isfinite(s2));
-        if (NC == 1) {  // every lane holds the one slot: the same branch
-            overflowed = bad ? 1 : 0;
-        } else {  // each slot's flag from one holder (row < NC), summed over the wave
-            const bool holder = static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) / lanes < NC;
-            float flags = holder && bad ? static_cast<float>(1 << (lane * NC + slot)) : 0.0f;
-            wave_sum(1, MBN_WAVE_SIZE, flags);
-            overflowed = static_cast<int>(flags);
-        }
-        if (overflowed == 0) break;
     }
-    const double grow = (overflowed >> (lane * NC + slot)) & 1 ? 0x1p96 : 1.0;
-    s1 *= grow;
-    s2 *= grow * grow;
+    const int slot = wave_scatter_sum(lanes, d1, d2);
+    s1 = d1[0];
+    s2 = d2[0];
     return slot;
 }
-
 // The streamed part of a block's share (kStream): the units past the K a
 // thread holds in registers, kStreamLoads loads in flight at a time.  The first walk
 // sums them; the output walk reads them again, last first, so that what the
@@ -611,7 +590,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         double s1 = 0.0, s2 = 0.0;
         int slot0 = 0;  // the slot whose sums the thread holds (wave_scatter_sum)
         if (!kStream) {
-            slot0 = wave_moments<T, V, K, NC>(xv, valid, center, a.lanes, lane, s1, s2);
+            slot0 = wave_moments<T, V, K, NC>(xv, valid, center, a.lanes, s1, s2);
         } else {
             // A streamed channel is large: its thread and wave sums stay in
             // double (float per vector).
@@ -886,7 +865,7 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
     const int cluster_most = std::max(1, device.cluster_blocks);
     p.cluster = 1;
     while (p.cluster < cluster_most &&
-           (p.tiles * p.cluster < device.multiprocessors || ceil_div(p.units, p.cluster) > per_block_most))
+           (p.tiles * p.cluster * 2 <= device.multiprocessors || ceil_div(p.units, p.cluster) > per_block_most))
         p.cluster *= 2;
     p.block_units = ceil_div(p.units, p.cluster);
     const bool cluster_ok = p.cluster == 1 || p.block_units * p.lanes <= kMostClusteredUnits;
