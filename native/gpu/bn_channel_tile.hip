@@ -14,9 +14,8 @@
 // values past its registers are summed as they stream in and read again,
 // from L2, for the output.
 // Numerics: values around the channel's first value (or the saved mean);
-// the statistics' sums in float through each lane, then through the wave
-// (squares in float, deviations in double), waves and blocks in double
-// (docs/numerics.md, "Channel tiles"); gradient sums in double per value.
+// the statistics summed in float per vector, then in double (docs/numerics.md,
+// "Channel tiles"); gradient sums in double per value.
 #include "gpu/bn_channel_tile.hpp"
 
 #include "common/numerics.hpp"
@@ -302,10 +301,12 @@ __device__ __forceinline__ int wave_scatter_sum(int lanes, A (&a)[NC], B (&b)[NC
 // and s2 = sum((x - center)^2), summed over the thread's wave: in float per
 // vector, then in double (again in double per value where float overflowed,
 // near 1e19 and beyond, or x holds Inf/NaN), then through wave_scatter_sum.
-// Returns the slot whose sums the thread holds.
-template <typename T, int V, int K, int NC>
+// kStream adds a streamed tile's sums of its other values (`streamed`; NC
+// is 1 there).  Returns the slot whose sums the thread holds.
+template <typename T, bool kStream, int V, int K, int NC>
 __device__ __forceinline__ int wave_moments(const Pack<T, V> (&xv)[K], const bool (&valid)[K],
-                                            const float (&center)[NC], int lanes, double& s1, double& s2) {
+                                            const float (&center)[NC], int lanes, const double (&streamed)[4],
+                                            double& s1, double& s2) {
     auto slot_of = [](int v) { return NC > 1 ? v : 0; };
     double d1[NC] = {}, d2[NC] = {};
 #pragma unroll
@@ -340,6 +341,10 @@ __device__ __forceinline__ int wave_moments(const Pack<T, V> (&xv)[K], const boo
                 d2[slot_of(v)] += d * d;
             }
         }
+    }
+    if (kStream) {
+        d1[0] += streamed[0];
+        d2[0] += streamed[1];
     }
     const int slot = wave_scatter_sum(lanes, d1, d2);
     s1 = d1[0];
@@ -588,42 +593,8 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
 
     if (!saved) {
         double s1 = 0.0, s2 = 0.0;
-        int slot0 = 0;  // the slot whose sums the thread holds (wave_scatter_sum)
-        if (!kStream) {
-            slot0 = wave_moments<T, V, K, NC>(xv, valid, center, a.lanes, s1, s2);
-        } else {
-            // A streamed channel is large: its thread and wave sums stay in
-            // double (float per vector).
-            float p1 = 0.0f, p2 = 0.0f;
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-                if (!valid[k]) continue;
-#pragma unroll
-                for (int v = 0; v < V; ++v) {
-                    const float d = widen(xv[k].lane[v]) - center[0];
-                    p1 += d;
-                    p2 = fmaf(d, d, p2);
-                }
-            }
-            s1 = p1;
-            s2 = p2;
-            if (!isfinite(p1) || !isfinite(p2)) {  // float overflowed or Inf/NaN: again in double
-                s1 = s2 = 0.0;
-#pragma unroll
-                for (int k = 0; k < K; ++k) {
-                    if (!valid[k]) continue;
-#pragma unroll
-                    for (int v = 0; v < V; ++v) {
-                        const double d = static_cast<double>(widen(xv[k].lane[v])) - center[0];
-                        s1 += d;
-                        s2 += d * d;
-                    }
-                }
-            }
-            s1 += streamed[0];
-            s2 += streamed[1];
-            wave_sum(a.lanes, MBN_WAVE_SIZE, s1, s2);
-        }
+        // The slot whose sums the thread holds (wave_scatter_sum).
+        const int slot0 = wave_moments<T, kStream, V, K, NC>(xv, valid, center, a.lanes, streamed, s1, s2);
         if (kWave) {
             finish_statistics<kBackward>(a, channel, in, s1, s2, writer, stat[0]);
         } else {

@@ -387,9 +387,9 @@ int main() {
     // Means far from 0 (the center the sums are taken around matters).
     cases.push_back(Case{{8, 12, 1, 8, 8}, DType::f32, false, false, false, false, 1000.0});
     cases.push_back(Case{{4, 3, 1, 45, 47}, DType::f32, false, false, false, false, 1000.0});
-    // Deviations whose float squares overflow (the sums again, scaled down or
-    // in double), on every channel, then on every other one (NHWC: beside
-    // channels of the same thread that must keep their float sums as they are).
+    // Deviations whose float squares overflow (the sums again in double), on
+    // every channel, then on every other one (NHWC: beside channels of the
+    // same thread that must keep their float sums as they are).
     for (const Lengths& len : {Lengths{8, 12, 1, 8, 8}, Lengths{4, 3, 1, 45, 47}, Lengths{3, 24, 1, 5, 7}})
         cases.push_back(Case{len, DType::f32, len[kC] == 24, false, false, false, 0.0, 5e18});
     cases.push_back(Case{{3, 24, 1, 5, 7}, DType::f32, true, false, false, false, 0.0, 5e18, false, true});
