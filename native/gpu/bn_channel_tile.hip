@@ -13,8 +13,9 @@
 // larger than a block's registers stays one block's (streamed tiles): the
 // values past its registers are summed as they stream in and read again,
 // from L2, for the output.
-// Numerics as bn_resident.hip: values around the channel's first value,
-// statistics summed in float per vector then double, gradient sums in double.
+// Numerics: values around the channel's first value (or the saved mean);
+// the statistics summed in float per vector, then in double (docs/numerics.md,
+// "Channel tiles"); gradient sums in double per value.
 #include "gpu/bn_channel_tile.hpp"
 
 #include "common/numerics.hpp"
@@ -28,13 +29,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 namespace mbn {
 namespace gpu {
 namespace {
 
 constexpr int kMaxThreads = 512;
-constexpr int kMaxWaves = kMaxThreads / 32;
+constexpr int kMaxWaves = kMaxThreads / MBN_WAVE_SIZE;  // sizes the waves' parts: 8 KiB (32 lanes) or 4 (64)
 constexpr int kMaxTileChannels = 16;  // NHWC: 2 lanes of 8 half channels
 constexpr int kMaxPerThread = 4;      // vectors per thread and tensor, in registers
 // Wave tiles hold up to 16 single values per lane and tensor (small NCHW
@@ -47,6 +49,29 @@ constexpr std::int64_t kResidentThreadsAimed = 1024;
 // The most vectors a block of a cluster of several takes by default.
 constexpr std::int64_t kMostClusteredUnits = 512;
 
+// A channel parameter as the tiles read it: 16 bytes, not ChannelParam's 24
+// (kernel arguments are read through the constant cache, whose misses the
+// small kernels' profiles show).  The planner takes no stride past 2^31.
+struct TileParam {
+    void* data;  // nullptr: absent
+    int stride;  // elements from one channel to the next
+    DType dtype;
+
+    __host__ __device__ bool present() const { return data != nullptr; }
+    __device__ __forceinline__ double load(int c) const {
+        return load_param(data, dtype, static_cast<std::int64_t>(c) * stride);
+    }
+    __device__ __forceinline__ void store(int c, double value) const {
+        store_param(data, dtype, static_cast<std::int64_t>(c) * stride, value);
+    }
+    __device__ __forceinline__ void store_blended(int c, double value, float alpha, float beta) const {
+        ParamRef{data, dtype}.store_blended(static_cast<std::int64_t>(c) * stride, value, alpha, beta);
+    }
+};
+
+// The kernels' arguments, 240 bytes (they were 376): first what the loads
+// need, then what finishing a channel needs, the parameters of the two ops
+// sharing their space.
 struct TileArgs {
     const void* x;
     const void* dy;
@@ -60,16 +85,27 @@ struct TileArgs {
     int cluster;      // blocks per tile, one cluster (a power of two)
     int lanes_shift, cluster_shift;  // their base-2 logarithms
     Divisor by_plane;  // NCHW: divides by plane_units
-    double count;      // values per channel
-    double inv_count;  // 1 / count
+    float alpha, beta;  // y or dx blended with its prior content
+    double inv_count;       // 1 / values per channel
     double unbiased_ratio;  // count / (count - 1), 1 for a single value
-    ChannelParam scale, bias, prev_mean, prev_var, running_mean, running_var, saved_mean, saved_inv_std;
-    ChannelParam dscale, dbias;
-    double epsilon, exp_avg_factor;
-    float alpha, beta, param_alpha, param_beta;
-    bool saved;        // backward: saved statistics given
-    bool double_math;  // backward: dx in double
+    double epsilon;
+    TileParam scale, saved_mean, saved_inv_std;
+    struct Training {
+        TileParam bias, prev_mean, prev_var, running_mean, running_var;
+        double exp_avg_factor;
+    };
+    struct Backward {
+        TileParam dscale, dbias;
+        float param_alpha, param_beta;
+        bool saved;        // saved statistics given
+        bool double_math;  // dx in double
+    };
+    union {
+        Training train;
+        Backward back;
+    };
 };
+static_assert(sizeof(TileParam) == 16 && sizeof(TileArgs) <= 256, "the tiles' arguments grew");
 
 // What finishing one channel needs besides its sums, read while the data
 // loads are in flight: the center the values are taken around (the saved
@@ -84,15 +120,15 @@ struct ChannelInputs {
 template <typename T, bool kBackward, bool kNhwc, int V>
 __device__ __forceinline__ ChannelInputs read_channel(const TileArgs& a, const T* x, int c) {
     ChannelInputs in{};
-    const bool saved = kBackward && a.saved;
+    const bool saved = kBackward && a.back.saved;
     const int first = kNhwc ? c : c * a.plane_units * V;
     in.center = saved ? static_cast<float>(a.saved_mean.load(c)) : widen(x[first]);
     in.param[0] = a.scale.load(c);
     // Absent tensors load as 0: no branch stands between the loads.
     if (!kBackward) {
-        in.param[1] = a.bias.load(c);
-        in.param[2] = a.prev_mean.load(c);
-        in.param[3] = a.prev_var.load(c);
+        in.param[1] = a.train.bias.load(c);
+        in.param[2] = a.train.prev_mean.load(c);
+        in.param[3] = a.train.prev_var.load(c);
     } else {
         in.param[1] = a.saved_inv_std.load(c);
     }
@@ -109,10 +145,10 @@ __device__ __forceinline__ void finish_statistics(const TileArgs& a, int c, cons
     stat[1] = st.inv_std;
     if (!kBackward && writer) {
         const double mean = in.center + st.offset;
-        if (a.running_mean.present()) {
-            const double f = a.exp_avg_factor;
-            a.running_mean.store(c, running_update(in.param[2], mean, f));
-            a.running_var.store(c, running_update(in.param[3], st.variance * a.unbiased_ratio, f));
+        if (a.train.running_mean.present()) {
+            const double f = a.train.exp_avg_factor;
+            a.train.running_mean.store(c, running_update(in.param[2], mean, f));
+            a.train.running_var.store(c, running_update(in.param[3], st.variance * a.unbiased_ratio, f));
         }
         if (a.saved_mean.present()) {
             a.saved_mean.store(c, mean);
@@ -138,8 +174,8 @@ __device__ __forceinline__ void backward_coefficients(const TileArgs& a, int c, 
     const double mean_offset = stat[0], inv_std = stat[1];
     const double dy_xhat = (g2 - mean_offset * g1) * inv_std;
     if (writer) {
-        a.dscale.store_blended(c, dy_xhat, a.param_alpha, a.param_beta);
-        a.dbias.store_blended(c, g1, a.param_alpha, a.param_beta);
+        a.back.dscale.store_blended(c, dy_xhat, a.back.param_alpha, a.back.param_beta);
+        a.back.dbias.store_blended(c, g1, a.back.param_alpha, a.back.param_beta);
     }
     const double k0 = in.param[0] * inv_std;
     const double k1 = -k0 * inv_std * dy_xhat * a.inv_count;
@@ -148,63 +184,173 @@ __device__ __forceinline__ void backward_coefficients(const TileArgs& a, int c, 
     coef[2] = -k0 * g1 * a.inv_count - k1 * mean_offset;
 }
 
-// The block's shared memory: per-wave partial sums, the block's sums as its
-// cluster peers read them, the tile's totals and per-channel constants.
+// The block's shared memory: per round (the statistics', the gradients')
+// the waves' partial sums and the block's sums as its cluster peers read
+// them, then the tile's per-channel constants.  A round has its own parts:
+// no barrier stands between one round's reads and the next round's writes.
 struct TileShared {
-    double wave_part[kMaxWaves][kMaxTileChannels][2];
-    double block_part[kMaxTileChannels][2];
-    double totals[kMaxTileChannels][2];
+    double wave_part[2][kMaxWaves][kMaxTileChannels][2];
+    double block_part[2][kMaxTileChannels][2];
     double coef[kMaxTileChannels][3];
-    double stat[kMaxTileChannels][2];  // mean offset from the center, inverse std
 };
 
 // Sums each of the tile's channels over the tile's blocks: a thread brings
-// NC channels' pairs (a, b), it gets nothing back; sh.totals holds every
-// channel's sums after the call.  Fixed order throughout: deterministic.
+// the sums (a, b) over its wave of its lane's channel `slot` (wave_scatter_sum:
+// the first NC rows of each wave's lanes hold one slot each).  Thread t below
+// args.lanes * NC owns the tile's channel t: it gets the channel's totals
+// and true back (the others false), with no barrier after the sum: the
+// owner finishes the channel at once.  Fixed order throughout:
+// deterministic.
+//
+// A cluster's blocks meet twice a round.  The first barrier publishes each
+// block's sums (block_part[round]) to its peers: a release arrival, which
+// the PTX memory model needs for a peer's read of this block's shared
+// memory to see the writes before it (on sm_90 it is a MEMBAR.ALL.GPU, the
+// only fence of the kernel).  The second only tells the peers that this
+// block has read theirs: a relaxed arrival (no fence), waited for before
+// the block's next round (`pending`) or its exit (finish_cluster), so that
+// no block leaves while a peer still reads its shared memory, with the
+// block's own work in between.
 template <int NC>
-__device__ void tile_sum(double (&a)[NC], double (&b)[NC], const TileArgs& args, int lane, TileShared& sh) {
-    // Threads of one wave with the same lane hold the same channels.
-    wave_sum(args.lanes, MBN_WAVE_SIZE, a, b);
+__device__ bool tile_sum(double a, double b, int slot, const TileArgs& args, int lane, int round, bool& pending,
+                         TileShared& sh, double (&total)[2]) {
     const int wave = threadIdx.x / MBN_WAVE_SIZE;
     const int waves = blockDim.x / MBN_WAVE_SIZE;
-    if (static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) < args.lanes) {
-#pragma unroll
-        for (int j = 0; j < NC; ++j) {
-            sh.wave_part[wave][lane * NC + j][0] = a[j];
-            sh.wave_part[wave][lane * NC + j][1] = b[j];
-        }
+    auto& part = sh.wave_part[round];
+    if (static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) >> args.lanes_shift < NC) {
+        part[wave][lane * NC + slot][0] = a;
+        part[wave][lane * NC + slot][1] = b;
     }
     __syncthreads();
     const int t = threadIdx.x;
     const bool owner = t < args.lanes * NC;
     if (owner) {
+        // Rolled by 4 (as the peers' loop below): fully unrolled, the two
+        // loops took a third of a small kernel's code, run by a few threads.
         double s = 0.0, q = 0.0;
+#pragma unroll 4
         for (int w = 0; w < waves; ++w) {
-            s += sh.wave_part[w][t][0];
-            q += sh.wave_part[w][t][1];
+            s += part[w][t][0];
+            q += part[w][t][1];
         }
-        double* to = args.cluster > 1 ? sh.block_part[t] : sh.totals[t];
-        to[0] = s;
-        to[1] = q;
+        total[0] = s;
+        total[1] = q;
     }
     if (args.cluster > 1) {
+        if (owner) {
+            sh.block_part[round][t][0] = total[0];
+            sh.block_part[round][t][1] = total[1];
+        }
+        if (pending) cluster_wait();
         cluster_sync();
         if (owner) {
             double s = 0.0, q = 0.0;
+#pragma unroll 4
             for (int r = 0; r < args.cluster; ++r) {
-                const double* peer = cluster_peer(&sh.block_part[t][0], r);
+                const double* peer = cluster_peer(&sh.block_part[round][t][0], r);
                 s += peer[0];
                 q += peer[1];
             }
-            sh.totals[t][0] = s;
-            sh.totals[t][1] = q;
+            total[0] = s;
+            total[1] = q;
         }
-        // No block rewrites block_part, or exits, while a peer still reads it.
-        cluster_sync();
+        cluster_arrive_relaxed();
+        pending = true;
     }
-    __syncthreads();
+    return owner;
 }
 
+// Before a block of a cluster exits: its peers have read its shared memory.
+__device__ __forceinline__ void finish_cluster(bool pending) {
+    if (pending) cluster_wait();
+}
+
+// Sums NC channels' pairs (a[j], b[j]) over the rows of the wave (lanes
+// `lanes` apart hold other channels) and returns the slot j whose sums the
+// thread then holds in a[0], b[0].  The first log2(NC) levels of the
+// butterfly halve the slots a thread keeps (it sends its partner the half
+// it gives up and adds the partner's half of the ones it keeps), the rest
+// add the one slot left: for NHWC's 8 channels and 4 levels, 8 exchanges
+// of a value where the butterfly of every slot took 32 (SHFL was 12-13% of
+// the NHWC tiles' instructions in ncu).  Row r < NC of a lane holds slot bitreverse(r); every
+// thread with the same low row bits holds the same bits (IEEE addition
+// commutes); fixed order: deterministic.  The wave needs NC rows
+// (MBN_WAVE_SIZE / lanes >= NC: lanes <= 2, NC <= 8).
+template <int NC, typename A, typename B>
+__device__ __forceinline__ int wave_scatter_sum(int lanes, A (&a)[NC], B (&b)[NC]) {
+    const int l = static_cast<int>(threadIdx.x % MBN_WAVE_SIZE);
+    int slot = 0, mask = lanes;
+#pragma unroll
+    for (int n = NC; n > 1; n /= 2) {
+        const bool upper = (l & mask) != 0;
+#pragma unroll
+        for (int i = 0; i < n / 2; ++i) {
+            const A a_send = upper ? a[i] : a[i + n / 2], a_keep = upper ? a[i + n / 2] : a[i];
+            const B b_send = upper ? b[i] : b[i + n / 2], b_keep = upper ? b[i + n / 2] : b[i];
+            a[i] = a_keep + shuffle_xor(a_send, mask);
+            b[i] = b_keep + shuffle_xor(b_send, mask);
+        }
+        if (upper) slot += n / 2;
+        mask *= 2;
+    }
+    wave_sum(mask, MBN_WAVE_SIZE, a[0], b[0]);
+    return slot;
+}
+
+// The shifted moments of the thread's register values, s1 = sum(x - center)
+// and s2 = sum((x - center)^2), summed over the thread's wave: in float per
+// vector, then in double (again in double per value where float overflowed,
+// near 1e19 and beyond, or x holds Inf/NaN), then through wave_scatter_sum.
+// kStream adds a streamed tile's sums of its other values (`streamed`; NC
+// is 1 there).  Returns the slot whose sums the thread holds.
+template <typename T, bool kStream, int V, int K, int NC>
+__device__ __forceinline__ int wave_moments(const Pack<T, V> (&xv)[K], const bool (&valid)[K],
+                                            const float (&center)[NC], int lanes, const double (&streamed)[4],
+                                            double& s1, double& s2) {
+    auto slot_of = [](int v) { return NC > 1 ? v : 0; };
+    double d1[NC] = {}, d2[NC] = {};
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        if (!valid[k]) continue;
+        float p1[NC] = {}, p2[NC] = {};
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            const float d = widen(xv[k].lane[v]) - center[slot_of(v)];
+            p1[slot_of(v)] += d;
+            p2[slot_of(v)] = fmaf(d, d, p2[slot_of(v)]);
+        }
+#pragma unroll
+        for (int j = 0; j < NC; ++j) {
+            d1[j] += p1[j];
+            d2[j] += p2[j];
+        }
+    }
+    bool finite = true;
+#pragma unroll
+    for (int j = 0; j < NC; ++j) finite = finite && isfinite(d1[j]) && isfinite(d2[j]);
+    if (!finite) {
+#pragma unroll
+        for (int j = 0; j < NC; ++j) d1[j] = d2[j] = 0.0;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            if (!valid[k]) continue;
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+                const double d = static_cast<double>(widen(xv[k].lane[v])) - center[slot_of(v)];
+                d1[slot_of(v)] += d;
+                d2[slot_of(v)] += d * d;
+            }
+        }
+    }
+    if (kStream) {
+        d1[0] += streamed[0];
+        d2[0] += streamed[1];
+    }
+    const int slot = wave_scatter_sum(lanes, d1, d2);
+    s1 = d1[0];
+    s2 = d2[0];
+    return slot;
+}
 // The streamed part of a block's share (kStream): the units past the K a
 // thread holds in registers, kStreamLoads loads in flight at a time.  The first walk
 // sums them; the output walk reads them again, last first, so that what the
@@ -381,13 +527,16 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         const int n = a.by_plane.divide(u);
         return ((n * a.channels + channel) * a.plane_units + (u - n * a.plane_units)) * V;
     };
-    // Block tiles: thread t < tile_channels finishes channel first_channel + t
-    // and hands its constants over through shared memory.  Wave tiles: every
-    // lane finishes the wave's channel.
+    // Block tiles: thread t < tile_channels owns channel first_channel + t in
+    // tile_sum, finishes it (its statistics kept in its registers between
+    // the rounds) and hands the output's constants over through shared
+    // memory, the only barrier after a round.  Wave tiles: every lane
+    // finishes the wave's channel.
     const bool finisher = !kWave && t < tile_channels && first_channel + t < a.channels;
     const int finisher_channel = first_channel + t;
-    const bool saved = kBackward && a.saved;
+    const bool saved = kBackward && a.back.saved;
     const bool writer = kWave ? row0 == 0 && lane_used : finisher && rank == 0;
+    bool cluster_pending = false;  // a relaxed cluster arrival not yet waited for (tile_sum)
 
     Pack<T, V> xv[K];
     Pack<T, V> gv[kBackward ? K : 1];
@@ -443,64 +592,19 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
                                      PlaneStepper(stream_first, rows, channel, a.channels, a.plane_units), streamed);
 
     if (!saved) {
-        double d1[NC] = {}, d2[NC] = {};
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            if (!valid[k]) continue;
-            float p1[NC] = {}, p2[NC] = {};
-#pragma unroll
-            for (int v = 0; v < V; ++v) {
-                const float d = widen(xv[k].lane[v]) - center[slot(v)];
-                p1[slot(v)] += d;
-                p2[slot(v)] = fmaf(d, d, p2[slot(v)]);
-            }
-#pragma unroll
-            for (int j = 0; j < NC; ++j) {
-                d1[j] += p1[j];
-                d2[j] += p2[j];
-            }
-        }
-        bool finite = true;
-#pragma unroll
-        for (int j = 0; j < NC; ++j) finite = finite && isfinite(d1[j]) && isfinite(d2[j]);
-        if (!finite) {  // float overflowed (values near 1e19 and beyond) or Inf/NaN: again in double
-#pragma unroll
-            for (int j = 0; j < NC; ++j) d1[j] = d2[j] = 0.0;
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-                if (!valid[k]) continue;
-#pragma unroll
-                for (int v = 0; v < V; ++v) {
-                    const double d = static_cast<double>(widen(xv[k].lane[v])) - center[slot(v)];
-                    d1[slot(v)] += d;
-                    d2[slot(v)] += d * d;
-                }
-            }
-        }
-        if (kStream) {
-            d1[0] += streamed[0];
-            d2[0] += streamed[1];
-        }
+        double s1 = 0.0, s2 = 0.0;
+        // The slot whose sums the thread holds (wave_scatter_sum).
+        const int slot0 = wave_moments<T, kStream, V, K, NC>(xv, valid, center, a.lanes, streamed, s1, s2);
         if (kWave) {
-            wave_sum(a.lanes, MBN_WAVE_SIZE, d1, d2);
-            finish_statistics<kBackward>(a, channel, in, d1[0], d2[0], writer, stat[0]);
+            finish_statistics<kBackward>(a, channel, in, s1, s2, writer, stat[0]);
         } else {
-            tile_sum<NC>(d1, d2, a, lane, sh);
-            if (finisher) {
-                double s[2];
-                finish_statistics<kBackward>(a, finisher_channel, in, sh.totals[t][0], sh.totals[t][1], writer, s);
-                sh.stat[t][0] = s[0];
-                sh.stat[t][1] = s[1];
-            }
+            double total[2];
+            tile_sum<NC>(s1, s2, slot0, a, lane, 0, cluster_pending, sh, total);
+            if (finisher) finish_statistics<kBackward>(a, finisher_channel, in, total[0], total[1], writer, stat[0]);
         }
     } else {
-        if (kWave) {
-            stat[0][0] = 0.0;
-            stat[0][1] = in.param[1];
-        } else if (finisher) {
-            sh.stat[t][0] = 0.0;
-            sh.stat[t][1] = in.param[1];
-        }
+        stat[0][0] = 0.0;
+        stat[0][1] = in.param[1];
     }
 
     if (!kBackward) {
@@ -508,9 +612,8 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
             forward_coefficients(in, stat[0], coef[0]);
         } else {
             if (finisher) {
-                const double s[2] = {sh.stat[t][0], sh.stat[t][1]};
                 double k[3];
-                forward_coefficients(in, s, k);
+                forward_coefficients(in, stat[0], k);
                 sh.coef[t][0] = k[0];
                 sh.coef[t][1] = k[1];
             }
@@ -547,11 +650,11 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
                                         },
                                         a.alpha, a.beta);
         }
+        finish_cluster(cluster_pending);
         return;
     }
 
     // Backward: sum(dy) and sum(dy * (x - center)), in double per value.
-    if (!kWave) __syncthreads();  // stat written (saved statistics: no sum ran)
     {
         double g1[NC] = {}, g2[NC] = {};
 #pragma unroll
@@ -568,15 +671,15 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
             g1[0] += streamed[2];
             g2[0] += streamed[3];
         }
+        const int slot1 = wave_scatter_sum(a.lanes, g1, g2);
         if (kWave) {
-            wave_sum(a.lanes, MBN_WAVE_SIZE, g1, g2);
             backward_coefficients(a, channel, in, stat[0], g1[0], g2[0], writer, coef[0]);
         } else {
-            tile_sum<NC>(g1, g2, a, lane, sh);
+            double total[2];
+            tile_sum<NC>(g1[0], g2[0], slot1, a, lane, 1, cluster_pending, sh, total);
             if (finisher) {
-                const double s[2] = {sh.stat[t][0], sh.stat[t][1]};
                 double k[3];
-                backward_coefficients(a, finisher_channel, in, s, sh.totals[t][0], sh.totals[t][1], writer, k);
+                backward_coefficients(a, finisher_channel, in, stat[0], total[0], total[1], writer, k);
                 sh.coef[t][0] = k[0];
                 sh.coef[t][1] = k[1];
                 sh.coef[t][2] = k[2];
@@ -596,7 +699,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     for (int q = 0; q < K; ++q) {
         if (!valid[q]) continue;
         float r[V];
-        if (a.double_math) {
+        if (a.back.double_math) {
 #pragma unroll
             for (int v = 0; v < V; ++v) {
                 const int s = slot(v);
@@ -616,7 +719,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     }
     if (kStream) {
         const double k0 = coef[0][0], k1 = coef[0][1], k2 = coef[0][2];
-        const bool double_math = a.double_math;
+        const bool double_math = a.back.double_math;
         stream_outputs<T, true, V>(x, dy, dx, stream_first, end, rows, channel, a.channels, a.plane_units,
                                    [&](const Pack<T, V>& xs, const Pack<T, V>& gs, float (&r)[V]) {
                                        if (double_math) {
@@ -635,6 +738,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
                                    },
                                    a.alpha, a.beta);
     }
+    finish_cluster(cluster_pending);
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -732,7 +836,7 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
     const int cluster_most = std::max(1, device.cluster_blocks);
     p.cluster = 1;
     while (p.cluster < cluster_most &&
-           (p.tiles * p.cluster < device.multiprocessors || ceil_div(p.units, p.cluster) > per_block_most))
+           (p.tiles * p.cluster * 2 <= device.multiprocessors || ceil_div(p.units, p.cluster) > per_block_most))
         p.cluster *= 2;
     p.block_units = ceil_div(p.units, p.cluster);
     const bool cluster_ok = p.cluster == 1 || p.block_units * p.lanes <= kMostClusteredUnits;
@@ -834,19 +938,38 @@ TileArgs shape_args(const BnGeometry& geom, const ChannelTilePlan& p) {
     a.lanes_shift = log2_of(p.lanes);
     a.cluster_shift = log2_of(p.cluster);
     a.by_plane = make_divisor(a.plane_units);
-    a.count = static_cast<double>(geom.reduction_size());
-    a.inv_count = 1.0 / a.count;
-    a.unbiased_ratio = unbiased_ratio(a.count);
+    const double count = static_cast<double>(geom.reduction_size());
+    a.inv_count = 1.0 / count;
+    a.unbiased_ratio = unbiased_ratio(count);
     return a;
+}
+
+TileParam tile_param(const TensorArg& t) {
+    const ChannelParam c = channel_param(t);
+    return TileParam{c.ref.data, static_cast<int>(c.stride), c.ref.dtype};
+}
+
+// Whether every parameter's channel offsets fit TileParam's int stride.
+bool strides_fit(std::initializer_list<const TensorArg*> params, std::int64_t channels) {
+    for (const TensorArg* t : params)
+        if (t->present() && std::abs(static_cast<std::int64_t>(t->stride[kC])) * channels >= (std::int64_t(1) << 31))
+            return false;
+    return true;
 }
 
 }  // namespace
 
 ChannelTilePlan plan_channel_tiles(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule, bool wave) {
+    if (!strides_fit({&p.scale, &p.bias, &p.prev_running_mean, &p.prev_running_var, &p.running_mean,
+                      &p.running_var, &p.saved_mean, &p.saved_inv_std},
+                     p.geom.len[kC]))
+        return ChannelTilePlan{};
     return plan(p.geom, p.x, {&p.x, &p.y}, p.activation.identity(), device, rule, wave);
 }
 
 ChannelTilePlan plan_channel_tiles(const BnBackward& p, const DeviceShape& device, PlanRule rule, bool wave) {
+    if (!strides_fit({&p.scale, &p.saved_mean, &p.saved_inv_std, &p.dscale, &p.dbias}, p.geom.len[kC]))
+        return ChannelTilePlan{};
     return plan(p.geom, p.x, {&p.x, &p.dy, &p.dx}, p.activation.identity(), device, rule, wave);
 }
 
@@ -854,16 +977,16 @@ void run_channel_tiles(const BnForwardTraining& p, const ChannelTilePlan& plan, 
     TileArgs a = shape_args(p.geom, plan);
     a.x = p.x.data;
     a.out = p.y.data;
-    a.scale = channel_param(p.scale);
-    a.bias = channel_param(p.bias);
-    a.prev_mean = channel_param(p.prev_running_mean);
-    a.prev_var = channel_param(p.prev_running_var);
-    a.running_mean = channel_param(p.running_mean);
-    a.running_var = channel_param(p.running_var);
-    a.saved_mean = channel_param(p.saved_mean);
-    a.saved_inv_std = channel_param(p.saved_inv_std);
+    a.scale = tile_param(p.scale);
+    a.saved_mean = tile_param(p.saved_mean);
+    a.saved_inv_std = tile_param(p.saved_inv_std);
+    a.train.bias = tile_param(p.bias);
+    a.train.prev_mean = tile_param(p.prev_running_mean);
+    a.train.prev_var = tile_param(p.prev_running_var);
+    a.train.running_mean = tile_param(p.running_mean);
+    a.train.running_var = tile_param(p.running_var);
+    a.train.exp_avg_factor = p.exp_avg_factor;
     a.epsilon = p.epsilon;
-    a.exp_avg_factor = p.exp_avg_factor;
     a.alpha = p.out.alpha;
     a.beta = p.out.beta;
     launch<false>(a, p.x.dtype, plan, target);
@@ -874,18 +997,19 @@ void run_channel_tiles(const BnBackward& p, const ChannelTilePlan& plan, const L
     a.x = p.x.data;
     a.dy = p.dy.data;
     a.out = p.dx.data;
-    a.scale = channel_param(p.scale);
-    a.saved_mean = channel_param(p.saved_mean);
-    a.saved_inv_std = channel_param(p.saved_inv_std);
-    a.dscale = channel_param(p.dscale);
-    a.dbias = channel_param(p.dbias);
+    a.scale = tile_param(p.scale);
+    a.saved_mean = tile_param(p.saved_mean);
+    a.saved_inv_std = tile_param(p.saved_inv_std);
+    a.back = TileArgs::Backward{};
+    a.back.dscale = tile_param(p.dscale);
+    a.back.dbias = tile_param(p.dbias);
+    a.back.param_alpha = p.param.alpha;
+    a.back.param_beta = p.param.beta;
+    a.back.saved = p.saved_mean.present();
+    a.back.double_math = !float_backprop_enough(p.geom.reduction_size());
     a.epsilon = p.epsilon;
     a.alpha = p.data.alpha;
     a.beta = p.data.beta;
-    a.param_alpha = p.param.alpha;
-    a.param_beta = p.param.beta;
-    a.saved = p.saved_mean.present();
-    a.double_math = !float_backprop_enough(p.geom.reduction_size());
     launch<true>(a, p.x.dtype, plan, target);
 }
 

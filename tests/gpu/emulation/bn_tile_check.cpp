@@ -45,16 +45,18 @@ struct Case {
     double offset;       // the channels' means lie around it
     double magnitude = 1.0;  // x's deviations scaled by it (5e18: float squares overflow)
     bool in_place = false;   // y is x; dx is dy (saved statistics), then x
+    bool mixed = false;      // the magnitude on even channels only (odd ones of 1)
 };
 
 std::string describe(const Case& k) {
     char text[200];
-    std::snprintf(text, sizeof text, "%lldx%lldx%lldx%lldx%lld %s %s%s%s%s%s offset %g magnitude %g",
+    std::snprintf(text, sizeof text, "%lldx%lldx%lldx%lldx%lld %s %s%s%s%s%s offset %g magnitude %g%s",
                   static_cast<long long>(k.len[kN]), static_cast<long long>(k.len[kC]),
                   static_cast<long long>(k.len[kD]), static_cast<long long>(k.len[kH]),
                   static_cast<long long>(k.len[kW]), dtype_name(k.dtype), k.nhwc ? "NHWC" : "NCHW",
                   k.params_like_x ? " params-like-x" : "", k.blend ? " blended" : "",
-                  k.clustered ? " clusters" : "", k.in_place ? " in-place" : "", k.offset, k.magnitude);
+                  k.clustered ? " clusters" : "", k.in_place ? " in-place" : "", k.offset, k.magnitude,
+                  k.mixed ? " on even channels" : "");
     return text;
 }
 
@@ -162,9 +164,10 @@ void run_case(const Case& k, bool wave, std::mt19937_64& rng) {
     std::uniform_real_distribution<double> uniform;
     for (std::int64_t c = 0; c < C; ++c) {
         const double mean = k.offset + uniform(rng) * 4 - 2, spread = uniform(rng) * 1.5 + 0.5;
+        const double magnitude = k.mixed && c % 2 != 0 ? 1.0 : k.magnitude;
         for (std::int64_t n = 0; n < N; ++n)
             for (std::int64_t s = 0; s < S; ++s) {
-                x.set(n, c, s, k.magnitude * (mean + spread * normal(rng)));
+                x.set(n, c, s, magnitude * (mean + spread * normal(rng)));
                 dy.set(n, c, s, normal(rng));
                 prior.set(n, c, s, normal(rng));
             }
@@ -384,9 +387,14 @@ int main() {
     // Means far from 0 (the center the sums are taken around matters).
     cases.push_back(Case{{8, 12, 1, 8, 8}, DType::f32, false, false, false, false, 1000.0});
     cases.push_back(Case{{4, 3, 1, 45, 47}, DType::f32, false, false, false, false, 1000.0});
-    // Deviations whose float squares overflow (the sums again in double).
+    // Deviations whose float squares overflow (the sums again in double), on
+    // every channel, then on every other one (NHWC: beside channels of the
+    // same thread that must keep their float sums as they are).
     for (const Lengths& len : {Lengths{8, 12, 1, 8, 8}, Lengths{4, 3, 1, 45, 47}, Lengths{3, 24, 1, 5, 7}})
         cases.push_back(Case{len, DType::f32, len[kC] == 24, false, false, false, 0.0, 5e18});
+    cases.push_back(Case{{3, 24, 1, 5, 7}, DType::f32, true, false, false, false, 0.0, 5e18, false, true});
+    cases.push_back(Case{{4, 16, 1, 10, 10}, DType::bf16, true, false, false, false, 0.0, 5e18, false, true});
+    cases.push_back(Case{{2, 6, 1, 7, 7}, DType::bf16, false, false, false, false, 0.0, 5e18, false, true});
     // In place: y = x, dx = dy and dx = x.
     cases.push_back(Case{{2, 6, 1, 7, 7}, DType::f16, false, true, false, false, 0.0, 1.0, true});
     cases.push_back(Case{{8, 12, 1, 8, 8}, DType::f32, false, false, false, false, 0.0, 1.0, true});
