@@ -12,8 +12,11 @@ same ops (bench_compiled.py; --no-compiled leaves it out).  Each op's output,
 ours and the compiled anchor's, is checked against the float64 reference
 before it is timed.  Times never fail the run; a wrong result shows as
 verified = false.  The header records the launch floor: an empty kernel
-timed as the rows are.  Output: one table on stdout, a JSON file, a Markdown
-section for bench/RESULTS.md and, with matplotlib, a roofline plot.
+timed as the rows are; on the GPU each row also records copy_us, a plain
+PyTorch op moving the row's tensor bytes, timed as the anchors are (the
+bound bench/targets.py sets on each target).  Output: one table on stdout,
+a JSON file, a Markdown section for bench/RESULTS.md and, with matplotlib,
+a roofline plot.
 """
 import argparse
 import datetime
@@ -402,6 +405,19 @@ class CaseRunner:
                     out, (xg, wg, bg), dy, retain_graph=True))
         return calls, note
 
+    # -- the copy bound ----------------------------------------------------
+    def copy_calls(self, op):
+        """Per slot, a plain PyTorch op moving the row's tensor bytes and no
+        more: forward ops read x and write y (y.copy_(x)), backward ops read x
+        and dy and write dx (torch.add(x, dy, out=dx)), on the slot's own
+        buffers, so dtype, shape, strides and rotation are the row's.  No
+        kernel that reads those inputs and writes those outputs can beat it
+        by much: targets.py turns its time into a bound on each target."""
+        torch = self.env.torch
+        if op in ("bn_bwd", "gn_bwd"):
+            return [lambda s=s: torch.add(s.x, s.dy, out=s.dx) for s in self.slots]
+        return [lambda s=s: s.y.copy_(s.x) for s in self.slots]
+
     # -- torch.compile anchor ----------------------------------------------
     def torch_group_stats(self):
         """PyTorch's own saved group-norm statistics for x (bench_compiled)."""
@@ -535,7 +551,7 @@ class CaseRunner:
 
     def _time_one_by_one(self, op, row, errors, anchors):
         """GPU: device time of each implementation in turn, plus our host
-        overhead."""
+        overhead, then the copy of the row's bytes (copy_calls)."""
         env = self.env
         try:
             ours = [self.ours_call(op, s) for s in self.slots]
@@ -554,6 +570,13 @@ class CaseRunner:
             except Exception as error:
                 errors.append(f"{key}: {type(error).__name__}: {error}")
                 env.raise_if_device_broken()
+        # Beside "us", not in it: speedups take the fastest of "us"'s anchors.
+        row["copy_us"] = None
+        try:
+            row["copy_us"] = env.timer.device_us(self.copy_calls(op))
+        except Exception as error:
+            errors.append(f"copy: {type(error).__name__}: {error}")
+            env.raise_if_device_broken()
 
     def _time_alternating(self, op, row, errors, anchors):
         """CPU: ours and PyTorch in alternating blocks (a shared machine's load

@@ -172,7 +172,9 @@ def write_markdown(path, document):
            "", "Reading:", ""]
     out += [f"- {line}" for line in summary_lines(document)]
     with_min = any(r.get("us_min") for r in document["rows"])
-    columns = COLUMNS + (("ours_min", "native_min", "compiled_min") if with_min else ())
+    with_copy = any(r.get("copy_us") is not None for r in document["rows"])  # GPU runs since copy_us
+    columns = (COLUMNS + (("ours_min", "native_min", "compiled_min") if with_min else ())
+               + (("copy_us",) if with_copy else ()))
     out += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in document["rows"]:
         cells = _cells(row, copy_gbs)
@@ -180,6 +182,8 @@ def write_markdown(path, document):
             least = row.get("us_min") or {}
             cells += (_fmt_us(least.get("ours")), _fmt_us(least.get("torch_native")),
                       _fmt_us(least.get("compiled")))
+        if with_copy:
+            cells += (_fmt_us(row.get("copy_us")),)
         out.append("| " + " | ".join(cells) + " |")
     if document.get("skipped"):
         out += ["", f"Left out by the time budget: {', '.join(document['skipped'])}"]

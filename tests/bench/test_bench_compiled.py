@@ -144,7 +144,9 @@ def test_cpu_run_times_and_checks_the_compiled_anchor(tmp_path):
     assert row["verified"] and row["compiled_verified"], row.get("error")
     assert row["us"]["compiled"] > 0 and row["us_min"]["compiled"] > 0
     assert row["compile_cache"] in ("hit", "miss") and row["compile_s"] > 0
+    assert "copy_us" not in row  # the copy bound is timed on the GPU only
     assert "compiled_us" in result.stdout and "launch floor" in result.stdout
     report = subprocess.run([sys.executable, str(BENCH / "targets.py"), str(out)], capture_output=True,
                             text=True, timeout=60, check=True).stdout
     assert "every anchor (torch_native, compiled) timed on every row: 1 of 1" in report
+    assert "copy bound: no copy_us in this run" in report and "bound (" not in report
