@@ -198,9 +198,8 @@ struct TileShared {
 // the sums (a, b) over its wave of its lane's channel `slot` (wave_scatter_sum:
 // the first NC rows of each wave's lanes hold one slot each).  Thread t below
 // args.lanes * NC owns the tile's channel t: it gets the channel's totals
-// and true back (the others false), with no barrier after the sum: the
-// owner finishes the channel at once.  Fixed order throughout:
-// deterministic.
+// in `total`, with no barrier after the sum: the owner finishes the channel
+// at once.  Fixed order throughout: deterministic.
 //
 // A cluster's blocks meet twice a round.  The first barrier publishes each
 // block's sums (block_part[round]) to its peers: a release arrival, which
@@ -212,7 +211,7 @@ struct TileShared {
 // no block leaves while a peer still reads its shared memory, with the
 // block's own work in between.
 template <int NC>
-__device__ bool tile_sum(double a, double b, int slot, const TileArgs& args, int lane, int round, bool& pending,
+__device__ void tile_sum(double a, double b, int slot, const TileArgs& args, int lane, int round, bool& pending,
                          TileShared& sh, double (&total)[2]) {
     const int wave = threadIdx.x / MBN_WAVE_SIZE;
     const int waves = blockDim.x / MBN_WAVE_SIZE;
@@ -257,7 +256,6 @@ __device__ bool tile_sum(double a, double b, int slot, const TileArgs& args, int
         cluster_arrive_relaxed();
         pending = true;
     }
-    return owner;
 }
 
 // Before a block of a cluster exits: its peers have read its shared memory.
@@ -351,6 +349,7 @@ __device__ __forceinline__ int wave_moments(const Pack<T, V> (&xv)[K], const boo
     s2 = d2[0];
     return slot;
 }
+
 // The streamed part of a block's share (kStream): the units past the K a
 // thread holds in registers, kStreamLoads loads in flight at a time.  The first walk
 // sums them; the output walk reads them again, last first, so that what the
