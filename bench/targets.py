@@ -163,6 +163,11 @@ def _listed(pairs, count, digits=2):
     return "; worst " + ", ".join(f"{v:.{digits}f}x {_named(r)}" for v, r in pairs[:count])
 
 
+def _counted(pairs, count, digits=2):
+    """(how many, '; worst ...'): a count target's figure for bound_lines."""
+    return len(pairs), _listed(pairs, count, digits)
+
+
 def geomean_speedup(rows):
     return geomean([speedup(r) for r in rows])
 
@@ -186,7 +191,7 @@ def slower_lines(rows, what, family):
     slow = below_one(rows)
     text = f"no {what} row below 1.0x over the best anchor: {len(slow)} of {len(gains)} below" + _listed(slow, 3)
     return [check(not slow if gains else None, text)] + bound_lines(
-        rows, lambda rs: (len(below_one(rs)), _listed(below_one(rs), 5)), 0,
+        rows, lambda rs: _counted(below_one(rs), 5), 0,
         "rows whose best anchor beats the copy: {}", " rows", at_most=True, what=family)
 
 
@@ -234,7 +239,7 @@ def launch_floor_lines(small):
     text = (f"every <= 4 MB row <= {SMALL_OVER_FLOOR:g}x the empty-launch time "
             f"({'/'.join(f'{f:.2f}' for f in floors) or '-'} us): {len(over)} of {len(judged)} rows over")
     return [check(not over if judged else None, text + _listed(over, 3, 1))] + bound_lines(
-        judged, lambda rs: (len(over_floor(rs)), _listed(over_floor(rs), 5, 1)), 0,
+        judged, lambda rs: _counted(over_floor(rs), 5, 1), 0,
         f"rows whose copy is over {SMALL_OVER_FLOOR:g} floors: {{}}", " rows", at_most=True)
 
 
