@@ -64,8 +64,37 @@ struct TileParam {
     __device__ __forceinline__ void store(int c, double value) const {
         store_param(data, dtype, static_cast<std::int64_t>(c) * stride, value);
     }
+    // As ParamRef::store_blended (the prior read only when beta != 0), with
+    // one address for the four types: load_param and store_param form one
+    // per type, and in the backward writer's stores those 64-bit addresses
+    // and the four predicated loads of the prior value stood beside the
+    // tile's data (the peak of the NCHW backward K=4 instances).
     __device__ __forceinline__ void store_blended(int c, double value, float alpha, float beta) const {
-        ParamRef{data, dtype}.store_blended(static_cast<std::int64_t>(c) * stride, value, alpha, beta);
+        const int shift = dtype == DType::f64 ? 3 : dtype == DType::f32 ? 2 : 1;
+        char* const at = static_cast<char*>(data) + (static_cast<std::int64_t>(c) * stride << shift);
+        double out = static_cast<double>(alpha) * value;
+        if (beta != 0.0f) out += static_cast<double>(beta) * load_at(at);
+        if (dtype == DType::f16) *reinterpret_cast<__half*>(at) = narrow<__half>(out);
+        if (dtype == DType::bf16) *reinterpret_cast<mbn_bfloat16*>(at) = narrow<mbn_bfloat16>(out);
+        if (dtype == DType::f32) *reinterpret_cast<float*>(at) = static_cast<float>(out);
+        if (dtype == DType::f64) *reinterpret_cast<double*>(at) = out;
+    }
+    // load_param's value at `at`: absent loads as 0, each type's load
+    // predicated on its own.
+    __device__ __forceinline__ double load_at(const char* at) const {
+        const bool present = data != nullptr;
+        const bool is_half = present && dtype == DType::f16, is_bf16 = present && dtype == DType::bf16;
+        const bool is_float = present && dtype == DType::f32, is_double = present && dtype == DType::f64;
+        __half h = narrow<__half>(0.0f);
+        mbn_bfloat16 b = narrow<mbn_bfloat16>(0.0f);
+        float f = 0.0f;
+        double d = 0.0;
+        if (is_half) h = *reinterpret_cast<const __half*>(at);
+        if (is_bf16) b = *reinterpret_cast<const mbn_bfloat16*>(at);
+        if (is_float) f = *reinterpret_cast<const float*>(at);
+        if (is_double) d = *reinterpret_cast<const double*>(at);
+        const float narrow_value = is_half ? widen(h) : is_bf16 ? widen(b) : f;
+        return is_double ? d : static_cast<double>(narrow_value);
     }
 };
 
@@ -166,22 +195,25 @@ __device__ __forceinline__ void forward_coefficients(const ChannelInputs& in, co
 }
 
 // Backward from the gradient sums g1 = Σdy, g2 = Σdy·(x - center):
-// dx = dy·coef[0] + (x - center)·coef[1] + coef[2]; the writer stores dscale
-// and dbias.
-__device__ __forceinline__ void backward_coefficients(const TileArgs& a, int c, const ChannelInputs& in,
-                                                      const double (&stat)[2], double g1, double g2, bool writer,
-                                                      double (&coef)[3]) {
+// dx = dy·coef[0] + (x - center)·coef[1] + coef[2], and dscale's value
+// dy_xhat (dbias's is g1).
+__device__ __forceinline__ void backward_coefficients(const TileArgs& a, double scale, const double (&stat)[2],
+                                                      double g1, double g2, double (&coef)[3], double& dy_xhat) {
     const double mean_offset = stat[0], inv_std = stat[1];
-    const double dy_xhat = (g2 - mean_offset * g1) * inv_std;
-    if (writer) {
-        a.back.dscale.store_blended(c, dy_xhat, a.back.param_alpha, a.back.param_beta);
-        a.back.dbias.store_blended(c, g1, a.back.param_alpha, a.back.param_beta);
-    }
-    const double k0 = in.param[0] * inv_std;
+    dy_xhat = (g2 - mean_offset * g1) * inv_std;
+    const double k0 = scale * inv_std;
     const double k1 = -k0 * inv_std * dy_xhat * a.inv_count;
     coef[0] = k0;
     coef[1] = k1;
     coef[2] = -k0 * g1 * a.inv_count - k1 * mean_offset;
+}
+
+// The writer's dscale and dbias, once the coefficients are taken: the
+// statistics and the scale are then no longer live beside the stores'
+// reads of the prior values.
+__device__ __forceinline__ void store_parameter_grads(const TileArgs& a, int c, double dy_xhat, double g1) {
+    a.back.dscale.store_blended(c, dy_xhat, a.back.param_alpha, a.back.param_beta);
+    a.back.dbias.store_blended(c, g1, a.back.param_alpha, a.back.param_beta);
 }
 
 // The block's shared memory: per round (the statistics', the gradients')
@@ -527,9 +559,10 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         return ((n * a.channels + channel) * a.plane_units + (u - n * a.plane_units)) * V;
     };
     // Block tiles: thread t < tile_channels owns channel first_channel + t in
-    // tile_sum, finishes it (its statistics kept in its registers between
-    // the rounds) and hands the output's constants over through shared
-    // memory, the only barrier after a round.  Wave tiles: every lane
+    // tile_sum, finishes it (its statistics kept between the rounds, in its
+    // registers or its own slot of sh.coef: kPark below) and hands the
+    // output's constants over through shared memory, the only barrier
+    // after a round.  Wave tiles: every lane
     // finishes the wave's channel.
     const bool finisher = !kWave && t < tile_channels && first_channel + t < a.channels;
     const int finisher_channel = first_channel + t;
@@ -599,7 +632,13 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         } else {
             double total[2];
             tile_sum<NC>(s1, s2, slot0, a, lane, 0, cluster_pending, sh, total);
-            if (finisher) finish_statistics<kBackward>(a, finisher_channel, in, total[0], total[1], writer, stat[0]);
+            // Set on every path: left unset in the other threads, the
+            // saved statistics' branch (0, the saved inverse std) became
+            // their value and stayed live through the round (4 registers).
+            if (finisher)
+                finish_statistics<kBackward>(a, finisher_channel, in, total[0], total[1], writer, stat[0]);
+            else
+                stat[0][0] = stat[0][1] = 0.0;
         }
     } else {
         stat[0][0] = 0.0;
@@ -653,7 +692,18 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         return;
     }
 
-    // Backward: sum(dy) and sum(dy * (x - center)), in double per value.
+    // Backward.  A block-owned NCHW tile's finishing thread parks its
+    // statistics and scale in its own slot of sh.coef over the gradient
+    // round (it alone reads them back: no barrier).  In registers they
+    // stood beside the tile's data through the gradient sums.  Not for
+    // NHWC and streamed tiles, whose counts it raised.
+    constexpr bool kPark = !kWave && !kNhwc && !kStream;
+    if (kPark && finisher) {
+        sh.coef[t][0] = stat[0][0];
+        sh.coef[t][1] = stat[0][1];
+        sh.coef[t][2] = in.param[0];
+    }
+    // sum(dy) and sum(dy * (x - center)), in double per value.
     {
         double g1[NC] = {}, g2[NC] = {};
 #pragma unroll
@@ -672,16 +722,21 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
         }
         const int slot1 = wave_scatter_sum(a.lanes, g1, g2);
         if (kWave) {
-            backward_coefficients(a, channel, in, stat[0], g1[0], g2[0], writer, coef[0]);
+            double dy_xhat;
+            backward_coefficients(a, in.param[0], stat[0], g1[0], g2[0], coef[0], dy_xhat);
+            if (writer) store_parameter_grads(a, channel, dy_xhat, g1[0]);
         } else {
             double total[2];
             tile_sum<NC>(g1[0], g2[0], slot1, a, lane, 1, cluster_pending, sh, total);
             if (finisher) {
-                double k[3];
-                backward_coefficients(a, finisher_channel, in, stat[0], total[0], total[1], writer, k);
+                const double scale = kPark ? sh.coef[t][2] : in.param[0],
+                             parked[2] = {kPark ? sh.coef[t][0] : stat[0][0], kPark ? sh.coef[t][1] : stat[0][1]};
+                double k[3], dy_xhat;
+                backward_coefficients(a, scale, parked, total[0], total[1], k, dy_xhat);
                 sh.coef[t][0] = k[0];
                 sh.coef[t][1] = k[1];
                 sh.coef[t][2] = k[2];
+                if (writer) store_parameter_grads(a, finisher_channel, dy_xhat, total[0]);
             }
             __syncthreads();
 #pragma unroll
