@@ -142,7 +142,21 @@ __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMom
             const GnMomentSums* entry = entries + 2 * (row * columns + column);
             sum = sum + (column * W >= group_first ? entry[0] : entry[1]);
         }
-        wave_sum(1, MBN_WAVE_SIZE, sum);
+        if (kInner) {
+            wave_sum(1, MBN_WAVE_SIZE, sum);
+        } else {
+            // Positions fastest a lane holds one wave's entry (rows = the
+            // block's waves); lanes past them hold +0.0, and adding it
+            // changes no bit of lane 0's sum (which starts at +0.0, so is
+            // never -0.0): the levels whose partners all lie there are left
+            // out.  Two fixed chains, so that one convergence check covers
+            // each (a level skipped at run time took a check of its own).
+            constexpr int kMostWaves = kGnTileForwardThreads / MBN_WAVE_SIZE;
+            if (rows <= kMostWaves / 2)
+                wave_sum(1, kMostWaves / 2, sum);
+            else
+                wave_sum(1, kMostWaves, sum);
+        }
         if (lane == 0) {
             if (w.cluster > 1)
                 block_sums[group] = sum;
