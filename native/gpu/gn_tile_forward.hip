@@ -99,10 +99,14 @@ __device__ void thread_moments(const Pack<T, W> (&raw)[R], unsigned held, int sp
 // The block's moment sums of each of the tile's groups into `block_sums`
 // (every thread calls).  Positions fastest, a wave's threads add theirs by
 // shuffles and one per wave stores them; channels fastest, every thread
-// stores its own.  Then a wave per group adds the entries of its columns.
-template <int W, bool kInner>
+// stores its own.  Then a wave per group adds the entries of its columns;
+// its lane 0 stores the group's sums for the cluster (block_sums) or, a
+// block alone, finishes the group at once (`finish`, with no barrier
+// between).  No barrier at the end: the caller's next one (a cluster_sync,
+// or the barrier after the finishing) publishes what lane 0 stored.
+template <int W, bool kInner, typename Finish>
 __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMomentSums lo, GnMomentSums hi,
-                              GnMomentSums* entries, GnMomentSums* block_sums) {
+                              GnMomentSums* entries, GnMomentSums* block_sums, const Finish& finish) {
     const int lane = static_cast<int>(threadIdx.x) % MBN_WAVE_SIZE;
     const int wave = static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE;
     const int columns = entry_columns(w);
@@ -129,16 +133,37 @@ __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMom
             count = ((group + 1) * channels - 1) / W - first + 1;
         }
         GnMomentSums sum{0.0, 0.0, 0.0};
+        // Rolled by 4: a lane adds a few entries (positions fastest, at most
+        // one), and the compiler's deeper unrolling took ~150 instructions.
+#pragma unroll 4
         for (int item = lane; item < rows * count; item += MBN_WAVE_SIZE) {
             const int row = item / count;
             const int column = first + (item - row * count);
             const GnMomentSums* entry = entries + 2 * (row * columns + column);
             sum = sum + (column * W >= group_first ? entry[0] : entry[1]);
         }
-        wave_sum(1, MBN_WAVE_SIZE, sum);
-        if (lane == 0) block_sums[group] = sum;
+        if (kInner) {
+            wave_sum(1, MBN_WAVE_SIZE, sum);
+        } else {
+            // Positions fastest a lane holds one wave's entry (rows = the
+            // block's waves); lanes past them hold +0.0, and adding it
+            // changes no bit of lane 0's sum (which starts at +0.0, so is
+            // never -0.0): the levels whose partners all lie there are left
+            // out.  Two fixed chains, so that one convergence check covers
+            // each (a level skipped at run time took a check of its own).
+            constexpr int kMostWaves = kGnTileForwardThreads / MBN_WAVE_SIZE;
+            if (rows <= kMostWaves / 2)
+                wave_sum(1, kMostWaves / 2, sum);
+            else
+                wave_sum(1, kMostWaves, sum);
+        }
+        if (lane == 0) {
+            if (w.cluster > 1)
+                block_sums[group] = sum;
+            else
+                finish(group, sum);
+        }
     }
-    __syncthreads();
 }
 
 // Launched as tile_shared / launch_tile_kernel say.  x may be y: every
@@ -194,14 +219,10 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
 
     void* shared = gn_tile_forward_shared;
     GnMomentSums* block_sums = shared_at<GnMomentSums>(shared, layout.block);
-    block_moments<W, kInner>(w, at, lo, hi, shared_at<GnMomentSums>(shared, layout.entries), block_sums);
-
-    // The tile's statistics from every block's sums, in rank order.
-    if (w.cluster > 1) cluster_sync();
     double* stats = shared_at<double>(shared, layout.totals);  // per group: offset, rstd
-    const int group = static_cast<int>(threadIdx.x);
-    if (group < w.tile_groups) {
-        const GnMomentSums s = cluster_total(block_sums + group, w.cluster);
+    // A group's statistics from the tile's sums: offset and rstd into
+    // `stats`, and (block 0) the mean and rstd outputs.
+    auto finish = [&](int group, const GnMomentSums& s) {
         // Products with the host's 1 / count and an rsqrt: a double division
         // or square root is a long dependent chain the block waits on.
         const double offset = s.a * w.inv_group_size;
@@ -215,6 +236,15 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
             write_stat(args.mean, at.n, g, shift + offset);
             write_stat(args.rstd, at.n, g, rstd);
         }
+    };
+    block_moments<W, kInner>(w, at, lo, hi, shared_at<GnMomentSums>(shared, layout.entries), block_sums, finish);
+
+    // A cluster: the tile's statistics from every block's sums, in rank
+    // order (the cluster_sync also stands for the block's barrier).
+    if (w.cluster > 1) {
+        cluster_sync();
+        const int group = static_cast<int>(threadIdx.x);
+        if (group < w.tile_groups) finish(group, cluster_total(block_sums + group, w.cluster));
     }
     __syncthreads();
     // No more reads of other blocks' memory (nothing to publish: relaxed).
