@@ -893,10 +893,8 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
            (p.tiles * p.cluster * 2 <= device.multiprocessors || ceil_div(p.units, p.cluster) > per_block_most))
         p.cluster *= 2;
     p.block_units = ceil_div(p.units, p.cluster);
-    const bool cluster_ok = p.cluster == 1 || p.block_units * p.lanes <= kMostClusteredUnits;
-    if (!nhwc && (p.block_units > per_block_most || (rule == PlanRule::size_rule && !cluster_ok)))
-        return plan_streamed(p, x, data.size() == 3 ? 2 : 1, device, rule);
-    if (p.block_units > per_block_most) return p;
+    const int tensors_streamed = data.size() == 3 ? 2 : 1;
+    if (p.block_units > per_block_most) return nhwc ? p : plan_streamed(p, x, tensors_streamed, device, rule);
     // Blocks small enough that the whole grid is resident at once where the
     // tiles allow (each block's loads, sums and stores then overlap the
     // others'), then the fewest vectors per thread that fit.
@@ -909,13 +907,22 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
     threads = std::min<std::int64_t>(kMaxThreads, ceil_div(ceil_div(p.block_units, p.per_thread) * p.lanes, wave) * wave);
     p.threads = static_cast<int>(threads);
     if (p.threads % p.lanes != 0 || p.lanes > wave) return p;
+    // NCHW clusters whose blocks hold more than kMostClusteredUnits go only
+    // where the whole grid is resident at once (H200, bench/RESULTS.md "size
+    // rules": 8x64x56x56 half training 16.5 -> 9.4 us, 32x128x28x28 17.2 ->
+    // 11.0; grids of two rounds of blocks or more measured 0.65-1.2x).  NHWC
+    // was not measured so: it keeps the rule.
+    const bool resident = !nhwc && p.blocks * p.threads <= device.multiprocessors * kResidentThreadsAimed;
+    const bool cluster_ok = p.cluster == 1 || p.block_units * p.lanes <= kMostClusteredUnits || resident;
+    if (!nhwc && rule == PlanRule::size_rule && !cluster_ok)
+        return plan_streamed(p, x, tensors_streamed, device, rule);
     p.nhwc = nhwc;
 
     // Left to the other paths: few tiles (a handful of busy multiprocessors
-    // would read a large tensor slowly), and clusters whose blocks hold more
-    // than kMostClusteredUnits (measured 0.37-0.96x of the other paths on
-    // the H100 for training, bench/RESULTS.md "channel tiles"; small shares
-    // in clusters measured 2x faster).
+    // would read a large tensor slowly), and the clusters cluster_ok refuses
+    // (measured 0.37-0.96x of the other paths on the H100 for training,
+    // bench/RESULTS.md "channel tiles"; small shares in clusters measured 2x
+    // faster).
     const std::int64_t bytes = x.element_count() * element;
     const bool busy = p.tiles * p.cluster * 2 >= device.multiprocessors || bytes <= (std::int64_t(1) << 20);
     p.usable = rule == PlanRule::wherever_it_fits || (busy && cluster_ok);

@@ -528,12 +528,13 @@ __global__ void __launch_bounds__(kThreads, 2) bn_nhwc_columns(ColumnArgs a) {
 
 // ---- host -----------------------------------------------------------------------
 
-// Where the columns beat the channel tiles (H100, bench/RESULTS.md "NHWC
-// columns"): from a megabyte of input, except float tensors of a few hundred
-// rows (8x2048x7x7: wide and short), where the tiles' cluster hand-over is
-// the cheaper one.
-bool worth_columns(std::int64_t input_bytes, std::int64_t rows, int element) {
-    return input_bytes >= (std::int64_t(1) << 20) && (rows >= 1024 || element < 4);
+// Where the columns beat the channel tiles: from a megabyte of input and
+// 1024 rows.  Below 1024 rows (wide and short: 8x2048x7x7, 4x1024x14x14)
+// the tiles' cluster hand-over is the cheaper one, for every type since
+// the tiles' rework (H200, bench/RESULTS.md "size rules": half 8x2048x7x7
+// training 12.5 -> 9.4 us; no row from 1024 rows moved).
+bool worth_columns(std::int64_t input_bytes, std::int64_t rows) {
+    return input_bytes >= (std::int64_t(1) << 20) && rows >= 1024;
 }
 
 // x from this size on: columns of 128-byte rows.
@@ -615,7 +616,7 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     if (elements >= (std::int64_t(1) << 31) || channels % V != 0 || rows < 2) return plan;
     if (kBackward && !float_backprop_enough(rows)) return plan;
     const int tensors = kBackward ? 2 : 1;
-    if (rule == PlanRule::size_rule && !worth_columns(elements * element * tensors, rows, element)) return plan;
+    if (rule == PlanRule::size_rule && !worth_columns(elements * element * tensors, rows)) return plan;
 
     // Rows of 128 bytes per column stream best once x is large; below that
     // the hand-over dominates, and 64-byte columns halve each column's

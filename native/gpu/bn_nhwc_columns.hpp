@@ -42,8 +42,8 @@ struct ColumnPlan {
     std::int64_t counters = 0;  // per column 1 + teams
 };
 
-// The size rule (rule == size_rule): from 1 MB of input, except float
-// tensors of fewer than 1024 rows, where the channel tiles are faster.
+// The size rule (rule == size_rule): from 1 MB of input and 1024 rows;
+// below either the channel tiles are faster.
 ColumnPlan plan_nhwc_columns(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule);
 ColumnPlan plan_nhwc_columns(const BnBackward& p, const DeviceShape& device, PlanRule rule);
 

@@ -10,7 +10,7 @@ planes), odd plane lengths that leave vectors straddling planes, 3-D
 tensors, reductions short enough for the double-precision dx, tensors near
 the on-chip capacity, in-place calls, blending, repeatability and CUDA graph
 replay (the barrier counters must be back at zero after every launch).
-By default, packed NHWC training and backward from 1 MB take the NHWC
+By default, packed NHWC training and backward from 1 MB and 1024 rows take the NHWC
 columns (bn_nhwc_columns.hip: a column's blocks fold flat, or as a tree of
 teams where a column has many, as 8x16x64x64's), and shapes whose channels
 fit a block's or a cluster's registers the channel tiles (bn_channel_tile.hip: one channel
