@@ -37,6 +37,31 @@ __device__ __forceinline__ float widen(mbn_bfloat16 v) {
     return __uint_as_float(static_cast<unsigned int>(bits) << 16);
 }
 
+// widen() for a later pass over values a kernel keeps packed in registers
+// between passes (kPass 1, 2: each pass its own form).  To the compiler the
+// passes' bfloat16 conversions are then different values: it keeps the
+// packed data live between them, not the first pass's floats (two
+// registers a pair; the 16-byte K=4 channel tiles took 84-116 registers so,
+// one block a multiprocessor).  Other types widen as widen().
+template <int kPass, typename T>
+__device__ __forceinline__ float widen_in_pass(T v) {
+    return widen(v);
+}
+template <int kPass>
+__device__ __forceinline__ float widen_in_pass(mbn_bfloat16 v) {
+#if defined(__CUDA_ARCH__) && !defined(MBN_EMULATION)
+    const unsigned short bits = *reinterpret_cast<const unsigned short*>(&v);
+    unsigned int u;
+    if (kPass == 1)
+        asm("mov.b32 %0, {%1, %2};" : "=r"(u) : "h"(static_cast<unsigned short>(0)), "h"(bits));
+    else
+        asm("{ .reg .b32 t; cvt.u32.u16 t, %1; shl.b32 %0, t, 16; }" : "=r"(u) : "h"(bits));
+    return __uint_as_float(u);
+#else
+    return widen(v);
+#endif
+}
+
 template <typename T>
 struct Narrow;
 template <>
