@@ -38,7 +38,7 @@ __device__ __forceinline__ float widen(mbn_bfloat16 v) {
 }
 
 // widen() for a later pass over values a kernel keeps packed in registers
-// between passes (kPass 1, 2: each pass its own form).  To the compiler the
+// between passes (kPass 1, 2: each pass its own form; 0: widen() itself).  To the compiler the
 // passes' bfloat16 conversions are then different values: it keeps the
 // packed data live between them, not the first pass's floats (two
 // registers a pair; the 16-byte K=4 channel tiles took 84-116 registers so,
@@ -50,6 +50,7 @@ __device__ __forceinline__ float widen_in_pass(T v) {
 template <int kPass>
 __device__ __forceinline__ float widen_in_pass(mbn_bfloat16 v) {
 #if defined(__CUDA_ARCH__) && !defined(MBN_EMULATION)
+    if (kPass == 0) return widen(v);
     const unsigned short bits = *reinterpret_cast<const unsigned short*>(&v);
     unsigned int u;
     if (kPass == 1)
