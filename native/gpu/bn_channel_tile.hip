@@ -913,25 +913,26 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
     threads = std::min<std::int64_t>(kMaxThreads, ceil_div(ceil_div(p.block_units, p.per_thread) * p.lanes, wave) * wave);
     p.threads = static_cast<int>(threads);
     if (p.threads % p.lanes != 0 || p.lanes > wave) return p;
-    // NCHW clusters whose blocks hold more than kMostClusteredUnits go only
-    // where the whole grid is resident at once (H200, bench/RESULTS.md "size
-    // rules": 8x64x56x56 half training 16.5 -> 9.4 us, 32x128x28x28 17.2 ->
-    // 11.0; grids of two rounds of blocks or more measured 0.65-1.2x).  NHWC
-    // was not measured so: it keeps the rule.
-    const bool resident = !nhwc && p.blocks * p.threads <= device.multiprocessors * kResidentThreadsAimed;
-    const bool cluster_ok = p.cluster == 1 || p.block_units * p.lanes <= kMostClusteredUnits || resident;
-    if (!nhwc && rule == PlanRule::size_rule && !cluster_ok)
-        return plan_streamed(p, x, tensors_streamed, device, rule);
+    // NCHW clusters whose blocks hold more than kMostClusteredUnits yield to
+    // the streamed tiles where those serve; else they beat the other paths
+    // (H200, bench/RESULTS.md "size rules": 8x64x56x56 half training 16.5 ->
+    // 9.4 us, 32x256x56x56 68.7 -> 59.6; where the streamed tiles serve, as
+    // 32x512x28x28's, they measured 0.75-0.95x of them in training).
+    const bool cluster_ok = p.cluster == 1 || p.block_units * p.lanes <= kMostClusteredUnits;
+    if (!nhwc && rule == PlanRule::size_rule && !cluster_ok) {
+        const ChannelTilePlan streamed = plan_streamed(p, x, tensors_streamed, device, rule);
+        if (streamed.usable) return streamed;
+    }
     p.nhwc = nhwc;
 
     // Left to the other paths: few tiles (a handful of busy multiprocessors
-    // would read a large tensor slowly), and the clusters cluster_ok refuses
-    // (measured 0.37-0.96x of the other paths on the H100 for training,
-    // bench/RESULTS.md "channel tiles"; small shares in clusters measured 2x
-    // faster).
+    // would read a large tensor slowly), and NHWC clusters cluster_ok
+    // refuses (clusters of large shares measured 0.37-0.96x of the other
+    // paths on the H100 for training before the tiles' rework,
+    // bench/RESULTS.md "channel tiles"; NHWC has not been measured since).
     const std::int64_t bytes = x.element_count() * element;
     const bool busy = p.tiles * p.cluster * 2 >= device.multiprocessors || bytes <= (std::int64_t(1) << 20);
-    p.usable = rule == PlanRule::wherever_it_fits || (busy && cluster_ok);
+    p.usable = rule == PlanRule::wherever_it_fits || (busy && (cluster_ok || !nhwc));
     return p;
 }
 
