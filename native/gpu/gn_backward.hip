@@ -148,6 +148,30 @@ __device__ __forceinline__ void load_batch(const T* x, const T* dy, const LoopNe
     }
 }
 
+// The sums of each of a thread's VF slices over the block's rows, valid in
+// row 0: reduce_over_rows's tree for all VF at once, a barrier a level
+// instead of VF (the same additions in the same order).  shared[j] holds
+// slice j of every thread, so a level's accesses stride 16 bytes.
+template <int VF>
+__device__ __forceinline__ void reduce_slices_over_rows(Sums2<double> (&sums)[VF],
+                                                        Sums2<double> (*shared)[kBlockThreads]) {
+    const int columns = blockDim.x;
+    const int index = threadIdx.y * columns + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < VF; ++j) shared[j][index] = sums[j];
+    __syncthreads();
+    for (int half = blockDim.y / 2; half > 0; half /= 2) {
+        if (static_cast<int>(threadIdx.y) < half) {
+#pragma unroll
+            for (int j = 0; j < VF; ++j) {
+                sums[j] = merge(sums[j], shared[j][index + half * columns]);
+                shared[j][index] = sums[j];
+            }
+        }
+        __syncthreads();
+    }
+}
+
 // The means of w g and of w g xhat over group (n, g), from the slices'
 // split sums; the whole block calls.
 template <typename P>
@@ -209,7 +233,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     constexpr int kBatch = batch_positions<V>();
     constexpr int kLoad = load_positions<T, Rank, V>();
     static_assert(kLoad % kBatch == 0, "whole batches");
-    __shared__ Sums2<double> shared[kBlockThreads];
+    __shared__ Sums2<double> shared[VF][kBlockThreads];
     const std::int64_t slices = layout.feature.size;
     const std::int64_t slice0 = (static_cast<std::int64_t>(blockIdx.x) * layout.tile_features + threadIdx.x) * VF;
     const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * layout.chunk;
@@ -225,7 +249,10 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
         for (int j = 0; j < VF; ++j) {
             s[j] = slice_at<A>(a, slice0 + j);
-            wide[j] = slice_at<E>(a, slice0 + j);
+            if constexpr (std::is_same<A, E>::value)
+                wide[j] = s[j];
+            else
+                wide[j] = slice_at<E>(a, slice0 + j);
         }
         std::int64_t base[2];
         nest_offsets<2>(layout.feature, slice0, kSlotX, base);
@@ -268,13 +295,13 @@ __global__ void __launch_bounds__(kBlockThreads)
             }
         }
     }
+    reduce_slices_over_rows(sums, shared);
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
-        const Sums2<double> total = reduce_over_rows(sums[j], shared);
         if (threadIdx.y == 0 && slice0 + j < slices) {
             const std::int64_t at = static_cast<std::int64_t>(blockIdx.y) * slices + slice0 + j;
-            a.scratch.sum_g[at] = total.a;
-            a.scratch.sum_g_xhat[at] = total.b;
+            a.scratch.sum_g[at] = sums[j].a;
+            a.scratch.sum_g_xhat[at] = sums[j].b;
         }
     }
 }
@@ -316,7 +343,10 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
         s[j] = slice_at<A>(a, slice0 + j);
-        wide[j] = slice_at<E>(a, slice0 + j);
+        if constexpr (std::is_same<A, E>::value)
+            wide[j] = s[j];
+        else
+            wide[j] = slice_at<E>(a, slice0 + j);
         const double* terms = a.scratch.group_terms + s[j].group * kGnGroupTerms;
         mean_wg[j] = static_cast<E>(terms[0]);
         mean_wg_xhat[j] = static_cast<E>(terms[1]);
@@ -330,10 +360,14 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (; r < end; r += kLoad * step) {
         Pack<T, V> xp[kLoad], dyp[kLoad];
         std::int64_t at[kLoad];
+        const std::int64_t dx0 = cursor.offset[2];
         load_batch(x, dy, layout.reduce, cursor, r, step, end, xp, dyp, at);
 #pragma unroll
         for (int k = 0; k < kLoad; ++k) {
             if (r + k * step >= end) continue;
+            // The linear walk's offsets again from the batch's first, not
+            // kept in registers from the loads to the stores.
+            if constexpr (Rank == 1) at[k] = dx0 + k * cursor.delta[2];
             A xv[V], dyv[V];
             widen_pack<A, V>(xp[k], xv);
             widen_pack<A, V>(dyp[k], dyv);
