@@ -126,7 +126,8 @@ GnSlicePlan plan_slices(const GnShape& shape, const SlotTensors& tensors, const 
 // three blocks of 256 threads a multiprocessor (80-110 registers), and with
 // the shared planner's splits a thread walked 16-32 positions (2-4 batches
 // of loads): the block's setup and row reduction were a large part of it.
-constexpr int kBackwardThreadsPerMultiprocessor = 1024;
+// Six blocks of 256: whole waves at two and at three resident blocks.
+constexpr int kBackwardThreadsPerMultiprocessor = 1536;
 
 void lengthen_backward_chunks(FeatureLayout& layout, const DeviceShape& device) {
     const std::int64_t block_threads = static_cast<std::int64_t>(layout.tile_features) * layout.rows;
