@@ -86,15 +86,31 @@ __host__ __device__ constexpr int batch_positions() {
     return V >= 4 ? 2 : 8 / V;
 }
 
+// Blocks of the two launches a multiprocessor holds at least: three on the
+// linear walk in float arithmetic (E; 80 registers), where with several
+// features a thread (NHWC) the per-slice state took 88-108 registers, two
+// blocks, and they now load 32 bytes of each input a thread instead of 64
+// (load_positions) and fit with at most 24 bytes of stack (the fp16 slices:
+// the parameters only the activation reads); the rest fitted three as they
+// were.  0 (no minimum) elsewhere: the double walks and the rarer layouts
+// keep the registers ptxas gives them without a minimum (an explicit 1 or 2
+// gave them 5-15 more, some a block less a multiprocessor).
+template <typename E, int Rank>
+__host__ __device__ constexpr int min_blocks() {
+    return Rank == 1 && sizeof(E) <= 4 ? 3 : 0;
+}
+
 // Positions a thread loads together, a whole number of batches: on a walk
 // of rank 1 (the packed layouts; LinearCursor) about 64 bytes of each input
-// for elements of at most 4 bytes, at most 8 positions; one batch
-// elsewhere, where NestCursor keeps every position's offset.  (A batch of
-// two 8-byte loads of x and dy a thread, two blocks a multiprocessor, kept
-// the 1x128x512x512 fp16 NHWC slices at 29% of the H200's DRAM bandwidth.)
-template <typename T, int Rank, int V>
+// (32 with several features a thread under min_blocks) for elements of at
+// most 4 bytes, at most 8 positions; one batch elsewhere, where NestCursor
+// keeps every position's offset.  (A batch of two 8-byte loads of x and dy
+// a thread, two blocks a multiprocessor, kept the 1x128x512x512 fp16 NHWC
+// slices at 29% of the H200's DRAM bandwidth.)
+template <typename T, typename E, int Rank, int VF, int V>
 __host__ __device__ constexpr int load_positions() {
-    constexpr int wanted = Rank == 1 && sizeof(T) <= 4 ? 64 / (V * static_cast<int>(sizeof(T))) : 0;
+    constexpr int bytes = VF > 1 && min_blocks<E, Rank>() > 0 ? 32 : 64;
+    constexpr int wanted = Rank == 1 && sizeof(T) <= 4 ? bytes / (V * static_cast<int>(sizeof(T))) : 0;
     constexpr int most = wanted < 8 ? wanted : 8;
     return most > batch_positions<V>() ? most : batch_positions<V>();
 }
@@ -227,11 +243,11 @@ __device__ void finalize_channel(const GnBackwardArgs<P>& a, const FeatureLayout
 // of xhat in mean(w g xhat) would dominate it; A elsewhere.  A thread sums
 // each batch in E, then into double.
 template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, (min_blocks<E, Rank>()))
     gn_backward_slices(const T* x, const T* dy, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kBatch = batch_positions<V>();
-    constexpr int kLoad = load_positions<T, Rank, V>();
+    constexpr int kLoad = load_positions<T, E, Rank, VF, V>();
     static_assert(kLoad % kBatch == 0, "whole batches");
     __shared__ Sums2<double> shared[VF][kBlockThreads];
     const std::int64_t slices = layout.feature.size;
@@ -326,10 +342,10 @@ __global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(FeatureLay
 // may be dy or x (in place): each thread reads a batch of positions before
 // writing them.
 template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, (min_blocks<E, Rank>()))
     gn_backward_apply(const T* x, const T* dy, T* dx, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
-    constexpr int kLoad = load_positions<T, Rank, V>();
+    constexpr int kLoad = load_positions<T, E, Rank, VF, V>();
     const ThreadShare share = thread_share<VF>(layout, second_pass_place());
     if (!share.active) return;
     const std::int64_t slice0 = share.feature0;
