@@ -79,27 +79,112 @@ __device__ __forceinline__ void element_gradient(const GnBackwardArgs<P>& a, con
     g = a.swish ? dy * swish_derivative(xhat * s.weight + s.bias, static_cast<A>(a.swish_beta)) : dy;
 }
 
-// Positions per thread in flight: 8 to 16 values of each input.
+// Positions a thread sums in E before adding into its double partials: 8
+// to 16 values of each input (the numerics of the sums).
 template <int V>
 __host__ __device__ constexpr int batch_positions() {
     return V >= 4 ? 2 : 8 / V;
 }
 
+// Blocks of the two launches a multiprocessor holds at least: three on the
+// linear walk in float arithmetic (E; 80 registers), where with several
+// features a thread (NHWC) the per-slice state took 88-108 registers, two
+// blocks, and they now load 32 bytes of each input a thread instead of 64
+// (load_positions) and fit with at most 24 bytes of stack (the fp16 slices:
+// the parameters only the activation reads); the rest fitted three as they
+// were.  0 (no minimum) elsewhere: the double walks and the rarer layouts
+// keep the registers ptxas gives them without a minimum (an explicit 1 or 2
+// gave them 5-15 more, some a block less a multiprocessor).
+template <typename E, int Rank>
+__host__ __device__ constexpr int min_blocks() {
+    return Rank == 1 && sizeof(E) <= 4 ? 3 : 0;
+}
+
+// Positions a thread loads together, a whole number of batches: on a walk
+// of rank 1 (the packed layouts; LinearCursor) about 64 bytes of each input
+// (32 with several features a thread under min_blocks) for elements of at
+// most 4 bytes, at most 8 positions; one batch elsewhere, where NestCursor
+// keeps every position's offset.  (A batch of two 8-byte loads of x and dy
+// a thread, two blocks a multiprocessor, kept the 1x128x512x512 fp16 NHWC
+// slices at 29% of the H200's DRAM bandwidth.)
+template <typename T, typename E, int Rank, int VF, int V>
+__host__ __device__ constexpr int load_positions() {
+    constexpr int bytes = VF > 1 && min_blocks<E, Rank>() > 0 ? 32 : 64;
+    constexpr int wanted = Rank == 1 && sizeof(T) <= 4 ? bytes / (V * static_cast<int>(sizeof(T))) : 0;
+    constexpr int most = wanted < 8 ? wanted : 8;
+    return most > batch_positions<V>() ? most : batch_positions<V>();
+}
+
+// The walk of a reduction nest of rank at most 1: each slot's offset moves
+// by a fixed delta per step, one add a slot instead of NestCursor's carries
+// and 64-bit multiplies (same interface).
+template <int Slots>
+struct LinearCursor {
+    std::int64_t offset[Slots];
+    std::int64_t delta[Slots];
+
+    __device__ __forceinline__ void start(const LoopNest& nest, std::int64_t index, std::int64_t stride,
+                                          const std::int64_t (&feature_base)[Slots]) {
+#pragma unroll
+        for (int t = 0; t < Slots; ++t) {
+            const std::int64_t s = nest.stride[t][kNestRank - 1];
+            offset[t] = feature_base[t] + index * s;
+            delta[t] = stride * s;
+        }
+    }
+    __device__ __forceinline__ void advance(const LoopNest&) {
+#pragma unroll
+        for (int t = 0; t < Slots; ++t) offset[t] += delta[t];
+    }
+};
+
+// The cursor of a kernel instance: Rank 1 is chosen by run_gn_backward for
+// nests of rank <= 1.
+template <int Rank, int Slots>
+using ReduceCursor = typename std::conditional<Rank == 1, LinearCursor<Slots>, NestCursor<Rank, Slots>>::type;
+
 // Loads x and dy of the thread's next positions r, r + step, ... (those
-// below end, at most kBatch) and advances the cursor past them; `at` gets
-// each position's offset in the cursor's last slot.
-template <int kBatch, int V, int Rank, int Slots, typename T, typename A>
+// below end, at most kBatch) as stored, and advances the cursor past them;
+// `at` gets each position's offset in the cursor's last slot.  The values
+// are widened where they are used: widened here, the compiler kept them
+// widened, twice the registers for half and bfloat16.
+template <int kBatch, int V, typename Cursor, typename T>
 __device__ __forceinline__ void load_batch(const T* x, const T* dy, const LoopNest& reduce,
-                                           NestCursor<Rank, Slots>& cursor, std::int64_t r, std::int64_t step,
-                                           std::int64_t end, A (&xv)[kBatch][V], A (&dyv)[kBatch][V],
+                                           Cursor& cursor, std::int64_t r, std::int64_t step,
+                                           std::int64_t end, Pack<T, V> (&xv)[kBatch], Pack<T, V> (&dyv)[kBatch],
                                            std::int64_t (&at)[kBatch]) {
+    constexpr int kSlots = static_cast<int>(std::extent<decltype(Cursor::offset)>::value);
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
         if (r + k * step >= end) continue;
-        load_values<A, V>(x + cursor.offset[0], xv[k]);
-        load_values<A, V>(dy + cursor.offset[1], dyv[k]);
-        at[k] = cursor.offset[Slots - 1];
+        xv[k] = load_pack<V>(x + cursor.offset[0]);
+        dyv[k] = load_pack<V>(dy + cursor.offset[1]);
+        at[k] = cursor.offset[kSlots - 1];
         cursor.advance(reduce);
+    }
+}
+
+// The sums of each of a thread's VF slices over the block's rows, valid in
+// row 0: reduce_over_rows's tree for all VF at once, a barrier a level
+// instead of VF (the same additions in the same order).  shared[j] holds
+// slice j of every thread, so a level's accesses stride 16 bytes.
+template <int VF>
+__device__ __forceinline__ void reduce_slices_over_rows(Sums2<double> (&sums)[VF],
+                                                        Sums2<double> (*shared)[kBlockThreads]) {
+    const int columns = blockDim.x;
+    const int index = threadIdx.y * columns + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < VF; ++j) shared[j][index] = sums[j];
+    __syncthreads();
+    for (int half = blockDim.y / 2; half > 0; half /= 2) {
+        if (static_cast<int>(threadIdx.y) < half) {
+#pragma unroll
+            for (int j = 0; j < VF; ++j) {
+                sums[j] = merge(sums[j], shared[j][index + half * columns]);
+                shared[j][index] = sums[j];
+            }
+        }
+        __syncthreads();
     }
 }
 
@@ -158,11 +243,13 @@ __device__ void finalize_channel(const GnBackwardArgs<P>& a, const FeatureLayout
 // of xhat in mean(w g xhat) would dominate it; A elsewhere.  A thread sums
 // each batch in E, then into double.
 template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, (min_blocks<E, Rank>()))
     gn_backward_slices(const T* x, const T* dy, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kBatch = batch_positions<V>();
-    __shared__ Sums2<double> shared[kBlockThreads];
+    constexpr int kLoad = load_positions<T, E, Rank, VF, V>();
+    static_assert(kLoad % kBatch == 0, "whole batches");
+    __shared__ Sums2<double> shared[VF][kBlockThreads];
     const std::int64_t slices = layout.feature.size;
     const std::int64_t slice0 = (static_cast<std::int64_t>(blockIdx.x) * layout.tile_features + threadIdx.x) * VF;
     const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * layout.chunk;
@@ -178,47 +265,59 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
         for (int j = 0; j < VF; ++j) {
             s[j] = slice_at<A>(a, slice0 + j);
-            wide[j] = slice_at<E>(a, slice0 + j);
+            if constexpr (std::is_same<A, E>::value)
+                wide[j] = s[j];
+            else
+                wide[j] = slice_at<E>(a, slice0 + j);
         }
         std::int64_t base[2];
         nest_offsets<2>(layout.feature, slice0, kSlotX, base);
         std::int64_t r = begin + threadIdx.y;
-        NestCursor<Rank, 2> cursor;
+        ReduceCursor<Rank, 2> cursor;
         cursor.start(layout.reduce, r, step, base);
-        for (; r < end; r += kBatch * step) {
-            A xv[kBatch][V], dyv[kBatch][V];
-            std::int64_t at[kBatch];
-            load_batch(x, dy, layout.reduce, cursor, r, step, end, xv, dyv, at);
-            Sums2<E> batch[VF];
+        for (; r < end; r += kLoad * step) {
+            Pack<T, V> xp[kLoad], dyp[kLoad];
+            std::int64_t at[kLoad];
+            load_batch(x, dy, layout.reduce, cursor, r, step, end, xp, dyp, at);
+            // Batches of kBatch positions, each summed in E and then into
+            // double: the same sums, in the same order, whatever kLoad.
 #pragma unroll
-            for (int j = 0; j < VF; ++j) batch[j] = Sums2<E>{E(0), E(0)};
+            for (int k0 = 0; k0 < kLoad; k0 += kBatch) {
+                if (r + k0 * step >= end) continue;
+                Sums2<E> batch[VF];
 #pragma unroll
-            for (int k = 0; k < kBatch; ++k) {
-                if (r + k * step >= end) continue;
+                for (int j = 0; j < VF; ++j) batch[j] = Sums2<E>{E(0), E(0)};
 #pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const int j = VF > 1 ? e : 0;
-                    A xhat, g;
-                    element_gradient(a, s[j], xv[k][e], dyv[k][e], xhat, g);
-                    const E wide_xhat = (static_cast<E>(xv[k][e]) - wide[j].mean) * wide[j].rstd;
-                    batch[j].a += static_cast<E>(g);
-                    batch[j].b += static_cast<E>(g) * wide_xhat;
+                for (int k = k0; k < k0 + kBatch; ++k) {
+                    if (r + k * step >= end) continue;
+                    A xv[V], dyv[V];
+                    widen_pack<A, V>(xp[k], xv);
+                    widen_pack<A, V>(dyp[k], dyv);
+#pragma unroll
+                    for (int e = 0; e < V; ++e) {
+                        const int j = VF > 1 ? e : 0;
+                        A xhat, g;
+                        element_gradient(a, s[j], xv[e], dyv[e], xhat, g);
+                        const E wide_xhat = (static_cast<E>(xv[e]) - wide[j].mean) * wide[j].rstd;
+                        batch[j].a += static_cast<E>(g);
+                        batch[j].b += static_cast<E>(g) * wide_xhat;
+                    }
                 }
-            }
 #pragma unroll
-            for (int j = 0; j < VF; ++j) {
-                sums[j].a += static_cast<double>(batch[j].a);
-                sums[j].b += static_cast<double>(batch[j].b);
+                for (int j = 0; j < VF; ++j) {
+                    sums[j].a += static_cast<double>(batch[j].a);
+                    sums[j].b += static_cast<double>(batch[j].b);
+                }
             }
         }
     }
+    reduce_slices_over_rows(sums, shared);
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
-        const Sums2<double> total = reduce_over_rows(sums[j], shared);
         if (threadIdx.y == 0 && slice0 + j < slices) {
             const std::int64_t at = static_cast<std::int64_t>(blockIdx.y) * slices + slice0 + j;
-            a.scratch.sum_g[at] = total.a;
-            a.scratch.sum_g_xhat[at] = total.b;
+            a.scratch.sum_g[at] = sums[j].a;
+            a.scratch.sum_g_xhat[at] = sums[j].b;
         }
     }
 }
@@ -243,10 +342,10 @@ __global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(FeatureLay
 // may be dy or x (in place): each thread reads a batch of positions before
 // writing them.
 template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, (min_blocks<E, Rank>()))
     gn_backward_apply(const T* x, const T* dy, T* dx, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
-    constexpr int kBatch = batch_positions<V>();
+    constexpr int kLoad = load_positions<T, E, Rank, VF, V>();
     const ThreadShare share = thread_share<VF>(layout, second_pass_place());
     if (!share.active) return;
     const std::int64_t slice0 = share.feature0;
@@ -260,7 +359,10 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
         s[j] = slice_at<A>(a, slice0 + j);
-        wide[j] = slice_at<E>(a, slice0 + j);
+        if constexpr (std::is_same<A, E>::value)
+            wide[j] = s[j];
+        else
+            wide[j] = slice_at<E>(a, slice0 + j);
         const double* terms = a.scratch.group_terms + s[j].group * kGnGroupTerms;
         mean_wg[j] = static_cast<E>(terms[0]);
         mean_wg_xhat[j] = static_cast<E>(terms[1]);
@@ -269,22 +371,29 @@ __global__ void __launch_bounds__(kBlockThreads)
     std::int64_t base[3];
     nest_offsets<3>(layout.feature, slice0, kSlotX, base);
     std::int64_t r = share.first;
-    NestCursor<Rank, 3> cursor;
+    ReduceCursor<Rank, 3> cursor;
     cursor.start(layout.reduce, r, step, base);
-    for (; r < end; r += kBatch * step) {
-        A xv[kBatch][V], dyv[kBatch][V];
-        std::int64_t at[kBatch];
-        load_batch(x, dy, layout.reduce, cursor, r, step, end, xv, dyv, at);
+    for (; r < end; r += kLoad * step) {
+        Pack<T, V> xp[kLoad], dyp[kLoad];
+        std::int64_t at[kLoad];
+        const std::int64_t dx0 = cursor.offset[2];
+        load_batch(x, dy, layout.reduce, cursor, r, step, end, xp, dyp, at);
 #pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
+        for (int k = 0; k < kLoad; ++k) {
             if (r + k * step >= end) continue;
+            // The linear walk's offsets again from the batch's first, not
+            // kept in registers from the loads to the stores.
+            if constexpr (Rank == 1) at[k] = dx0 + k * cursor.delta[2];
+            A xv[V], dyv[V];
+            widen_pack<A, V>(xp[k], xv);
+            widen_pack<A, V>(dyp[k], dyv);
             E out[V];
 #pragma unroll
             for (int e = 0; e < V; ++e) {
                 const int j = VF > 1 ? e : 0;
                 A xhat, g;
-                element_gradient(a, s[j], xv[k][e], dyv[k][e], xhat, g);
-                const E wide_xhat = (static_cast<E>(xv[k][e]) - wide[j].mean) * wide[j].rstd;
+                element_gradient(a, s[j], xv[e], dyv[e], xhat, g);
+                const E wide_xhat = (static_cast<E>(xv[e]) - wide[j].mean) * wide[j].rstd;
                 out[e] = wide[j].rstd *
                          ((wide[j].weight * static_cast<E>(g) - mean_wg[j]) - wide_xhat * mean_wg_xhat[j]);
             }
@@ -343,7 +452,7 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
             T* dx = static_cast<T*>(p.dx.data);
             with_exact_type<T>(a.order.shape.size, [&](auto exact_tag) {
                 using E = typename decltype(exact_tag)::type;
-                with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
+                auto launch = [&](auto rank, auto vr, auto vf) {
                     constexpr int kRank = decltype(rank)::value;
                     constexpr int kVr = decltype(vr)::value;
                     constexpr int kVf = decltype(vf)::value;
@@ -359,6 +468,16 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
                     gn_backward_apply<T, P, A, E, kRank, kVr, kVf>
                         <<<grid, block, 0, target.stream>>>(x, dy, dx, layout, a);
                     check_launch("gn_backward_apply");
+                };
+                with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
+                    if constexpr (decltype(rank)::value == 2) {
+                        // Nests of rank <= 1 (the packed layouts) by the linear cursor.
+                        if (layout.reduce.rank <= 1) {
+                            launch(std::integral_constant<int, 1>{}, vr, vf);
+                            return;
+                        }
+                    }
+                    launch(rank, vr, vf);
                 });
             });
         });
