@@ -46,7 +46,9 @@ constexpr int kMaxWavePerThread = 16;
 constexpr int kWavesPerWaveTileBlock = 4;
 // Threads per multiprocessor the grid aims at (a block's share of them).
 constexpr std::int64_t kResidentThreadsAimed = 1024;
-// The most vectors a block of a cluster of several takes by default.
+// The most vectors a block of a cluster of several takes by default: past
+// it, NCHW tiles yield to the streamed tiles where those serve, NHWC tiles
+// to the other paths (plan()).
 constexpr std::int64_t kMostClusteredUnits = 512;
 
 // A channel parameter as the tiles read it: 16 bytes, not ChannelParam's 24

@@ -38,11 +38,11 @@ __device__ __forceinline__ float widen(mbn_bfloat16 v) {
 }
 
 // widen() for a later pass over values a kernel keeps packed in registers
-// between passes (kPass 1, 2: each pass its own form; 0: widen() itself).  To the compiler the
-// passes' bfloat16 conversions are then different values: it keeps the
-// packed data live between them, not the first pass's floats (two
-// registers a pair; the 16-byte K=4 channel tiles took 84-116 registers so,
-// one block a multiprocessor).  Other types widen as widen().
+// between passes (kPass 1, 2: each pass its own form; 0: widen() itself).
+// To the compiler the passes' bfloat16 conversions are then different
+// values: it keeps the packed data live between them, not the first pass's
+// floats (two registers a pair; the 16-byte K=4 channel tiles took 84-116
+// registers so, one block a multiprocessor).  Other types widen as widen().
 template <int kPass, typename T>
 __device__ __forceinline__ float widen_in_pass(T v) {
     return widen(v);
