@@ -393,6 +393,14 @@ int main(int argc, char** argv) {
             ++skipped;
         }
     }
+    // The close cases again on more data: the exact walk's dx is a small
+    // remainder, where a float-rounded swish derivative failed 1 value in
+    // 512 in about half of the seeds (the cases above keep their data).
+    for (unsigned seed = 1; seed <= 8; ++seed) {
+        std::mt19937_64 more(seed);
+        for (const Case& k : cases)
+            if (k.close) run_case(k, more);
+    }
     std::printf("%d skipped\n", skipped);
     std::printf("%d failure(s) in %zu cases\n", failures, cases.size());
     return failures == 0 ? 0 : 1;
