@@ -24,7 +24,8 @@ const char* default_reason(Algorithm a) {
     switch (a) {
         case Algorithm::dense_inference: return "packed data and float estimates, one elementwise pass";
         case Algorithm::nest_walk: return "strides, types or sizes the dense pass does not take";
-        case Algorithm::nhwc_columns: return "packed NHWC from 1 MB and 1024 rows: each column of channels on its own blocks";
+        case Algorithm::nhwc_columns:
+            return "packed NHWC from 1 MB and 1024 rows: each column of channels on its own blocks";
         case Algorithm::wave_tiles: return "each NCHW channel fits one wave's registers";
         case Algorithm::channel_tiles:
             return "each channel tile fits the registers of a block or a cluster, or an NCHW channel per block streams "

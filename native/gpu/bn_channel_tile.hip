@@ -297,17 +297,17 @@ __device__ __forceinline__ void finish_cluster(bool pending) {
     if (pending) cluster_wait();
 }
 
-// Sums NC channels' pairs (a[j], b[j]) over the rows of the wave (lanes
-// `lanes` apart hold other channels) and returns the slot j whose sums the
-// thread then holds in a[0], b[0].  The first log2(NC) levels of the
-// butterfly halve the slots a thread keeps (it sends its partner the half
-// it gives up and adds the partner's half of the ones it keeps), the rest
-// add the one slot left: for NHWC's 8 channels and 4 levels, 8 exchanges
-// of a value where the butterfly of every slot took 32 (SHFL was 12-13% of
-// the NHWC tiles' instructions in ncu).  Row r < NC of a lane holds slot bitreverse(r); every
-// thread with the same low row bits holds the same bits (IEEE addition
-// commutes); fixed order: deterministic.  The wave needs NC rows
-// (MBN_WAVE_SIZE / lanes >= NC: lanes <= 2, NC <= 8).
+// Sums NC channels' pairs (a[j], b[j]) over the rows of the wave (lanes `lanes`
+// apart hold other channels) and returns the slot j whose sums the thread then
+// holds in a[0], b[0].  The first log2(NC) levels of the butterfly halve the
+// slots a thread keeps (it sends its partner the half it gives up and adds the
+// partner's half of the ones it keeps), the rest add the one slot left: for
+// NHWC's 8 channels and 4 levels, 8 exchanges of a value where the butterfly of
+// every slot took 32 (SHFL was 12-13% of the NHWC tiles' instructions in ncu).
+// Row r < NC of a lane holds slot bitreverse(r); every thread with the same low
+// row bits holds the same bits (IEEE addition commutes); fixed order:
+// deterministic.  The wave needs NC rows (MBN_WAVE_SIZE / lanes >= NC:
+// lanes <= 2, NC <= 8).
 template <int NC, typename A, typename B>
 __device__ __forceinline__ int wave_scatter_sum(int lanes, A (&a)[NC], B (&b)[NC]) {
     const int l = static_cast<int>(threadIdx.x % MBN_WAVE_SIZE);
@@ -564,8 +564,7 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     // tile_sum, finishes it (its statistics kept between the rounds, in its
     // registers or its own slot of sh.coef: kPark below) and hands the
     // output's constants over through shared memory, the only barrier
-    // after a round.  Wave tiles: every lane
-    // finishes the wave's channel.
+    // after a round.  Wave tiles: every lane finishes the wave's channel.
     const bool finisher = !kWave && t < tile_channels && first_channel + t < a.channels;
     const int finisher_channel = first_channel + t;
     const bool saved = kBackward && a.back.saved;
