@@ -162,16 +162,20 @@ __device__ __forceinline__ ShiftedMoments<A, M2> merge(const ShiftedMoments<A, M
 // most 16 deviations loses nothing the mean needs, and converting each
 // element to double instead cost more than loading it (conversions to and
 // from 64-bit types issue at an eighth of the float rate).
+// With `count`, only v[0 .. count) are added (0 < count <= B; a batch cut
+// short by the end of a walk).
 template <typename A, int B>
-__device__ __forceinline__ void add_batch(ShiftedMoments<A, A>& m, const A (&v)[B]) {
+__device__ __forceinline__ void add_batch(ShiftedMoments<A, A>& m, const A (&v)[B], int count = B) {
     A sum = 0;
 #pragma unroll
-    for (int i = 0; i < B; ++i) sum += v[i];
-    const A mean = sum / A(B);
+    for (int i = 0; i < B; ++i)
+        if (i < count) sum += v[i];
+    const A mean = sum / A(count);
     A m2 = 0;
 #pragma unroll
-    for (int i = 0; i < B; ++i) m2 += (v[i] - mean) * (v[i] - mean);
-    m.welford = merge(m.welford, Moments<A, A>{A(B), mean, m2});
+    for (int i = 0; i < B; ++i)
+        if (i < count) m2 += (v[i] - mean) * (v[i] - mean);
+    m.welford = merge(m.welford, Moments<A, A>{A(count), mean, m2});
     m.sum += static_cast<double>(sum);
 }
 
