@@ -148,16 +148,14 @@ __device__ void block_moments(const T* __restrict__ x, const FeatureLayout& layo
                         v[j][VF > 1 ? k : k * VR + e] = value[e] - narrow_shift[j];
                     }
                 }
-                // The thread's VF features see the same positions: their
-                // counts are equal, and given one value the compiler keeps
-                // one count and one division a batch for all (the same
-                // merges, bit for bit).  On the linear walk, whose VF > 1
-                // instances issue ~170 instructions a batch of 32 bytes.
-                const A count_before = moments[0].welford.count;
+                // The linear walk's VF features share one division a
+                // batch (add_batches; its VF > 1 instances issue ~170
+                // instructions a batch of 32 bytes).
+                if constexpr (kLinear) {
+                    add_batches(moments, v, VR * count);
+                } else {
 #pragma unroll
-                for (int j = 0; j < VF; ++j) {
-                    if (kLinear) moments[j].welford.count = count_before;
-                    add_batch(moments[j], v[j], VR * count);
+                    for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j], VR * count);
                 }
             }
         };
