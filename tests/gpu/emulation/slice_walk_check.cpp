@@ -6,6 +6,8 @@
 // float64 reference and against the nest cursor (rank 2):
 //   moments  every (split, feature): the count, the sum of x - shift and M2
 //            within 1e-5 / 1e-4 of the reference, the shift x's first value;
+//            where every thread walks whole Welford batches, the nest
+//            cursor's bits;
 //   normalize every element written, bit for bit the nest cursor's output,
 //            in place (y == x) too.
 // Chunks are also cut by hand so that threads walk whole groups and end on
@@ -95,8 +97,9 @@ std::int64_t element_at(const FeatureLayout& layout, std::int64_t f, std::int64_
     return nest_offset(layout.feature, f, slot) + nest_offset(layout.reduce, r, slot);
 }
 
+// Returns the (split, feature) sums and M2s, for the ranks' comparison.
 template <typename T, int Rank, int VR, int VF>
-void moments_case(const std::string& label, const std::vector<T>& x, const FeatureLayout& layout) {
+std::vector<double> moments_case(const std::string& label, const std::vector<T>& x, const FeatureLayout& layout) {
     using A = acc_t<T>;
     auto* shared = reinterpret_cast<ShiftedMoments<A>*>(g_shared);  // VF x kBlockThreads
     const std::int64_t features = layout.feature.size;
@@ -149,6 +152,8 @@ void moments_case(const std::string& label, const std::vector<T>& x, const Featu
             }
         }
     }
+    sum.insert(sum.end(), m2.begin(), m2.end());
+    return sum;
 }
 
 template <typename T, int Rank, int VR, int VF>
@@ -216,8 +221,17 @@ void walk_case(const char* name, const Lengths& len, bool channels_last) {
         std::snprintf(label, sizeof label, "%s, %lld positions of %d, %d rows, %d splits of %lld", name,
                       static_cast<long long>(positions), VR, layout.rows, layout.splits,
                       static_cast<long long>(layout.chunk));
-        moments_case<T, 1, VR, VF>(std::string(label) + " linear", x, layout);
-        moments_case<T, 2, VR, VF>(std::string(label) + " nest", x, layout);
+        const std::vector<double> linear_moments = moments_case<T, 1, VR, VF>(std::string(label) + " linear", x, layout);
+        const std::vector<double> nest_moments = moments_case<T, 2, VR, VF>(std::string(label) + " nest", x, layout);
+        // Where every thread walks whole Welford batches the two walks make
+        // the same batches and merges (the linear one dividing once for its
+        // VF features): the same bits.
+        const std::int64_t batch_rows = static_cast<std::int64_t>(layout.rows) * moment_batch_positions<VR * VF>();
+        if (layout.chunk % batch_rows == 0 && positions % batch_rows == 0) {
+            ++checks;
+            if (!same_bits(linear_moments, nest_moments))
+                report(std::string(label) + ": linear moments differ from the nest cursor's");
+        }
         const std::vector<T> nest = normalize_case<T, 2, VR, VF>(x, layout, false, factors);
         const std::vector<T> linear = normalize_case<T, 1, VR, VF>(x, layout, false, factors);
         const std::vector<T> in_place = normalize_case<T, 1, VR, VF>(x, layout, true, factors);
@@ -237,9 +251,11 @@ int main() {
     walk_case<__half, 8, 1>("fp16 NCHW", Lengths{1, 4, 1, 128, 128}, false);
     walk_case<__half, 8, 1>("fp16 NCHW N=2", Lengths{2, 3, 1, 40, 64}, false);
     walk_case<__half, 1, 4>("fp16 NHWC", Lengths{1, 16, 1, 40, 50}, true);
+    walk_case<__half, 1, 4>("fp16 NHWC whole batches", Lengths{1, 16, 1, 64, 64}, true);
     walk_case<__nv_bfloat16, 1, 4>("bf16 NHWC", Lengths{2, 8, 1, 30, 33}, true);
     walk_case<float, 4, 1>("fp32 NCHW", Lengths{1, 3, 1, 96, 96}, false);
     walk_case<float, 1, 4>("fp32 NHWC", Lengths{1, 8, 1, 64, 47}, true);
+    walk_case<float, 1, 4>("fp32 NHWC whole batches", Lengths{1, 8, 1, 64, 64}, true);
     walk_case<float, 1, 1>("fp32 NCHW odd", Lengths{1, 3, 1, 37, 33}, false);
     walk_case<double, 2, 1>("fp64 NCHW", Lengths{1, 2, 1, 50, 60}, false);
     std::printf("%d check(s), %d failure(s)\n", checks, failures);
