@@ -10,7 +10,7 @@
 //                 Storage the caller declares (as a __shared__ variable or a
 //                 member of its own shared struct, reusable after a
 //                 barrier) and added in wave order.
-//   reduce_over_rows, reduce_team
+//   reduce_each_over_rows, reduce_over_rows, reduce_team
 //                 a merge (sum, or moments) over the rows of a 2-D block, or
 //                 over a team of consecutive threads.
 #pragma once
@@ -182,24 +182,37 @@ struct BlockReduce {
 
 // ---- merges over rows and teams ----------------------------------------------------
 
-// Reduces `value` over the rows (threadIdx.y) of the block, separately for
-// each column (threadIdx.x).  rows * columns == blockDim.x * blockDim.y and
-// rows is a power of two.  The result is valid in row 0.  Every thread of the
-// block must call it.
-template <typename V>
-__device__ V reduce_over_rows(V value, V* shared) {
+// Reduces each of a thread's N values over the rows (threadIdx.y) of the
+// block, separately for each column (threadIdx.x) and each j < N.  rows *
+// columns == blockDim.x * blockDim.y and rows is a power of two.  Value j of
+// every thread sits at shared[j * stride + thread] (stride >= the block's
+// threads where N > 1), so one barrier a level serves all N.  The results
+// are valid in row 0.  Every thread of the block must call it.
+template <typename V, int N>
+__device__ __forceinline__ void reduce_each_over_rows(V (&values)[N], V* shared, int stride) {
     const int columns = blockDim.x;
     const int index = threadIdx.y * columns + threadIdx.x;
-    shared[index] = value;
+#pragma unroll
+    for (int j = 0; j < N; ++j) shared[j * stride + index] = values[j];
     __syncthreads();
     for (int half = blockDim.y / 2; half > 0; half /= 2) {
         if (static_cast<int>(threadIdx.y) < half) {
-            value = merge(value, shared[index + half * columns]);
-            shared[index] = value;
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                values[j] = merge(values[j], shared[j * stride + index + half * columns]);
+                shared[j * stride + index] = values[j];
+            }
         }
         __syncthreads();
     }
-    return value;
+}
+
+// reduce_each_over_rows for one value.
+template <typename V>
+__device__ V reduce_over_rows(V value, V* shared) {
+    V values[1] = {value};
+    reduce_each_over_rows(values, shared, 0);
+    return values[0];
 }
 
 // Merges `value` over a team: team_threads consecutive threads (flat

@@ -20,7 +20,7 @@ namespace gpu {
 // VR elements per position of one feature, or one element of each of VF
 // consecutive features (feature_layout.hpp); the access is V = VR * VF wide.
 template <typename T, int Rank, int VR, int VF, typename Epilogue>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<acc_t<T>, Rank>()))
     feature_normalize(const T* x, T* y, FeatureLayout layout, FeatureArrays scratch, float alpha, float beta,
                       Epilogue epilogue) {
     using A = acc_t<T>;
@@ -40,21 +40,27 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // feature_normalize over the coefficients in the scratch, with the epilogue
 // make(TypeTag<A>{}) returns for accumulation type A; Fused (batch norm's
-// activation) picks the walks instantiated (with_walk_shape_for).
-template <bool Fused, typename MakeEpilogue>
+// activation) picks the walks instantiated (with_walk_shape_for), Linear
+// the linear walk for packed layouts (PackedWalk, feature_passes.hpp).
+template <bool Fused, bool Linear = false, typename MakeEpilogue>
 void launch_feature_normalize(const TensorArg& x, const TensorArg& y, const FeatureLayout& layout, const Blend& out,
                               const LaunchTarget& target, MakeEpilogue&& make) {
+    static_assert(!(Fused && Linear), "no linear walk for the fused activations");
     const FeatureArrays scratch = carve_scratch(target.scratch, layout);
     with_element_type(x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
-        with_walk_shape_for<Fused, T>(layout, [&](auto rank, auto vr, auto vf) {
+        auto launch = [&](auto rank, auto vr, auto vf) {
             auto epilogue = make(TypeTag<acc_t<T>>{});
             feature_normalize<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value, decltype(epilogue)>
                 <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
                     static_cast<const T*>(x.data), static_cast<T*>(y.data), layout, scratch, out.alpha, out.beta,
                     epilogue);
             check_launch("feature_normalize");
-        });
+        };
+        if constexpr (Linear)
+            with_linear_walk_shape_of<T>(layout, launch);
+        else
+            with_walk_shape_for<Fused, T>(layout, launch);
     });
 }
 

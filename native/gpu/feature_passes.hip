@@ -22,14 +22,15 @@ namespace gpu {
 namespace {
 
 template <typename T, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<acc_t<T>, Rank>()))
     feature_stats_partial(const T* __restrict__ x, FeatureLayout layout, FeatureArrays scratch) {
     using A = acc_t<T>;
-    __shared__ ShiftedMoments<A> shared[kBlockThreads];
+    // The linear walk reduces its VF features over the rows together.
+    __shared__ ShiftedMoments<A> shared[Rank == 1 ? VF : 1][kBlockThreads];
     const ThreadShare share = thread_share<VF>(layout, launch_place());
     ShiftedMoments<A> total[VF];
     double shift[VF];
-    block_moments<T, Rank, VR, VF>(x, layout, share, total, shift, shared);
+    block_moments<T, Rank, VR, VF>(x, layout, share, total, shift, &shared[0][0]);
     if (threadIdx.y != 0 || !share.active) return;
     const std::int64_t features = layout.feature.size;
 #pragma unroll
@@ -44,31 +45,44 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 }  // namespace
 
-void run_statistics_partials(const TensorArg& x, const FeatureLayout& layout, const LaunchTarget& target) {
+void run_statistics_partials(const TensorArg& x, const FeatureLayout& layout, const LaunchTarget& target,
+                             PackedWalk packed) {
     const FeatureArrays scratch = carve_scratch(target.scratch, layout);
     with_element_type(x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
-        // Widths for x alone and for x with a float dy (backward's layout).
-        using ReduceWidths = Widths<vector_width_of<T>(), vector_width_of<T, float>()>;
-        using FeatureWidths = Widths<feature_width_of<T>(), feature_width_of<T, float>()>;
-        with_walk_shape<ReduceWidths, FeatureWidths>(layout, [&](auto rank, auto vr, auto vf) {
+        auto launch = [&](auto rank, auto vr, auto vf) {
             feature_stats_partial<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value>
                 <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
                 static_cast<const T*>(x.data), layout, scratch);
             check_launch("feature_stats_partial");
-        });
+        };
+        if (packed == PackedWalk::linear) {
+            // Group norm's slices: x's widths alone.
+            with_linear_walk_shape_of<T>(layout, launch);
+        } else {
+            // Widths for x alone and for x with a float dy (backward's layout).
+            using ReduceWidths = Widths<vector_width_of<T>(), vector_width_of<T, float>()>;
+            using FeatureWidths = Widths<feature_width_of<T>(), feature_width_of<T, float>()>;
+            with_walk_shape<ReduceWidths, FeatureWidths>(layout, launch);
+        }
     });
 }
 
 void run_normalize(const TensorArg& x, const TensorArg& y, const FeatureLayout& layout, const Blend& out,
-                   Activation activation, float swish_beta, const LaunchTarget& target) {
+                   Activation activation, float swish_beta, const LaunchTarget& target, PackedWalk packed) {
+    auto launch = [&](auto make) {
+        if (packed == PackedWalk::linear)
+            launch_feature_normalize<false, true>(x, y, layout, out, target, make);
+        else
+            launch_feature_normalize<false, false>(x, y, layout, out, target, make);
+    };
     if (activation == Activation::swish) {
-        launch_feature_normalize<false>(x, y, layout, out, target, [&](auto a_tag) {
+        launch([&](auto a_tag) {
             using A = typename decltype(a_tag)::type;
             return SwishEpilogue<A>{static_cast<A>(swish_beta)};
         });
     } else {
-        launch_feature_normalize<false>(x, y, layout, out, target, [](auto) { return NoEpilogue{}; });
+        launch([](auto) { return NoEpilogue{}; });
     }
 }
 

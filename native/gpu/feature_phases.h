@@ -14,6 +14,7 @@
 #include "gpu/norm_math.h"
 
 #include <cstdint>
+#include <type_traits>
 
 namespace mbn {
 namespace gpu {
@@ -29,6 +30,20 @@ __host__ __device__ constexpr int moment_batch_positions() {
     return V >= 8 ? 2 : 4;
 }
 
+// Positions block_moments loads before its math: on the linear walk (Rank
+// 1, group norm's slices) about 64 bytes a thread, kept as stored (two
+// registers for 4 halves) and widened a batch at a time, 32 with several
+// features a thread (their Welford state: 64 bytes took 100-102 registers,
+// and under three blocks a multiprocessor 72-112 bytes of stack); one batch
+// on the nest cursor.
+template <typename T, int Rank, int VF, int V>
+__host__ __device__ constexpr int moment_load_positions() {
+    if constexpr (Rank == 1)
+        return linear_load_positions<T, V, (VF > 1 ? 32 : 64), moment_batch_positions<V>()>();
+    else
+        return moment_batch_positions<V>();
+}
+
 // The shifted moments of feature j (of the thread's VF) over the share, one
 // element at a time in double: the rare path of block_moments, for shares
 // whose float M2 overflowed (slow, and few registers).
@@ -42,7 +57,7 @@ __device__ __forceinline__ ShiftedMoments<acc_t<T>> exact_share_moments(const T*
     Moments<double, double> m{0.0, 0.0, 0.0};
     double sum = 0.0;
     std::int64_t at[1] = {base};
-    NestCursor<Rank, 1> cursor;
+    ReduceCursor<Rank, 1> cursor;
     cursor.start(layout.reduce, share.first, layout.rows, at);
     for (std::int64_t r = share.first; r < share.end; r += layout.rows) {
         double value[V];
@@ -63,6 +78,14 @@ __device__ __forceinline__ ShiftedMoments<acc_t<T>> exact_share_moments(const T*
 // in row 0).  shift[j] is feature j's first element: every deviation is taken
 // from it, so a channel with mean 1e4 and std 1e-2 keeps its digits in float
 // and a constant one gives exactly zero.  Every thread of the block calls it.
+// `shared` holds kBlockThreads values, VF * kBlockThreads on the linear walk
+// (Rank 1), which reduces its VF features over the rows together.
+//
+// The thread's positions go in Welford batches of moment_batch_positions
+// from its first on; on the nest cursors the last few (fewer than a batch)
+// one by one, on the linear walk as one batch cut short, loaded with the
+// rest of its group (moment_load_positions), so that no position waits for
+// the one before it.
 template <typename T, int Rank, int VR, int VF>
 __device__ void block_moments(const T* __restrict__ x, const FeatureLayout& layout, const ThreadShare& share,
                               ShiftedMoments<acc_t<T>> (&total)[VF], double (&shift)[VF],
@@ -70,6 +93,8 @@ __device__ void block_moments(const T* __restrict__ x, const FeatureLayout& layo
     using A = acc_t<T>;
     constexpr int V = VR * VF;
     constexpr int kBatch = moment_batch_positions<V>();
+    constexpr int kLoad = moment_load_positions<T, Rank, VF, V>();
+    constexpr bool kLinear = Rank == 1;
     const std::int64_t rows = layout.rows;
     ShiftedMoments<A, A> moments[VF];
     ShiftedMoments<A> exact[VF];
@@ -90,36 +115,67 @@ __device__ void block_moments(const T* __restrict__ x, const FeatureLayout& layo
             shift[j] = statistics_shift(narrow_shift[j]);
         }
         std::int64_t r = share.first;
-        NestCursor<Rank, 1> cursor;
+        ReduceCursor<Rank, 1> cursor;
         cursor.start(layout.reduce, r, rows, base);
-        for (; r + (kBatch - 1) * rows < share.end; r += kBatch * rows) {
-            A v[VF][kBatch * VR];
+        // kLoad positions from r on (guarded: those below the share's end),
+        // loaded as stored, then added a batch at a time.
+        auto add_group = [&](auto guarded) {
+            constexpr bool kGuarded = decltype(guarded)::value;
+            Pack<T, V> raw[kLoad];
 #pragma unroll
-            for (int k = 0; k < kBatch; ++k) {
-                A value[V];
-                load_values<A, V>(x + cursor.offset[0], value);
-#pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const int j = VF > 1 ? e : 0;
-                    v[j][VF > 1 ? k : k * VR + e] = value[e] - narrow_shift[j];
-                }
+            for (int k = 0; k < kLoad; ++k) {
+                if (kGuarded && r + k * rows >= share.end) continue;
+                raw[k] = load_pack<V>(x + cursor.offset[0]);
                 cursor.advance(layout.reduce);
             }
 #pragma unroll
-            for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j]);
-        }
-        for (; r < share.end; r += rows) {
-            A value[V];
-            load_values<A, V>(x + cursor.offset[0], value);
-            A v[VF][VR];
+            for (int k0 = 0; k0 < kLoad; k0 += kBatch) {
+                int count = kBatch;  // positions of the batch below the end
+                if (kGuarded) {
+                    count = 0;
 #pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const int j = VF > 1 ? e : 0;
-                v[j][VF > 1 ? 0 : e] = value[e] - narrow_shift[j];
+                    for (int k = 0; k < kBatch; ++k) count += r + (k0 + k) * rows < share.end ? 1 : 0;
+                    if (count == 0) continue;
+                }
+                A v[VF][kBatch * VR];
+#pragma unroll
+                for (int k = 0; k < kBatch; ++k) {
+                    A value[V];
+                    widen_pack<A, V>(kGuarded && k >= count ? Pack<T, V>{} : raw[k0 + k], value);
+#pragma unroll
+                    for (int e = 0; e < V; ++e) {
+                        const int j = VF > 1 ? e : 0;
+                        v[j][VF > 1 ? k : k * VR + e] = value[e] - narrow_shift[j];
+                    }
+                }
+                // The linear walk's VF features share one division a
+                // batch (add_batches; its VF > 1 instances issue ~170
+                // instructions a batch of 32 bytes).
+                if constexpr (kLinear) {
+                    add_batches(moments, v, VR * count);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j], VR * count);
+                }
             }
+        };
+        for (; r + (kLoad - 1) * rows < share.end; r += kLoad * rows) add_group(std::false_type{});
+        if constexpr (kLinear) {
+            if (r < share.end) add_group(std::true_type{});
+        } else {
+            for (; r < share.end; r += rows) {
+                A value[V];
+                load_values<A, V>(x + cursor.offset[0], value);
+                A v[VF][VR];
 #pragma unroll
-            for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j]);
-            cursor.advance(layout.reduce);
+                for (int e = 0; e < V; ++e) {
+                    const int j = VF > 1 ? e : 0;
+                    v[j][VF > 1 ? 0 : e] = value[e] - narrow_shift[j];
+                }
+#pragma unroll
+                for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j]);
+                cursor.advance(layout.reduce);
+            }
         }
     }
 #pragma unroll
@@ -132,13 +188,30 @@ __device__ void block_moments(const T* __restrict__ x, const FeatureLayout& layo
         else
             exact[j] = ShiftedMoments<A>{{w.count, w.mean, static_cast<double>(w.m2)}, moments[j].sum};
     }
+    if constexpr (kLinear) {
 #pragma unroll
-    for (int j = 0; j < VF; ++j) total[j] = reduce_over_rows(exact[j], shared);
+        for (int j = 0; j < VF; ++j) total[j] = exact[j];
+        reduce_each_over_rows(total, shared, kBlockThreads);
+    } else {
+#pragma unroll
+        for (int j = 0; j < VF; ++j) total[j] = reduce_over_rows(exact[j], shared);
+    }
 }
 
 // ---- normalize ---------------------------------------------------------------
 
-constexpr int kApplyBatch = 4;  // positions per thread in flight
+constexpr int kApplyBatch = 4;  // positions per thread in flight on the nest cursors
+
+// Positions normalize_share loads before it writes: on the linear walk
+// (Rank 1) about 64 bytes a thread, at least kApplyBatch; kApplyBatch on
+// the nest cursors.
+template <typename T, int Rank, int V>
+__host__ __device__ constexpr int apply_load_positions() {
+    if constexpr (Rank == 1)
+        return linear_load_positions<T, V, 64, kApplyBatch>();
+    else
+        return kApplyBatch;
+}
 
 // What normalize_share applies to each normalized value before blending:
 // nothing, batch norm's fused activation (ActivationEpilogue) or group
@@ -152,7 +225,9 @@ struct NoEpilogue {
 
 // y = alpha * epilogue(((x - shift) - mean_offset) * factor + bias) + beta * y_prior
 // over the thread's share.  x may be y (in place): each element is read
-// before this thread writes it.
+// before this thread writes it.  The positions go in groups loaded before
+// any is written (apply_load_positions); the last few (fewer than a group)
+// one by one on the nest cursors, as one guarded group on the linear walk.
 template <typename T, int Rank, int VR, int VF, typename Epilogue = NoEpilogue>
 __device__ void normalize_share(const T* x, T* y, const FeatureLayout& layout, const ThreadShare& share,
                                 const acc_t<T> (&shift)[VF], const acc_t<T> (&mean_offset)[VF],
@@ -160,26 +235,36 @@ __device__ void normalize_share(const T* x, T* y, const FeatureLayout& layout, c
                                 float beta, const Epilogue& epilogue = Epilogue{}) {
     using A = acc_t<T>;
     constexpr int V = VR * VF;
+    constexpr int kLoad = apply_load_positions<T, Rank, V>();
+    constexpr bool kLinear = Rank == 1;
     const std::int64_t rows = layout.rows;
     std::int64_t base[2];
     nest_offsets<2>(layout.feature, share.feature0, kSlotX, base);
     std::int64_t r = share.first;
-    NestCursor<Rank, 2> cursor;
+    ReduceCursor<Rank, 2> cursor;
     cursor.start(layout.reduce, r, rows, base);
-    for (; r + (kApplyBatch - 1) * rows < share.end; r += kApplyBatch * rows) {
-        // The batch stays as loaded until its turn: half-width elements
+    // kLoad positions from r on (guarded: those below the share's end).
+    auto apply_group = [&](auto guarded) {
+        constexpr bool kGuarded = decltype(guarded)::value;
+        // The group stays as loaded until its turn: half-width elements
         // widened all at once held 112-127 registers (two blocks per
         // multiprocessor) where float data holds 64-80.
-        Pack<T, V> raw[kApplyBatch];
-        std::int64_t out[kApplyBatch];
+        Pack<T, V> raw[kLoad];
+        std::int64_t out[kLoad];
+        [[maybe_unused]] const std::int64_t first_out = cursor.offset[1];
 #pragma unroll
-        for (int k = 0; k < kApplyBatch; ++k) {
+        for (int k = 0; k < kLoad; ++k) {
+            if (kGuarded && r + k * rows >= share.end) continue;
             raw[k] = load_pack<V>(x + cursor.offset[0]);
             out[k] = cursor.offset[1];
             cursor.advance(layout.reduce);
         }
 #pragma unroll
-        for (int k = 0; k < kApplyBatch; ++k) {
+        for (int k = 0; k < kLoad; ++k) {
+            if (kGuarded && r + k * rows >= share.end) continue;
+            // The linear walk's offsets again from the group's first, not
+            // kept in registers from the loads to the stores.
+            if constexpr (kLinear) out[k] = first_out + k * cursor.delta[1];
             A v[V];
             widen_pack<A, V>(raw[k], v);
 #pragma unroll
@@ -189,17 +274,22 @@ __device__ void normalize_share(const T* x, T* y, const FeatureLayout& layout, c
             }
             store_values<T, V>(y + out[k], v, alpha, beta);
         }
-    }
-    for (; r < share.end; r += rows) {
-        A v[V];
-        load_values<A, V>(x + cursor.offset[0], v);
+    };
+    for (; r + (kLoad - 1) * rows < share.end; r += kLoad * rows) apply_group(std::false_type{});
+    if constexpr (kLinear) {
+        if (r < share.end) apply_group(std::true_type{});
+    } else {
+        for (; r < share.end; r += rows) {
+            A v[V];
+            load_values<A, V>(x + cursor.offset[0], v);
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-            const int j = VF > 1 ? e : 0;
-            v[e] = epilogue(((v[e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j]);
+            for (int e = 0; e < V; ++e) {
+                const int j = VF > 1 ? e : 0;
+                v[e] = epilogue(((v[e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j]);
+            }
+            store_values<T, V>(y + cursor.offset[1], v, alpha, beta);
+            cursor.advance(layout.reduce);
         }
-        store_values<T, V>(y + cursor.offset[1], v, alpha, beta);
-        cursor.advance(layout.reduce);
     }
 }
 

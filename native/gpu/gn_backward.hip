@@ -86,62 +86,21 @@ __host__ __device__ constexpr int batch_positions() {
     return V >= 4 ? 2 : 8 / V;
 }
 
-// Blocks of the two launches a multiprocessor holds at least: three on the
-// linear walk in float arithmetic (E; 80 registers), where with several
-// features a thread (NHWC) the per-slice state took 88-108 registers, two
-// blocks, and they now load 32 bytes of each input a thread instead of 64
-// (load_positions) and fit with at most 24 bytes of stack (the fp16 slices:
-// the parameters only the activation reads); the rest fitted three as they
-// were.  0 (no minimum) elsewhere: the double walks and the rarer layouts
-// keep the registers ptxas gives them without a minimum (an explicit 1 or 2
-// gave them 5-15 more, some a block less a multiprocessor).
-template <typename E, int Rank>
-__host__ __device__ constexpr int min_blocks() {
-    return Rank == 1 && sizeof(E) <= 4 ? 3 : 0;
-}
-
 // Positions a thread loads together, a whole number of batches: on a walk
-// of rank 1 (the packed layouts; LinearCursor) about 64 bytes of each input
-// (32 with several features a thread under min_blocks) for elements of at
-// most 4 bytes, at most 8 positions; one batch elsewhere, where NestCursor
-// keeps every position's offset.  (A batch of two 8-byte loads of x and dy
-// a thread, two blocks a multiprocessor, kept the 1x128x512x512 fp16 NHWC
-// slices at 29% of the H200's DRAM bandwidth.)
+// of rank 1 (the packed layouts; LinearCursor) about 64 bytes of each input;
+// one batch elsewhere, where NestCursor keeps every position's offset.
+// With several features a thread (NHWC) under three blocks a multiprocessor
+// (linear_walk_min_blocks, nest_walk.h) 32 bytes: the per-slice state took
+// 88-108 registers at 64, two blocks; at 32 they fit with at most 24 bytes
+// of stack (the fp16 slices: the parameters only the activation reads).
 template <typename T, typename E, int Rank, int VF, int V>
 __host__ __device__ constexpr int load_positions() {
-    constexpr int bytes = VF > 1 && min_blocks<E, Rank>() > 0 ? 32 : 64;
-    constexpr int wanted = Rank == 1 && sizeof(T) <= 4 ? bytes / (V * static_cast<int>(sizeof(T))) : 0;
-    constexpr int most = wanted < 8 ? wanted : 8;
-    return most > batch_positions<V>() ? most : batch_positions<V>();
+    constexpr int bytes = VF > 1 && linear_walk_min_blocks<E, Rank>() > 0 ? 32 : 64;
+    if constexpr (Rank == 1)
+        return linear_load_positions<T, V, bytes, batch_positions<V>()>();
+    else
+        return batch_positions<V>();
 }
-
-// The walk of a reduction nest of rank at most 1: each slot's offset moves
-// by a fixed delta per step, one add a slot instead of NestCursor's carries
-// and 64-bit multiplies (same interface).
-template <int Slots>
-struct LinearCursor {
-    std::int64_t offset[Slots];
-    std::int64_t delta[Slots];
-
-    __device__ __forceinline__ void start(const LoopNest& nest, std::int64_t index, std::int64_t stride,
-                                          const std::int64_t (&feature_base)[Slots]) {
-#pragma unroll
-        for (int t = 0; t < Slots; ++t) {
-            const std::int64_t s = nest.stride[t][kNestRank - 1];
-            offset[t] = feature_base[t] + index * s;
-            delta[t] = stride * s;
-        }
-    }
-    __device__ __forceinline__ void advance(const LoopNest&) {
-#pragma unroll
-        for (int t = 0; t < Slots; ++t) offset[t] += delta[t];
-    }
-};
-
-// The cursor of a kernel instance: Rank 1 is chosen by run_gn_backward for
-// nests of rank <= 1.
-template <int Rank, int Slots>
-using ReduceCursor = typename std::conditional<Rank == 1, LinearCursor<Slots>, NestCursor<Rank, Slots>>::type;
 
 // Loads x and dy of the thread's next positions r, r + step, ... (those
 // below end, at most kBatch) as stored, and advances the cursor past them;
@@ -161,30 +120,6 @@ __device__ __forceinline__ void load_batch(const T* x, const T* dy, const LoopNe
         dyv[k] = load_pack<V>(dy + cursor.offset[1]);
         at[k] = cursor.offset[kSlots - 1];
         cursor.advance(reduce);
-    }
-}
-
-// The sums of each of a thread's VF slices over the block's rows, valid in
-// row 0: reduce_over_rows's tree for all VF at once, a barrier a level
-// instead of VF (the same additions in the same order).  shared[j] holds
-// slice j of every thread, so a level's accesses stride 16 bytes.
-template <int VF>
-__device__ __forceinline__ void reduce_slices_over_rows(Sums2<double> (&sums)[VF],
-                                                        Sums2<double> (*shared)[kBlockThreads]) {
-    const int columns = blockDim.x;
-    const int index = threadIdx.y * columns + threadIdx.x;
-#pragma unroll
-    for (int j = 0; j < VF; ++j) shared[j][index] = sums[j];
-    __syncthreads();
-    for (int half = blockDim.y / 2; half > 0; half /= 2) {
-        if (static_cast<int>(threadIdx.y) < half) {
-#pragma unroll
-            for (int j = 0; j < VF; ++j) {
-                sums[j] = merge(sums[j], shared[j][index + half * columns]);
-                shared[j][index] = sums[j];
-            }
-        }
-        __syncthreads();
     }
 }
 
@@ -243,7 +178,7 @@ __device__ void finalize_channel(const GnBackwardArgs<P>& a, const FeatureLayout
 // of xhat in mean(w g xhat) would dominate it; A elsewhere.  A thread sums
 // each batch in E, then into double.
 template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads, (min_blocks<E, Rank>()))
+__global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank>()))
     gn_backward_slices(const T* x, const T* dy, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kBatch = batch_positions<V>();
@@ -311,7 +246,9 @@ __global__ void __launch_bounds__(kBlockThreads, (min_blocks<E, Rank>()))
             }
         }
     }
-    reduce_slices_over_rows(sums, shared);
+    // One barrier a level for all VF slices: shared[j] holds slice j of
+    // every thread, a level's accesses 16 bytes apart.
+    reduce_each_over_rows(sums, &shared[0][0], kBlockThreads);
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
         if (threadIdx.y == 0 && slice0 + j < slices) {
@@ -342,7 +279,7 @@ __global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(FeatureLay
 // may be dy or x (in place): each thread reads a batch of positions before
 // writing them.
 template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads, (min_blocks<E, Rank>()))
+__global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank>()))
     gn_backward_apply(const T* x, const T* dy, T* dx, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kLoad = load_positions<T, E, Rank, VF, V>();
@@ -452,7 +389,7 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
             T* dx = static_cast<T*>(p.dx.data);
             with_exact_type<T>(a.order.shape.size, [&](auto exact_tag) {
                 using E = typename decltype(exact_tag)::type;
-                auto launch = [&](auto rank, auto vr, auto vf) {
+                with_linear_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
                     constexpr int kRank = decltype(rank)::value;
                     constexpr int kVr = decltype(vr)::value;
                     constexpr int kVf = decltype(vf)::value;
@@ -468,16 +405,6 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
                     gn_backward_apply<T, P, A, E, kRank, kVr, kVf>
                         <<<grid, block, 0, target.stream>>>(x, dy, dx, layout, a);
                     check_launch("gn_backward_apply");
-                };
-                with_walk_shape_of<T>(layout, [&](auto rank, auto vr, auto vf) {
-                    if constexpr (decltype(rank)::value == 2) {
-                        // Nests of rank <= 1 (the packed layouts) by the linear cursor.
-                        if (layout.reduce.rank <= 1) {
-                            launch(std::integral_constant<int, 1>{}, vr, vf);
-                            return;
-                        }
-                    }
-                    launch(rank, vr, vf);
                 });
             });
         });

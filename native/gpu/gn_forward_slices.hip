@@ -10,7 +10,9 @@
 //      and sets each slice's normalize factors in the scratch;
 //   3. run_normalize: y = act(((x - shift) - mean_offset) * coef0 + coef1).
 // x is read twice (3B moved, against 2B for the chunk walk's single read),
-// but as whole lines.
+// but as whole lines.  Launches 1 and 3 take the linear walk on packed
+// layouts (PackedWalk::linear, feature_passes.hpp): about 64 bytes of x
+// loaded a thread before the math, as the backward's slices.
 #include "common/numerics.hpp"
 #include "gpu/block_reduce.h"
 #include "gpu/feature_passes.hpp"
@@ -95,7 +97,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 void run_gn_forward_slices(const GnForward& p, const GnSlicePlan& plan, const LaunchTarget& target) {
     const FeatureLayout& layout = plan.layout;
-    run_statistics_partials(p.x, layout, target);
+    run_statistics_partials(p.x, layout, target, PackedWalk::linear);
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
         const DType param_dtype = p.affine ? p.weight.dtype : DType::f32;
@@ -118,7 +120,7 @@ void run_gn_forward_slices(const GnForward& p, const GnSlicePlan& plan, const La
             check_launch("gn_forward_slice_terms");
         });
     });
-    run_normalize(p.x, p.y, layout, Blend{}, p.activation, p.swish_beta, target);
+    run_normalize(p.x, p.y, layout, Blend{}, p.activation, p.swish_beta, target, PackedWalk::linear);
 }
 
 }  // namespace gpu

@@ -120,19 +120,20 @@ GnSlicePlan plan_slices(const GnShape& shape, const SlotTensors& tensors, const 
     return plan;
 }
 
-// Threads per multiprocessor the backward's slices walk is cut for: fewer
-// splits than the shared planner's (2048 threads a multiprocessor), so that
-// each thread walks more positions per block.  Its two launches hold two or
-// three blocks of 256 threads a multiprocessor (80-110 registers), and with
-// the shared planner's splits a thread walked 16-32 positions (2-4 batches
-// of loads): the block's setup and row reduction were a large part of it.
-// Six blocks of 256: whole waves at two and at three resident blocks.
-constexpr int kBackwardThreadsPerMultiprocessor = 1536;
+// Threads per multiprocessor the slices walks (both directions) are cut
+// for: fewer splits than the shared planner's (2048 threads a
+// multiprocessor), so that each thread walks more positions per block.
+// Their launches hold two or three blocks of 256 threads a multiprocessor
+// (the backward's 80-110 registers), and with the shared planner's splits a
+// thread walked 16-32 positions (2-4 batches of loads): the block's setup
+// and row reduction were a large part of it.  Six blocks of 256: whole
+// waves at two and at three resident blocks.
+constexpr int kSliceThreadsPerMultiprocessor = 1536;
 
-void lengthen_backward_chunks(FeatureLayout& layout, const DeviceShape& device) {
+void lengthen_slice_chunks(FeatureLayout& layout, const DeviceShape& device) {
     const std::int64_t block_threads = static_cast<std::int64_t>(layout.tile_features) * layout.rows;
     const std::int64_t target = static_cast<std::int64_t>(std::max(1, device.multiprocessors)) *
-                                std::max<std::int64_t>(1, kBackwardThreadsPerMultiprocessor / block_threads);
+                                std::max<std::int64_t>(1, kSliceThreadsPerMultiprocessor / block_threads);
     const std::int64_t splits = std::max<std::int64_t>(1, ceil_div(target, layout.tiles));
     if (splits >= layout.splits) return;
     layout.chunk = ceil_div(layout.reduce.size, splits);
@@ -183,6 +184,7 @@ void plan_gn_forward_slices(const GnForward& p, const DeviceShape& device, GnFor
     tensors.slot[kSlotX] = &p.x;
     tensors.slot[kSlotY] = &p.y;
     plan.slices = plan_slices(p.shape, tensors, device);
+    lengthen_slice_chunks(plan.slices.layout, device);
     plan.needs = GnScratchNeeds{scratch_bytes(plan.slices.layout), 0};
 }
 
@@ -193,7 +195,7 @@ void plan_gn_backward_slices(const GnBackward& p, const DeviceShape& device, GnB
     tensors.slot[kSlotDx] = &p.dx;
     const Lengths& len = p.shape.len;
     plan.slices = plan_slices(p.shape, tensors, device);
-    lengthen_backward_chunks(plan.slices.layout, device);
+    lengthen_slice_chunks(plan.slices.layout, device);
     const FeatureLayout& layout = plan.slices.layout;
     plan.needs = backward_scratch_needs(layout.feature.size, layout.splits, len[kN] * p.shape.groups);
 }

@@ -126,18 +126,25 @@ struct Moments {
     M2 m2;
 };
 
+// Chan et al.'s pairwise merge of two non-empty sides, given share =
+// b.count / (a.count + b.count): merge's core, for callers that merge
+// several pairs of the same counts with one division.  The squared mean
+// difference is taken in M2's type.
+template <typename A, typename M2>
+__device__ __forceinline__ Moments<A, M2> merge_by_share(const Moments<A, M2>& a, const Moments<A, M2>& b, A share) {
+    const A delta = b.mean - a.mean;
+    const M2 wide_delta = static_cast<M2>(delta);
+    return Moments<A, M2>{a.count + b.count, a.mean + delta * share,
+                          a.m2 + b.m2 + wide_delta * wide_delta * static_cast<M2>(a.count * share)};
+}
+
 // Chan et al.'s pairwise merge; an empty side leaves the other unchanged
-// (so no 0/0 appears).  The squared mean difference is taken in M2's type.
+// (so no 0/0 appears).
 template <typename A, typename M2>
 __device__ __forceinline__ Moments<A, M2> merge(const Moments<A, M2>& a, const Moments<A, M2>& b) {
     if (b.count == A(0)) return a;
     if (a.count == A(0)) return b;
-    const A count = a.count + b.count;
-    const A share = b.count / count;
-    const A delta = b.mean - a.mean;
-    const M2 wide_delta = static_cast<M2>(delta);
-    return Moments<A, M2>{count, a.mean + delta * share,
-                          a.m2 + b.m2 + wide_delta * wide_delta * static_cast<M2>(a.count * share)};
+    return merge_by_share(a, b, b.count / (a.count + b.count));
 }
 
 // A thread's statistics of the shifted values d = x - shift: Welford moments
@@ -162,17 +169,44 @@ __device__ __forceinline__ ShiftedMoments<A, M2> merge(const ShiftedMoments<A, M
 // most 16 deviations loses nothing the mean needs, and converting each
 // element to double instead cost more than loading it (conversions to and
 // from 64-bit types issue at an eighth of the float rate).
+// With `count`, only v[0 .. count) are added (0 < count <= B; a batch cut
+// short by the end of a walk).
 template <typename A, int B>
-__device__ __forceinline__ void add_batch(ShiftedMoments<A, A>& m, const A (&v)[B]) {
-    A sum = 0;
+__device__ __forceinline__ Moments<A, A> batch_moments(const A (&v)[B], int count, A& sum) {
+    sum = 0;
 #pragma unroll
-    for (int i = 0; i < B; ++i) sum += v[i];
-    const A mean = sum / A(B);
+    for (int i = 0; i < B; ++i)
+        if (i < count) sum += v[i];
+    const A mean = sum / A(count);
     A m2 = 0;
 #pragma unroll
-    for (int i = 0; i < B; ++i) m2 += (v[i] - mean) * (v[i] - mean);
-    m.welford = merge(m.welford, Moments<A, A>{A(B), mean, m2});
+    for (int i = 0; i < B; ++i)
+        if (i < count) m2 += (v[i] - mean) * (v[i] - mean);
+    return Moments<A, A>{A(count), mean, m2};
+}
+
+template <typename A, int B>
+__device__ __forceinline__ void add_batch(ShiftedMoments<A, A>& m, const A (&v)[B], int count = B) {
+    A sum;
+    m.welford = merge(m.welford, batch_moments(v, count, sum));
     m.sum += static_cast<double>(sum);
+}
+
+// add_batch for the VF features of one thread, whose batches hold the same
+// positions (0 < count <= B): the counts agree, so one division serves
+// every feature's merge (merged one by one, the compiler kept a division
+// each), with the same results bit for bit.
+template <typename A, int B, int VF>
+__device__ __forceinline__ void add_batches(ShiftedMoments<A, A> (&m)[VF], const A (&v)[VF][B], int count) {
+    const A before = m[0].welford.count;
+    const A share = A(count) / (before + A(count));  // 1 where nothing came before (unused)
+#pragma unroll
+    for (int j = 0; j < VF; ++j) {
+        A sum;
+        const Moments<A, A> batch = batch_moments(v[j], count, sum);
+        m[j].welford = before == A(0) ? batch : merge_by_share(m[j].welford, batch, share);
+        m[j].sum += static_cast<double>(sum);
+    }
 }
 
 // ---- finishing on one thread ------------------------------------------------------

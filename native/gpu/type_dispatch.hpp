@@ -158,6 +158,29 @@ void with_walk_shape_of(const FeatureLayout& layout, Body&& body) {
                                                                                           std::forward<Body>(body));
 }
 
+// with_walk_shape with cursor rank 1 (LinearCursor, nest_walk.h) for
+// reduction nests of rank <= 1, the packed layouts: for the kernels written
+// for it (group norm's slices walks), which then exist for ranks 1, 2 and 4.
+template <typename ReduceWidths, typename FeatureWidths, typename Body>
+void with_linear_walk_shape(const FeatureLayout& layout, Body&& body) {
+    with_walk_shape<ReduceWidths, FeatureWidths>(layout, [&](auto rank, auto vr, auto vf) {
+        if constexpr (decltype(rank)::value == 2) {
+            if (layout.reduce.rank <= 1) {
+                body(std::integral_constant<int, 1>{}, vr, vf);
+                return;
+            }
+        }
+        body(rank, vr, vf);
+    });
+}
+
+// with_linear_walk_shape for the widths of the data types Ts of a call.
+template <typename... Ts, typename Body>
+void with_linear_walk_shape_of(const FeatureLayout& layout, Body&& body) {
+    with_linear_walk_shape<Widths<vector_width_of<Ts...>()>, Widths<feature_width_of<Ts...>()>>(
+        layout, std::forward<Body>(body));
+}
+
 // with_walk_shape_of, or for a kernel instance with a fused activation
 // (Fused) the one-element walk alone: the planner gives such calls no
 // vectors (plan_layout's `vectors`), so each fused kernel exists for two

@@ -63,17 +63,18 @@ def build(out: pathlib.Path, wave: int, sources=SOURCES + PLANNER, name: str = "
     return binary
 
 
-@pytest.mark.parametrize("wave", (32, 64))
-def test_emulated_on_chip_kernels(tmp_path, wave):
-    binary = build(tmp_path, wave)
-    result = subprocess.run([str(binary), "quick"], capture_output=True, text=True, timeout=1200)
+def run_check(binary: pathlib.Path, *args: str, timeout: int = 600) -> None:
+    """Runs a check program; it passes with exit status 0 and no failures."""
+    result = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "0 failure(s)" in result.stdout
+
+
+@pytest.mark.parametrize("wave", (32, 64))
+def test_emulated_on_chip_kernels(tmp_path, wave):
+    run_check(build(tmp_path, wave), "quick", timeout=1200)
 
 
 @pytest.mark.parametrize("wave", (32, 64))
 def test_emulated_channel_tiles(tmp_path, wave):
-    binary = build(tmp_path, wave, BN_SOURCES, "bn_tile_check")
-    result = subprocess.run([str(binary)], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "0 failure(s)" in result.stdout
+    run_check(build(tmp_path, wave, BN_SOURCES, "bn_tile_check"))

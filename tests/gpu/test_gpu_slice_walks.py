@@ -1,0 +1,21 @@
+"""The per-feature walks group norm's slices share with batch norm
+(native/gpu/feature_phases.h: block_moments, normalize_share) run on the
+host emulator of test_gpu_emulation.py over the row planner's layouts
+(tests/gpu/emulation/slice_walk_check.cpp): the linear walk of the packed
+layouts against a float64 reference and against the nest cursor, bit for
+bit for the normalize, in place too, with chunks that end on partial
+groups.  No GPU is needed, only CUDA's fp16/bf16 headers; about a second.
+"""
+from __future__ import annotations
+
+import pytest
+from support import REPO
+from test_gpu_emulation import EMULATION, build, run_check
+
+SOURCES = [EMULATION / name for name in ("emulator.cpp", "slice_walk_check.cpp")] + [
+    REPO / "native" / "gpu" / "feature_plan.cpp"]
+
+
+@pytest.mark.parametrize("wave", (32, 64))
+def test_emulated_slice_walks(tmp_path, wave):
+    run_check(build(tmp_path, wave, SOURCES, "slice_walk_check"))
