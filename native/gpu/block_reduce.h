@@ -81,6 +81,16 @@ __device__ __forceinline__ float shuffle_xor(float value, int mask) {
     return __shfl_xor(value, mask);
 #endif
 }
+// The value of the lane `delta` above this one; past the wave's last lane,
+// this lane's own.  The whole wave takes part: only for blocks of whole
+// waves (the on-chip group-norm kernels).
+__device__ __forceinline__ double shuffle_down(double value, int delta) {
+#if MBN_GPU_CUDA
+    return __shfl_down_sync(0xffffffffu, value, static_cast<unsigned>(delta));
+#else
+    return __shfl_down(value, static_cast<unsigned>(delta));
+#endif
+}
 template <typename A>
 __device__ __forceinline__ Total<A> shuffle_xor(const Total<A>& v, int mask) {
     return Total<A>{shuffle_xor(v.value, mask)};

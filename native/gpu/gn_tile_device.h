@@ -109,6 +109,9 @@ __device__ __forceinline__ GnMomentSums operator+(const GnMomentSums& x, const G
 __device__ __forceinline__ GnMomentSums shuffle_xor(const GnMomentSums& v, int mask) {
     return GnMomentSums{shuffle_xor(v.a, mask), shuffle_xor(v.b, mask), shuffle_xor(v.c, mask)};
 }
+__device__ __forceinline__ GnMomentSums shuffle_down(const GnMomentSums& v, int delta) {
+    return GnMomentSums{shuffle_down(v.a, delta), shuffle_down(v.b, delta), shuffle_down(v.c, delta)};
+}
 
 // The sum of `value` over the cluster's blocks, in rank order, from the
 // shared variable `mine` of each (after cluster_sync).  Every read is issued

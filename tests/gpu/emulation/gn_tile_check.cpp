@@ -353,6 +353,9 @@ int main(int argc, char** argv) {
         {{2, 32, 1, 1, 9}, 2, false},  // rank 3
         {{2, 16, 2, 2, 4}, 1, true},   // rank 5, G = 1
         {{2, 80, 1, 8, 8}, 8, true},   // C/G = 10, 64 positions
+        // The forward's entries of channels-last tiles of several groups:
+        {{2, 136, 1, 3, 5}, 2, false},  // C/G = 68: 16-bit rows of 17 vectors (two groups), a wave's lanes 17 apart
+        {{1, 520, 1, 2, 4}, 4, false},  // C/G = 130: 16-bit rows of 65 vectors (four groups), one entry per thread
     };
     for (const Shape& s : odd)
         for (DType t : types)
