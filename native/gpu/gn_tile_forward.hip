@@ -34,8 +34,25 @@ struct GnTileForwardArgs {
     GnStatTensor rstd;
     double epsilon;
     bool swish;
+    // Weight and bias contiguous (stride 1) and 16-byte aligned: channels
+    // fastest, a thread's W channels are read 16 bytes at a time.
+    bool params_packed;
     float swish_beta;
 };
+
+// W consecutive parameters at p (16-byte aligned; W of them fill whole 16
+// bytes, as sizeof(P) >= sizeof(T)) as float, 16 bytes a load.
+template <int W, typename P>
+__device__ __forceinline__ void load_channel_params(const P* p, float (&out)[W]) {
+    constexpr int kLanes = static_cast<int>(16 / sizeof(P));
+    static_assert(W % kLanes == 0, "a thread's parameters fill whole 16-byte loads");
+#pragma unroll
+    for (int i = 0; i < W / kLanes; ++i) {
+        const Pack<P, kLanes> pack = load_pack<kLanes>(p + i * kLanes);
+#pragma unroll
+        for (int j = 0; j < kLanes; ++j) out[i * kLanes + j] = static_cast<float>(widen(pack.lane[j]));
+    }
+}
 
 __device__ __forceinline__ GnMomentSums moment_sums(float count, float mean, float m2) {
     const double a = static_cast<double>(count) * static_cast<double>(mean);
@@ -235,7 +252,17 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     // is the channel).
     constexpr int kParams = kInner ? W : R;
     float weight[kParams], bias[kParams];
-    {
+    if (kInner && args.params_packed) {
+        // One or two 16-byte loads each instead of W scalar ones.
+        const std::int64_t c = static_cast<std::int64_t>(at.tile) * w.tile_channels() + at.tx * W;
+        if (active) {
+            load_channel_params<kParams>(args.weight + c, weight);
+            load_channel_params<kParams>(args.bias + c, bias);
+        } else {
+#pragma unroll
+            for (int k = 0; k < kParams; ++k) weight[k] = 1.0f, bias[k] = 0.0f;
+        }
+    } else {
         const std::int64_t channel0 = static_cast<std::int64_t>(at.tile) * w.tile_channels();
 #pragma unroll
         for (int k = 0; k < kParams; ++k) {
@@ -346,6 +373,9 @@ void launch_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarg
     args.rstd = stat_tensor(p.rstd);
     args.epsilon = p.epsilon;
     args.swish = p.activation == Activation::swish;
+    auto aligned = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
+    args.params_packed = p.affine && args.weight_stride == 1 && args.bias_stride == 1 && aligned(args.weight) &&
+                         aligned(args.bias);
     args.swish_beta = p.swish_beta;
     launch_tile_kernel(gn_tile_forward<T, P, kInner>, walk, target.stream, "gn_tile_forward",
                        static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), args);
