@@ -81,6 +81,27 @@ __device__ __forceinline__ float shuffle_xor(float value, int mask) {
     return __shfl_xor(value, mask);
 #endif
 }
+// Doubles across the whole wave, for blocks of whole waves only (the
+// on-chip group-norm kernels): with the constant mask nvcc drops the
+// convergence check (a lane-mask match and a divergent fallback) that a
+// computed mask takes before each chain.
+//   shuffle_xor_wave: the value of the lane whose index differs by `mask`;
+//   shuffle_down: the value of the lane `delta` above this one, or past
+//     the wave's last lane this lane's own.
+__device__ __forceinline__ double shuffle_xor_wave(double value, int mask) {
+#if MBN_GPU_CUDA
+    return __shfl_xor_sync(0xffffffffu, value, mask);
+#else
+    return __shfl_xor(value, mask);
+#endif
+}
+__device__ __forceinline__ double shuffle_down(double value, int delta) {
+#if MBN_GPU_CUDA
+    return __shfl_down_sync(0xffffffffu, value, static_cast<unsigned>(delta));
+#else
+    return __shfl_down(value, static_cast<unsigned>(delta));
+#endif
+}
 template <typename A>
 __device__ __forceinline__ Total<A> shuffle_xor(const Total<A>& v, int mask) {
     return Total<A>{shuffle_xor(v.value, mask)};

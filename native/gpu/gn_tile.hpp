@@ -117,16 +117,27 @@ MBN_HOST_DEVICE inline GnTilePart tile_part(const GnTileWalk& w, int rank) {
     return GnTilePart{0, static_cast<int>(w.rows), begin, end - begin};
 }
 
+// The forward, channels fastest: whether each wave adds up its lanes'
+// partials before they go to shared memory, one entry row per wave.  It
+// can where the tile is one group (every lane adds to it), or where a wave
+// holds each column more than once (fewer columns than the narrowest wave:
+// lanes `columns` apart hold the same channels).  Otherwise every thread
+// stores its own (a row of threads per entry row).
+MBN_HOST_DEVICE inline bool forward_wave_entries(const GnTileWalk& w) {
+    return w.tile_groups == 1 || w.columns < kGnTileNarrowestWave;
+}
+
 // Partials per channel (or group) before the block folds them, sized for
 // the narrowest wave:
 //   forward: `entry_rows` x `entry_columns` (lo group, hi group) triples:
-//     one per wave (positions fastest: the block is one group) or one per
-//     thread (channels fastest);
+//     one per wave (positions fastest, the block one group; channels
+//     fastest, forward_wave_entries: one per column of the wave, or one
+//     in all for a tile of one group) or one per thread;
 //   backward: `entry_rows` x block_channels() pairs of sums: one per wave
 //     along a row (positions fastest) or per row of threads.
 MBN_HOST_DEVICE inline int entry_rows(const GnTileWalk& w, bool backward, int wave) {
+    if (!backward && (!w.channels_inner || forward_wave_entries(w))) return w.threads / wave;
     if (w.channels_inner) return w.row_threads;
-    if (!backward) return w.threads / wave;
     return w.columns > wave ? w.columns / wave : 1;
 }
 MBN_HOST_DEVICE inline int entry_columns(const GnTileWalk& w) { return w.channels_inner ? w.columns : 1; }

@@ -107,7 +107,10 @@ __device__ __forceinline__ GnMomentSums operator+(const GnMomentSums& x, const G
     return GnMomentSums{x.a + y.a, x.b + y.b, x.c + y.c};
 }
 __device__ __forceinline__ GnMomentSums shuffle_xor(const GnMomentSums& v, int mask) {
-    return GnMomentSums{shuffle_xor(v.a, mask), shuffle_xor(v.b, mask), shuffle_xor(v.c, mask)};
+    return GnMomentSums{shuffle_xor_wave(v.a, mask), shuffle_xor_wave(v.b, mask), shuffle_xor_wave(v.c, mask)};
+}
+__device__ __forceinline__ GnMomentSums shuffle_down(const GnMomentSums& v, int delta) {
+    return GnMomentSums{shuffle_down(v.a, delta), shuffle_down(v.b, delta), shuffle_down(v.c, delta)};
 }
 
 // The sum of `value` over the cluster's blocks, in rank order, from the

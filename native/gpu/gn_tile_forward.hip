@@ -34,8 +34,25 @@ struct GnTileForwardArgs {
     GnStatTensor rstd;
     double epsilon;
     bool swish;
+    // Weight and bias contiguous (stride 1) and 16-byte aligned: channels
+    // fastest, a thread's W channels are read 16 bytes at a time.
+    bool params_packed;
     float swish_beta;
 };
+
+// W consecutive parameters at p (16-byte aligned; W of them fill whole 16
+// bytes, as sizeof(P) >= sizeof(T)) as float, 16 bytes a load.
+template <int W, typename P>
+__device__ __forceinline__ void load_channel_params(const P* p, float (&out)[W]) {
+    constexpr int kLanes = static_cast<int>(16 / sizeof(P));
+    static_assert(W % kLanes == 0, "a thread's parameters fill whole 16-byte loads");
+#pragma unroll
+    for (int i = 0; i < W / kLanes; ++i) {
+        const Pack<P, kLanes> pack = load_pack<kLanes>(p + i * kLanes);
+#pragma unroll
+        for (int j = 0; j < kLanes; ++j) out[i * kLanes + j] = static_cast<float>(widen(pack.lane[j]));
+    }
+}
 
 __device__ __forceinline__ GnMomentSums moment_sums(float count, float mean, float m2) {
     const double a = static_cast<double>(count) * static_cast<double>(mean);
@@ -97,22 +114,49 @@ __device__ void thread_moments(const Pack<T, W> (&raw)[R], unsigned held, int sp
 }
 
 // The block's moment sums of each of the tile's groups into `block_sums`
-// (every thread calls).  Positions fastest, a wave's threads add theirs by
-// shuffles and one per wave stores them; channels fastest, every thread
-// stores its own.  Then a wave per group adds the entries of its columns;
-// its lane 0 stores the group's sums for the cluster (block_sums) or, a
-// block alone, finishes the group at once (`finish`, with no barrier
-// between).  No barrier at the end: the caller's next one (a cluster_sync,
-// or the barrier after the finishing) publishes what lane 0 stored.
+// (every thread calls).  First each wave adds up what it can by shuffles,
+// and its entries go to shared memory (gn_tile.hpp, entry_rows):
+//   positions fastest, and channels fastest with the tile one group: the
+//     wave's sum, one entry (its lo side; lane 0 stores);
+//   channels fastest with fewer columns than a wave: lanes `columns` apart
+//     hold the same column (a thread's column is its index modulo
+//     `columns`), so lanes 0 .. columns - 1 gather the wave's sums of each
+//     column, lo and hi side, and store them;
+//   else every thread stores its own.
+// Then a wave per group adds the entries of its columns; its lane 0 stores
+// the group's sums for the cluster (block_sums) or, a block alone, finishes
+// the group at once (`finish`, with no barrier between).  No barrier at the
+// end: the caller's next one (a cluster_sync, or the barrier after the
+// finishing) publishes what lane 0 stored.
 template <int W, bool kInner, typename Finish>
 __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMomentSums lo, GnMomentSums hi,
                               GnMomentSums* entries, GnMomentSums* block_sums, const Finish& finish) {
     const int lane = static_cast<int>(threadIdx.x) % MBN_WAVE_SIZE;
     const int wave = static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE;
-    const int columns = entry_columns(w);
-    if (!kInner) {
+    const int columns = kInner ? entry_columns(w) : 1;
+    const bool one_group = !kInner || w.tile_groups == 1;  // every lane's sums are lo's, of group 0
+    const bool by_wave = !kInner || forward_wave_entries(w);
+    if (one_group) {
         wave_sum(1, MBN_WAVE_SIZE, lo);
-        if (lane == 0) entries[2 * wave] = lo;
+        if (lane == 0) entries[2 * wave * columns] = lo;
+    } else if (by_wave) {
+        // Lane l adds lanes l + columns, l + 2 columns, ... below the wave's
+        // end: a tree whose every level adds the partner's sums so far,
+        // `step` lanes up (a lane past the end adds nothing).  The order is
+        // fixed by the lanes.  Lanes past the block's rows hold zero sums.
+        for (int step = columns; step < MBN_WAVE_SIZE; step *= 2) {
+            const GnMomentSums lo_up = shuffle_down(lo, step);
+            const GnMomentSums hi_up = shuffle_down(hi, step);
+            if (lane + step < MBN_WAVE_SIZE) {
+                lo = lo + lo_up;
+                hi = hi + hi_up;
+            }
+        }
+        if (lane < columns) {
+            GnMomentSums* entry = entries + 2 * (wave * columns + at.tx);
+            entry[0] = lo;
+            entry[1] = hi;
+        }
     } else if (at.in_block) {
         GnMomentSums* entry = entries + 2 * (at.ty * columns + at.tx);
         entry[0] = lo;
@@ -124,33 +168,37 @@ __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMom
     for (int group = wave; group < w.tile_groups; group += waves) {
         // The columns holding lanes of this group: a straddling column adds
         // its hi side to the group after its lo group (the column's first
-        // lane lies in the group before).
+        // lane lies in the group before).  A tile of one group keeps its
+        // sums in column 0.
         int first = 0, count = 1, group_first = 0;
-        if (kInner) {
+        if (!one_group) {
             const int channels = static_cast<int>(w.channels);
             group_first = group * channels;
             first = group_first / W;
             count = ((group + 1) * channels - 1) / W - first + 1;
         }
         GnMomentSums sum{0.0, 0.0, 0.0};
-        // Rolled by 4: a lane adds a few entries (positions fastest, at most
-        // one), and the compiler's deeper unrolling took ~150 instructions.
+        // Items column by column, rows fastest (by_wave: the block's waves,
+        // a power of two).  Rolled by 4: a lane adds a few entries, and the
+        // compiler's deeper unrolling took ~150 instructions.
+        const int row_bits = __popc(static_cast<unsigned>(rows - 1));
 #pragma unroll 4
         for (int item = lane; item < rows * count; item += MBN_WAVE_SIZE) {
-            const int row = item / count;
-            const int column = first + (item - row * count);
+            const int step = !kInner ? 0 : by_wave ? item >> row_bits : w.by_row_threads.divide(item);
+            const int row = item - step * rows;
+            const int column = first + step;
             const GnMomentSums* entry = entries + 2 * (row * columns + column);
             sum = sum + (column * W >= group_first ? entry[0] : entry[1]);
         }
-        if (kInner) {
+        if (!one_group) {
             wave_sum(1, MBN_WAVE_SIZE, sum);
         } else {
-            // Positions fastest a lane holds one wave's entry (rows = the
-            // block's waves); lanes past them hold +0.0, and adding it
-            // changes no bit of lane 0's sum (which starts at +0.0, so is
-            // never -0.0): the levels whose partners all lie there are left
-            // out.  Two fixed chains, so that one convergence check covers
-            // each (a level skipped at run time took a check of its own).
+            // One group: a lane holds one wave's entry (rows = the block's
+            // waves); lanes past them hold +0.0, and adding it changes no
+            // bit of lane 0's sum (which starts at +0.0, so is never -0.0):
+            // the levels whose partners all lie there are left out.  Two
+            // fixed chains, so that one convergence check covers each (a
+            // level skipped at run time took a check of its own).
             constexpr int kMostWaves = kGnTileForwardThreads / MBN_WAVE_SIZE;
             if (rows <= kMostWaves / 2)
                 wave_sum(1, kMostWaves / 2, sum);
@@ -204,7 +252,17 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     // is the channel).
     constexpr int kParams = kInner ? W : R;
     float weight[kParams], bias[kParams];
-    {
+    if (kInner && args.params_packed) {
+        // One or two 16-byte loads each instead of W scalar ones.
+        const std::int64_t c = static_cast<std::int64_t>(at.tile) * w.tile_channels() + at.tx * W;
+        if (active) {
+            load_channel_params<kParams>(args.weight + c, weight);
+            load_channel_params<kParams>(args.bias + c, bias);
+        } else {
+#pragma unroll
+            for (int k = 0; k < kParams; ++k) weight[k] = 1.0f, bias[k] = 0.0f;
+        }
+    } else {
         const std::int64_t channel0 = static_cast<std::int64_t>(at.tile) * w.tile_channels();
 #pragma unroll
         for (int k = 0; k < kParams; ++k) {
@@ -315,6 +373,9 @@ void launch_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarg
     args.rstd = stat_tensor(p.rstd);
     args.epsilon = p.epsilon;
     args.swish = p.activation == Activation::swish;
+    auto aligned = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
+    args.params_packed = p.affine && args.weight_stride == 1 && args.bias_stride == 1 && aligned(args.weight) &&
+                         aligned(args.bias);
     args.swish_beta = p.swish_beta;
     launch_tile_kernel(gn_tile_forward<T, P, kInner>, walk, target.stream, "gn_tile_forward",
                        static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), args);

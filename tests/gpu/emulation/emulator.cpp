@@ -131,15 +131,30 @@ void sync_warp() {
     wait(b, arrive(b));
 }
 
-void exchange(const void* mine, void* theirs, std::size_t size, int mask) {
-    if (size > 8 || mask <= 0 || mask >= kWave) die("bad shuffle");
+namespace {
+
+// Every lane puts `mine` in its slot, then reads lane source(lane)'s.
+template <typename Source>
+void exchange_with(const void* mine, void* theirs, std::size_t size, const Source& source) {
     Block& block = current_block();
     const unsigned lane = cluster->running->thread % kWave;
     unsigned char* slots = block.slots.data() + (cluster->running->thread / kWave) * kWave * 8;
     std::memcpy(slots + lane * 8, mine, size);
     sync_warp();
-    std::memcpy(theirs, slots + (lane ^ static_cast<unsigned>(mask)) * 8, size);
+    std::memcpy(theirs, slots + source(lane) * 8, size);
     sync_warp();
+}
+
+}  // namespace
+
+void exchange(const void* mine, void* theirs, std::size_t size, int mask) {
+    if (size > 8 || mask <= 0 || mask >= kWave) die("bad shuffle");
+    exchange_with(mine, theirs, size, [&](unsigned lane) { return lane ^ static_cast<unsigned>(mask); });
+}
+
+void exchange_down(const void* mine, void* theirs, std::size_t size, unsigned delta) {
+    if (size > 8 || delta >= static_cast<unsigned>(kWave)) die("bad shuffle");
+    exchange_with(mine, theirs, size, [&](unsigned lane) { return lane + delta < static_cast<unsigned>(kWave) ? lane + delta : lane; });
 }
 
 void cluster_arrive() {

@@ -53,13 +53,26 @@ void* peer_shared(void* mine, int rank);
 template <typename V>
 V shuffle_xor(V value, int mask);
 
-// Exchanges raw bytes through the warp's slots (shuffle_xor's core).
+// The value of lane (this lane + delta), or this lane's own past the
+// warp's last lane, 8 bytes at most.
+template <typename V>
+V shuffle_down(V value, unsigned delta);
+
+// Exchange raw bytes through the warp's slots (the shuffles' core).
 void exchange(const void* mine, void* theirs, std::size_t size, int mask);
+void exchange_down(const void* mine, void* theirs, std::size_t size, unsigned delta);
 
 template <typename V>
 V shuffle_xor(V value, int mask) {
     V other;
     exchange(&value, &other, sizeof(V), mask);
+    return other;
+}
+
+template <typename V>
+V shuffle_down(V value, unsigned delta) {
+    V other;
+    exchange_down(&value, &other, sizeof(V), delta);
     return other;
 }
 

@@ -46,6 +46,7 @@ struct Case {
     bool params_like_x;  // weight and bias in x's type (else float32)
     bool in_place;
     bool close = false;  // x within 1e-3 of 3, dy near-linear in x: dx cancels
+    bool params_unaligned = false;  // weight and bias one element past a 16-byte boundary
 };
 
 std::string describe(const Case& k) {
@@ -56,6 +57,7 @@ std::string describe(const Case& k) {
                   static_cast<long long>(k.len[kW]), static_cast<long long>(k.groups), dtype_name(k.dtype),
                   k.channels_last ? "NHWC" : "NCHW", k.swish ? " swish" : "", k.affine ? "" : " plain",
                   k.params_like_x ? " params-like-x" : "", k.in_place ? " in-place" : "", k.close ? " close" : "");
+    if (k.params_unaligned) std::strncat(text, " params-unaligned", sizeof text - std::strlen(text) - 1);
     return text;
 }
 
@@ -117,13 +119,21 @@ void run_case(const Case& k, std::mt19937_64& rng) {
                 dy.set(n, c, s, k.close ? 1.0 + z + 1e-3 * normal(rng) : normal(rng));
             }
     }
-    Small weight(pt, 1, C), bias(pt, 1, C);
+    // Parameters from element `skip` of their storage (16-byte aligned).
+    const std::int64_t skip = k.params_unaligned ? 1 : 0;
+    Small weight(pt, 1, C + skip), bias(pt, 1, C + skip);
     for (std::int64_t c = 0; c < C; ++c) {
-        weight.set(c, 0.5 + uniform(rng));
-        bias.set(c, uniform(rng) - 0.5);
+        weight.set(c + skip, 0.5 + uniform(rng));
+        bias.set(c + skip, uniform(rng) - 0.5);
     }
-    auto w_of = [&](std::int64_t c) { return k.affine ? weight.get(c) : 1.0; };
-    auto b_of = [&](std::int64_t c) { return k.affine ? bias.get(c) : 0.0; };
+    auto w_of = [&](std::int64_t c) { return k.affine ? weight.get(c + skip) : 1.0; };
+    auto b_of = [&](std::int64_t c) { return k.affine ? bias.get(c + skip) : 0.0; };
+    auto param_arg = [&](Small& t) {
+        TensorArg a = t.arg();
+        a.data = static_cast<char*>(a.data) + skip * static_cast<std::int64_t>(dtype_size(pt));
+        a.len[kC] = C;
+        return a;
+    };
 
     // Reference forward from the stored (rounded) inputs.
     std::vector<double> ref_mean(N * G), ref_rstd(N * G);
@@ -169,8 +179,8 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         p.y = out.arg();
         p.affine = k.affine;
         if (k.affine) {
-            p.weight = weight.arg();
-            p.bias = bias.arg();
+            p.weight = param_arg(weight);
+            p.bias = param_arg(bias);
         }
         p.mean = mean.arg();
         p.rstd = rstd.arg();
@@ -252,8 +262,8 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         p.dx = out.arg();
         p.affine = k.affine;
         if (k.affine) {
-            p.weight = weight.arg();
-            if (k.swish) p.bias = bias.arg();
+            p.weight = param_arg(weight);
+            if (k.swish) p.bias = param_arg(bias);
             p.dweight = dweight.arg();
             p.dbias = dbias.arg();
         }
@@ -353,6 +363,9 @@ int main(int argc, char** argv) {
         {{2, 32, 1, 1, 9}, 2, false},  // rank 3
         {{2, 16, 2, 2, 4}, 1, true},   // rank 5, G = 1
         {{2, 80, 1, 8, 8}, 8, true},   // C/G = 10, 64 positions
+        // The forward's entries of channels-last tiles of several groups:
+        {{2, 136, 1, 3, 5}, 2, false},  // C/G = 68: 16-bit rows of 17 vectors (two groups), a wave's lanes 17 apart
+        {{1, 520, 1, 2, 4}, 4, false},  // C/G = 130: 16-bit rows of 65 vectors (four groups), one entry per thread
     };
     for (const Shape& s : odd)
         for (DType t : types)
@@ -383,6 +396,15 @@ int main(int argc, char** argv) {
                 if (quick && t != DType::f16) continue;
                 cases.push_back(Case{s.len, s.groups, t, last, true, true, false, false});
             }
+    // Parameters off 16-byte boundaries: channels fastest, the forward reads
+    // them one by one (else 16 bytes at a time).  Last, so that the cases
+    // above keep their random data.
+    for (DType t : types)
+        for (bool like_x : {false, true}) {
+            Case k{{2, 80, 1, 8, 8}, 8, t, true, true, true, like_x, false};
+            k.params_unaligned = true;
+            cases.push_back(k);
+        }
     check_divisors(rng);
     int skipped = 0;
     auto run = [&](const Case& k, std::mt19937_64& data) {

@@ -70,6 +70,11 @@ inline V __shfl_xor_sync(unsigned mask, V value, int lane_mask) {
     if (mask != 0xffffffffu) std::abort();  // the kernels shuffle whole waves
     return emu::shuffle_xor(value, lane_mask);
 }
+template <typename V>
+inline V __shfl_down_sync(unsigned mask, V value, unsigned delta) {
+    if (mask != 0xffffffffu) std::abort();  // the kernels shuffle whole waves
+    return emu::shuffle_down(value, delta);
+}
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
     const unsigned long long old = *p;
     *p += v;
