@@ -627,11 +627,8 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     if (columns > 65535) return plan;
     const std::int64_t stride = kThreads / lanes;
 
-    // The fewest register rows that hold every row at the grid the
-    // instance's occupancy allows; the most there are where none does
-    // (the rest are streamed).
-    const int most = kBackward ? 4 : 8;
-    for (int k = 1; k <= most; k *= 2) {
+    // Blocks of the instance with k register rows the device holds at once.
+    auto resident_blocks = [&](int k) {
         int per_multiprocessor = 0;
         with_column_type(x.dtype, [&](auto tag) {
             using T = typename decltype(tag)::type;
@@ -639,7 +636,15 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
                 per_multiprocessor = blocks_per_multiprocessor<T, kBackward, decltype(kk)::value>();
             });
         });
-        const std::int64_t resident = static_cast<std::int64_t>(per_multiprocessor) * device.multiprocessors;
+        return static_cast<std::int64_t>(per_multiprocessor) * device.multiprocessors;
+    };
+
+    // The fewest register rows that hold every row at the grid the
+    // instance's occupancy allows; the most there are where none does
+    // (the rest are streamed).
+    const int most = kBackward ? 4 : 8;
+    for (int k = 1; k <= most; k *= 2) {
+        const std::int64_t resident = resident_blocks(k);
         if (resident < 1) return plan;
         // A block takes at least one row per thread; a team never outgrows
         // what is resident beside the other columns' teams.
@@ -652,6 +657,20 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
             plan.blocks_per_column = static_cast<int>(blocks);
             plan.rows_per_block = static_cast<int>(per_block);
             break;
+        }
+    }
+    // Where that needs a tree fold, fewer and fuller blocks whose registers
+    // still hold every row fold flat: one wait instead of the tree's chain
+    // of three (H200, bench/RESULTS.md "flat folds": half 2x64x56x56
+    // backward 15.2 -> 13.0 us, 8x64x56x56 training 16.7 -> 15.5; letting
+    // the flat fold take 128 blocks instead was slower).
+    for (int k = plan.register_rows; plan.blocks_per_column > kMostFlatBlocks && k <= most; k *= 2) {
+        const std::int64_t per_block = stride * k;
+        const std::int64_t blocks = (rows + per_block - 1) / per_block;
+        if (blocks <= kMostFlatBlocks && blocks <= resident_blocks(k) / columns) {
+            plan.register_rows = k;
+            plan.blocks_per_column = static_cast<int>(blocks);
+            plan.rows_per_block = static_cast<int>(per_block);
         }
     }
     const int B = plan.blocks_per_column;
