@@ -425,8 +425,16 @@ __device__ __forceinline__ void write_row(const ColumnArgs& a, int e, const Bits
 
 // ---- the kernel ---------------------------------------------------------------------
 
+// Two blocks a multiprocessor, except backward with 8 register rows (x's
+// and dy's 16 vectors alone take 64 registers): one, and no spills; the
+// planner gives it only columns of few blocks.
+template <bool kBackward, int K>
+constexpr int column_min_blocks() {
+    return kBackward && K > 4 ? 1 : 2;
+}
+
 template <typename T, bool kBackward, int K>
-__global__ void __launch_bounds__(kThreads, 2) bn_nhwc_columns(ColumnArgs a) {
+__global__ void __launch_bounds__(kThreads, (column_min_blocks<kBackward, K>())) bn_nhwc_columns(ColumnArgs a) {
     constexpr int V = 16 / sizeof(T);
     __shared__ ColumnShared sh;
     const ThreadMap m(a, V);
@@ -565,20 +573,15 @@ void with_column_type(DType dtype, Body&& body) {
     }
 }
 
-// Calls body(std::integral_constant<int, K>{}) for the register rows K of an instance.
-template <bool kBackward, typename Body>
+// Calls body(std::integral_constant<int, K>{}) for the register rows K of
+// an instance: 1, 2, 4 or 8.
+template <typename Body>
 void with_register_rows(int k, Body&& body) {
     switch (k) {
         case 1: body(std::integral_constant<int, 1>{}); return;
         case 2: body(std::integral_constant<int, 2>{}); return;
         case 4: body(std::integral_constant<int, 4>{}); return;
-        default:
-            if constexpr (!kBackward) {
-                body(std::integral_constant<int, 8>{});
-                return;
-            }
-            body(std::integral_constant<int, 4>{});
-            return;
+        default: body(std::integral_constant<int, 8>{}); return;
     }
 }
 
@@ -632,7 +635,7 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
         int per_multiprocessor = 0;
         with_column_type(x.dtype, [&](auto tag) {
             using T = typename decltype(tag)::type;
-            with_register_rows<kBackward>(k, [&](auto kk) {
+            with_register_rows(k, [&](auto kk) {
                 per_multiprocessor = blocks_per_multiprocessor<T, kBackward, decltype(kk)::value>();
             });
         });
@@ -641,7 +644,8 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
 
     // The fewest register rows that hold every row at the grid the
     // instance's occupancy allows; the most there are where none does
-    // (the rest are streamed).
+    // (the rest are streamed; backward's 8-row instance, at one block a
+    // multiprocessor, only serves the flat folds below).
     const int most = kBackward ? 4 : 8;
     for (int k = 1; k <= most; k *= 2) {
         const std::int64_t resident = resident_blocks(k);
@@ -664,7 +668,7 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     // of three (H200, bench/RESULTS.md "flat folds": half 2x64x56x56
     // backward 15.2 -> 13.0 us, 8x64x56x56 training 16.7 -> 15.5; letting
     // the flat fold take 128 blocks instead was slower).
-    for (int k = plan.register_rows; plan.blocks_per_column > kMostFlatBlocks && k <= most; k *= 2) {
+    for (int k = plan.register_rows; plan.blocks_per_column > kMostFlatBlocks && k <= 8; k *= 2) {
         const std::int64_t per_block = stride * k;
         const std::int64_t blocks = (rows + per_block - 1) / per_block;
         if (blocks <= kMostFlatBlocks && blocks <= resident_blocks(k) / columns) {
@@ -716,7 +720,7 @@ void launch(const ColumnArgs& a, const ColumnPlan& plan, DType dtype, const Laun
     const dim3 grid(static_cast<unsigned>(plan.blocks_per_column), static_cast<unsigned>(plan.columns));
     with_column_type(dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        with_register_rows<kBackward>(plan.register_rows, [&](auto k) {
+        with_register_rows(plan.register_rows, [&](auto k) {
             bn_nhwc_columns<T, kBackward, decltype(k)::value><<<grid, kThreads, 0, target.stream>>>(a);
         });
         check_launch("bn_nhwc_columns");
