@@ -63,32 +63,15 @@ __device__ __forceinline__ unsigned wave_members() {
 }
 #endif
 
-// The value of the lane whose index differs from this one's by `mask`.
-// Doubles name the lanes present (wave_members); floats name the whole
-// wave: only kernels whose blocks are whole waves (the on-chip group-norm
-// kernels) shuffle floats.
-__device__ __forceinline__ double shuffle_xor(double value, int mask) {
-#if MBN_GPU_CUDA
-    return __shfl_xor_sync(wave_members(), value, mask);
-#else
-    return __shfl_xor(value, mask);
-#endif
-}
-__device__ __forceinline__ float shuffle_xor(float value, int mask) {
-#if MBN_GPU_CUDA
-    return __shfl_xor_sync(0xffffffffu, value, mask);
-#else
-    return __shfl_xor(value, mask);
-#endif
-}
-// Doubles across the whole wave, for blocks of whole waves only (the
-// on-chip group-norm kernels): with the constant mask nvcc drops the
-// convergence check (a lane-mask match and a divergent fallback) that a
-// computed mask takes before each chain.
+// Across the whole wave, for blocks of whole waves only (the on-chip
+// group-norm kernels): with the constant mask nvcc drops the convergence
+// check (a lane-mask match and a divergent fallback) that a computed mask
+// takes before each chain.
 //   shuffle_xor_wave: the value of the lane whose index differs by `mask`;
 //   shuffle_down: the value of the lane `delta` above this one, or past
 //     the wave's last lane this lane's own.
-__device__ __forceinline__ double shuffle_xor_wave(double value, int mask) {
+template <typename V>
+__device__ __forceinline__ V shuffle_xor_wave(V value, int mask) {
 #if MBN_GPU_CUDA
     return __shfl_xor_sync(0xffffffffu, value, mask);
 #else
@@ -102,6 +85,19 @@ __device__ __forceinline__ double shuffle_down(double value, int delta) {
     return __shfl_down(value, static_cast<unsigned>(delta));
 #endif
 }
+
+// The value of the lane whose index differs from this one's by `mask`.
+// Doubles name the lanes present (wave_members); floats name the whole
+// wave: only kernels whose blocks are whole waves (the on-chip group-norm
+// kernels) shuffle floats.
+__device__ __forceinline__ double shuffle_xor(double value, int mask) {
+#if MBN_GPU_CUDA
+    return __shfl_xor_sync(wave_members(), value, mask);
+#else
+    return __shfl_xor(value, mask);
+#endif
+}
+__device__ __forceinline__ float shuffle_xor(float value, int mask) { return shuffle_xor_wave(value, mask); }
 template <typename A>
 __device__ __forceinline__ Total<A> shuffle_xor(const Total<A>& v, int mask) {
     return Total<A>{shuffle_xor(v.value, mask)};

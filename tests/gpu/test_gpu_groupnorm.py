@@ -491,21 +491,40 @@ def test_on_chip_in_place(handle, on_chip):
     run_backward(handle, x, dy, ON_CHIP_SMALL_GROUPS, 154, dx=x)
 
 
-@pytest.mark.parametrize("activation", (None, "swish"))
-@pytest.mark.parametrize("layout", ("nchw", "nhwc"))
-def test_on_chip_small_float_groups_that_cancel(handle, on_chip, layout, activation):
+def backward_of_cancelling_groups(handle, layout, activation, seed):
     """16-value float32 groups, x close together and dy nearly 1 + its
     deviation: dx nearly cancels, which float element arithmetic misses
-    (the kernel's exact mode works in double; gn_tile.hpp)."""
+    (the on-chip exact mode and the slices of such groups work in double;
+    gn_tile.hpp).  Whether a value is missed depends on the data: on the
+    host emulator, 6 seeds of 12 failed before the on-chip swish derivative
+    went to double, hence several seeds here."""
     shape, groups = (4, 32, 2, 2), 8
-    gen = torch.Generator(device="cuda").manual_seed(191)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
     z = torch.randn(shape, generator=gen, device="cuda", dtype=torch.float64)
     noise = torch.randn(shape, generator=gen, device="cuda", dtype=torch.float64)
     x = (3.0 + 1e-3 * z).to(torch.float32)
     dy = (1.0 + z + 1e-3 * noise).to(torch.float32)
     if layout == "nhwc":
         x, dy = (t.contiguous(memory_format=torch.channels_last) for t in (x, dy))
-    run_backward(handle, x, dy, groups, 191, activation=activation)
+    run_backward(handle, x, dy, groups, seed, activation=activation)
+
+
+CANCELLING_SEEDS = range(191, 199)
+
+
+@pytest.mark.parametrize("seed", CANCELLING_SEEDS)
+@pytest.mark.parametrize("activation", (None, "swish"))
+@pytest.mark.parametrize("layout", ("nchw", "nhwc"))
+def test_on_chip_small_float_groups_that_cancel(handle, on_chip, layout, activation, seed):
+    backward_of_cancelling_groups(handle, layout, activation, seed)
+
+
+@pytest.mark.parametrize("seed", CANCELLING_SEEDS)
+@pytest.mark.parametrize("activation", (None, "swish"))
+@pytest.mark.parametrize("layout", ("nchw", "nhwc"))
+def test_slices_small_float_groups_that_cancel(handle, monkeypatch, layout, activation, seed):
+    monkeypatch.setenv("MIOPEN_BN_GPU_ALGORITHM", "gn_slices")
+    backward_of_cancelling_groups(handle, layout, activation, seed)
 
 
 @pytest.mark.parametrize("layout", ("nchw", "nhwc"))
