@@ -195,16 +195,9 @@ __global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank
 #pragma unroll
     for (int j = 0; j < VF; ++j) sums[j] = Sums2<double>{0.0, 0.0};
     if (slice0 < slices) {
-        GnSlice<A> s[VF];
-        GnSlice<E> wide[VF];
+        GnSlice<E> s[VF];
 #pragma unroll
-        for (int j = 0; j < VF; ++j) {
-            s[j] = slice_at<A>(a, slice0 + j);
-            if constexpr (std::is_same<A, E>::value)
-                wide[j] = s[j];
-            else
-                wide[j] = slice_at<E>(a, slice0 + j);
-        }
+        for (int j = 0; j < VF; ++j) s[j] = slice_at<E>(a, slice0 + j);
         std::int64_t base[2];
         nest_offsets<2>(layout.feature, slice0, kSlotX, base);
         std::int64_t r = begin + threadIdx.y;
@@ -231,11 +224,10 @@ __global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank
 #pragma unroll
                     for (int e = 0; e < V; ++e) {
                         const int j = VF > 1 ? e : 0;
-                        A xhat, g;
-                        element_gradient(a, s[j], xv[e], dyv[e], xhat, g);
-                        const E wide_xhat = (static_cast<E>(xv[e]) - wide[j].mean) * wide[j].rstd;
-                        batch[j].a += static_cast<E>(g);
-                        batch[j].b += static_cast<E>(g) * wide_xhat;
+                        E xhat, g;
+                        element_gradient(a, s[j], static_cast<E>(xv[e]), static_cast<E>(dyv[e]), xhat, g);
+                        batch[j].a += g;
+                        batch[j].b += g * xhat;
                     }
                 }
 #pragma unroll
@@ -288,18 +280,13 @@ __global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank
     const std::int64_t slice0 = share.feature0;
     const std::int64_t end = share.end;
     const std::int64_t step = layout.rows;
-    // The gradient g in A (the activation's derivative is taken in float),
-    // dx in E (double where it cancels in small groups; gn_backward_slices).
-    GnSlice<A> s[VF];
-    GnSlice<E> wide[VF];
+    // g and dx in E, as the sums (double where dx cancels in small groups;
+    // gn_backward_slices).
+    GnSlice<E> s[VF];
     E mean_wg[VF], mean_wg_xhat[VF];
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
-        s[j] = slice_at<A>(a, slice0 + j);
-        if constexpr (std::is_same<A, E>::value)
-            wide[j] = s[j];
-        else
-            wide[j] = slice_at<E>(a, slice0 + j);
+        s[j] = slice_at<E>(a, slice0 + j);
         const double* terms = a.scratch.group_terms + s[j].group * kGnGroupTerms;
         mean_wg[j] = static_cast<E>(terms[0]);
         mean_wg_xhat[j] = static_cast<E>(terms[1]);
@@ -328,11 +315,9 @@ __global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank
 #pragma unroll
             for (int e = 0; e < V; ++e) {
                 const int j = VF > 1 ? e : 0;
-                A xhat, g;
-                element_gradient(a, s[j], xv[e], dyv[e], xhat, g);
-                const E wide_xhat = (static_cast<E>(xv[e]) - wide[j].mean) * wide[j].rstd;
-                out[e] = wide[j].rstd *
-                         ((wide[j].weight * static_cast<E>(g) - mean_wg[j]) - wide_xhat * mean_wg_xhat[j]);
+                E xhat, g;
+                element_gradient(a, s[j], static_cast<E>(xv[e]), static_cast<E>(dyv[e]), xhat, g);
+                out[e] = s[j].rstd * ((s[j].weight * g - mean_wg[j]) - xhat * mean_wg_xhat[j]);
             }
             store_values<T, V>(dx + at[k], out, 1.0f, 0.0f);
         }
