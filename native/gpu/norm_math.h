@@ -77,20 +77,28 @@ template <>
 struct Narrow<__half> {
     __device__ static __half from(double v) { return __float2half_rn(static_cast<float>(v)); }
 };
+// float to bfloat16, rounded to nearest even; NaN stays a (quiet) NaN.
+// nvcc has one instruction for it (F2FP on sm_80 and later): the integer
+// rounding below took seven, and bfloat16 kernels ran 7-17% behind their
+// half twins on the same bytes (H200).
+__device__ __forceinline__ mbn_bfloat16 bfloat16_nearest(float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(MBN_EMULATION)
+    return __float2bfloat16_rn(v);
+#else
+    const unsigned int u = __float_as_uint(v);
+    unsigned short bits;
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        bits = static_cast<unsigned short>((u >> 16) | 0x40u);
+    else
+        bits = static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    mbn_bfloat16 out;
+    *reinterpret_cast<unsigned short*>(&out) = bits;
+    return out;
+#endif
+}
 template <>
 struct Narrow<mbn_bfloat16> {
-    // Round to nearest even; NaN stays a (quiet) NaN.
-    __device__ static mbn_bfloat16 from(double v) {
-        const unsigned int u = __float_as_uint(static_cast<float>(v));
-        unsigned short bits;
-        if ((u & 0x7fffffffu) > 0x7f800000u)
-            bits = static_cast<unsigned short>((u >> 16) | 0x40u);
-        else
-            bits = static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-        mbn_bfloat16 out;
-        *reinterpret_cast<unsigned short*>(&out) = bits;
-        return out;
-    }
+    __device__ static mbn_bfloat16 from(double v) { return bfloat16_nearest(static_cast<float>(v)); }
 };
 // Conversion of a result to an element type.  The data path computes in
 // float: its overloads convert directly, without a detour through double.
@@ -105,6 +113,10 @@ __device__ __forceinline__ float narrow<float>(float v) {
 template <>
 __device__ __forceinline__ __half narrow<__half>(float v) {
     return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ mbn_bfloat16 narrow<mbn_bfloat16>(float v) {
+    return bfloat16_nearest(v);
 }
 template <typename T>
 __device__ __forceinline__ T narrow(double v) {
