@@ -11,15 +11,17 @@
 // positions of channel c of sample n -- and whose reduction is the positions
 // (gn_planner.hpp), in any layout:
 //   1. gn_backward_slices: per (split, slice) sums of g and g * xhat;
-//   2. gn_backward_finalize: a team of threads per group merges its slices'
-//      sums into the group's two means, one per channel writes dbias and
-//      dweight, each in a fixed order (deterministic);
+//   2. gn_backward_finalize (gn_backward_finalize.h): a team of threads per
+//      group merges its slices' sums into the group's two means, one per
+//      channel writes dbias and dweight, each in a fixed order
+//      (deterministic);
 //   3. gn_backward_apply: dx.
 // The hand-over between 1 and 2 is a launch, not a last-block-done count:
 // with channels innermost (NHWC) every block holds many slices, and counting
 // each (split, slice) serialized on a few counters cost ten times the
 // kernel's reads (seen on the H100).
 #include "gpu/block_reduce.h"
+#include "gpu/gn_backward_finalize.h"
 #include "gpu/feature_share.h"
 #include "gpu/gn_activation.h"
 #include "gpu/gn_launch.hpp"
@@ -123,77 +125,6 @@ __device__ __forceinline__ void load_batch(const T* x, const T* dy, const LoopNe
     }
 }
 
-// The finalize merges each item's partials -- a group's channels x splits
-// (for its two means), a channel's samples x splits (for dbias and
-// dweight) -- with a team of `lanes` consecutive threads (reduce_team): one
-// thread where an item has a partial or two, a wave's part or a whole wave
-// for tens, several waves of one block only for hundreds (few tiles and
-// many splits); many teams share a block.  A block per item, reducing
-// through shared memory, spent the kernel on barriers and shuffles around a
-// handful of loads (1x1280x64x64 on the H200: 1312 blocks, 7.6 us, DRAM
-// idle).
-struct GnFinalizeTeams {
-    int group_lanes;
-    int channel_lanes;
-    unsigned group_blocks;  // the blocks of groups, then those of channels
-    unsigned blocks;
-};
-
-// Lanes for `partials` values: the fewest (a power of two) that leave at
-// most two loads a lane -- a chain of loads is the kernel's latency -- up
-// to a block.
-inline int finalize_lanes(std::int64_t partials) {
-    int lanes = 1;
-    while (lanes < kBlockThreads && 2 * lanes < partials) lanes *= 2;
-    return lanes;
-}
-
-inline GnFinalizeTeams plan_finalize(const GnGroupShape& shape, int splits, bool affine) {
-    GnFinalizeTeams t{};
-    t.group_lanes = finalize_lanes(shape.channels * splits);
-    t.channel_lanes = finalize_lanes(shape.samples * splits);
-    const auto blocks_for = [](std::int64_t items, int lanes) {
-        const std::int64_t per_block = kBlockThreads / lanes;
-        return static_cast<unsigned>((items + per_block - 1) / per_block);
-    };
-    t.group_blocks = blocks_for(shape.group_count(), t.group_lanes);
-    t.blocks = t.group_blocks + (affine ? blocks_for(shape.groups * shape.channels, t.channel_lanes) : 0u);
-    return t;
-}
-
-// A member's share of the sums of w g and w g xhat over group `group`
-// (n * G + g): its channels and splits, in the fixed order of
-// for_group_partials.
-template <typename P>
-__device__ Sums2<double> group_part(const GnBackwardArgs<P>& a, const FeatureLayout& layout, std::int64_t group,
-                                    int lanes, int member) {
-    std::int64_t n, g;
-    divide(group, a.order.shape.groups, n, g);
-    Sums2<double> part{0.0, 0.0};
-    for_group_partials(a.order.shape.channels, layout.splits, lanes, member, [&](std::int64_t k, std::int64_t split) {
-        const std::int64_t c = g * a.order.shape.channels + k;
-        const double w = a.weight != nullptr ? static_cast<double>(widen(a.weight[c * a.weight_stride])) : 1.0;
-        const std::int64_t at = split * layout.feature.size + a.order.index(n, c);
-        part.a += w * a.scratch.sum_g[at];
-        part.b += w * a.scratch.sum_g_xhat[at];
-    });
-    return part;
-}
-
-// A member's share of dbias[c] and dweight[c]: the split sums of every
-// sample's slice (the samples take the place of a group's channels).
-template <typename P>
-__device__ Sums2<double> channel_part(const GnBackwardArgs<P>& a, const FeatureLayout& layout, std::int64_t c,
-                                      int lanes, int member) {
-    Sums2<double> part{0.0, 0.0};
-    for_group_partials(a.order.shape.samples, layout.splits, lanes, member, [&](std::int64_t n, std::int64_t split) {
-        const std::int64_t at = split * layout.feature.size + a.order.index(n, c);
-        part.a += a.scratch.sum_g[at];
-        part.b += a.scratch.sum_g_xhat[at];
-    });
-    return part;
-}
-
 // Launched as the layout says: blockDim = (tile_features, rows), gridDim =
 // (tiles, splits); thread (tx, ty) owns slices from (bx * tile_features +
 // tx) * VF on (feature_layout.hpp).  E: the type of xhat in g * xhat and of
@@ -275,35 +206,11 @@ __global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank
     }
 }
 
-// The blocks of groups' teams, then (when dweight is wanted) those of
-// channels' teams.  Every thread takes part in reduce_team (its barriers
-// when a team spans waves), those past the last item with zeros.
+// The finalize (gn_backward_finalize.h): plan_finalize's grid of 1-D blocks.
 template <typename P>
-__global__ void __launch_bounds__(kBlockThreads)
-    gn_backward_finalize(FeatureLayout layout, GnBackwardArgs<P> a, GnFinalizeTeams teams) {
+__global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(GnFinalizeArgs<P> f) {
     __shared__ Sums2<double> wave_totals[kBlockThreads / MBN_WAVE_SIZE];
-    const bool groups = blockIdx.x < teams.group_blocks;
-    const int lanes = groups ? teams.group_lanes : teams.channel_lanes;
-    const std::int64_t block = groups ? blockIdx.x : blockIdx.x - teams.group_blocks;
-    const int flat = flat_thread_index();
-    const std::int64_t item = block * (kBlockThreads / lanes) + flat / lanes;
-    const int member = flat & (lanes - 1);  // lanes: a power of two
-    const GnGroupShape& shape = a.order.shape;
-    const std::int64_t items = groups ? shape.group_count() : shape.groups * shape.channels;
-    Sums2<double> part{0.0, 0.0};
-    if (item < items)
-        part = groups ? group_part(a, layout, item, lanes, member) : channel_part(a, layout, item, lanes, member);
-    const Sums2<double> total = reduce_team(part, lanes, wave_totals);
-    if (member != 0 || item >= items) return;
-    if (groups) {
-        double* terms = a.scratch.group_terms + item * kGnGroupTerms;
-        const double m = static_cast<double>(shape.size);
-        terms[0] = total.a / m;
-        terms[1] = total.b / m;
-    } else {
-        a.dbias[item * a.dbias_stride] = narrow<P>(total.a);
-        a.dweight[item * a.dweight_stride] = narrow<P>(total.b);
-    }
+    finalize_block(f, wave_totals);
 }
 
 // dx, per element of each slice, its blocks in the reverse of the sums'
@@ -408,6 +315,18 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
             a.swish = p.activation == Activation::swish;
             a.swish_beta = p.swish_beta;
             a.scratch = carve_backward_scratch(target.scratch, layout.feature.size, layout.splits);
+            GnFinalizeArgs<P> finalize{};
+            finalize.order = a.order;
+            finalize.slices = layout.feature.size;
+            finalize.splits = layout.splits;
+            finalize.weight = a.weight;
+            finalize.weight_stride = a.weight_stride;
+            finalize.dweight = a.dweight;
+            finalize.dbias = a.dbias;
+            finalize.dweight_stride = a.dweight_stride;
+            finalize.dbias_stride = a.dbias_stride;
+            finalize.scratch = a.scratch;
+            plan_finalize(finalize);
             const T* x = static_cast<const T*>(p.x.data);
             const T* dy = static_cast<const T*>(p.dy.data);
             T* dx = static_cast<T*>(p.dx.data);
@@ -422,9 +341,8 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
                     gn_backward_slices<T, P, A, E, kRank, kVr, kVf>
                         <<<grid, block, 0, target.stream>>>(x, dy, layout, a);
                     check_launch("gn_backward_slices");
-                    const GnFinalizeTeams teams = plan_finalize(a.order.shape, layout.splits, p.affine);
                     gn_backward_finalize<P>
-                        <<<dim3(teams.blocks), dim3(kBlockThreads), 0, target.stream>>>(layout, a, teams);
+                        <<<dim3(finalize.blocks), dim3(kBlockThreads), 0, target.stream>>>(finalize);
                     check_launch("gn_backward_finalize");
                     gn_backward_apply<T, P, A, E, kRank, kVr, kVf>
                         <<<grid, block, 0, target.stream>>>(x, dy, dx, layout, a);
