@@ -125,6 +125,21 @@ __device__ __forceinline__ void load_batch(const T* x, const T* dy, const LoopNe
     }
 }
 
+// Blocks of 256 threads a multiprocessor gn_backward_slices asks for.  With
+// one slice a thread on the linear walk (NCHW-like planes) a block's 256
+// rows each load a few positions and then wait on the rows' reduction: the
+// kernel waits on latency, not bandwidth (1x1280x64x64 bfloat16 on the
+// H200: 72 registers, three blocks, 34% occupancy, 29.5% of DRAM, its 1280
+// blocks 3.2 rounds of resident ones).  Four blocks (64 registers) keep
+// float and bfloat16 without stack and with the same loads in flight
+// (sm_90 SASS); half then took 48 bytes of stack, so it stays at three.
+template <typename T, typename E, int Rank, int VF>
+__host__ __device__ constexpr int slices_min_blocks() {
+    return Rank == 1 && VF == 1 && sizeof(E) <= 4 && !std::is_same<T, __half>::value
+               ? 4
+               : linear_walk_min_blocks<E, Rank>();
+}
+
 // Launched as the layout says: blockDim = (tile_features, rows), gridDim =
 // (tiles, splits); thread (tx, ty) owns slices from (bx * tile_features +
 // tx) * VF on (feature_layout.hpp).  E: the type of xhat in g * xhat and of
@@ -133,7 +148,7 @@ __device__ __forceinline__ void load_batch(const T* x, const T* dy, const LoopNe
 // of xhat in mean(w g xhat) would dominate it; A elsewhere.  A thread sums
 // each batch in E, then into double.
 template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank>()))
+__global__ void __launch_bounds__(kBlockThreads, (slices_min_blocks<T, E, Rank, VF>()))
     gn_backward_slices(const T* x, const T* dy, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kBatch = batch_positions<V>();
