@@ -11,15 +11,17 @@
 // positions of channel c of sample n -- and whose reduction is the positions
 // (gn_planner.hpp), in any layout:
 //   1. gn_backward_slices: per (split, slice) sums of g and g * xhat;
-//   2. gn_backward_finalize: one block per group merges its slices' sums into
-//      the group's two means, one block per channel writes dbias and
-//      dweight, each in a fixed order (deterministic);
+//   2. gn_backward_finalize (gn_backward_finalize.h): a team of threads per
+//      group merges its slices' sums into the group's two means, one per
+//      channel writes dbias and dweight, each in a fixed order
+//      (deterministic);
 //   3. gn_backward_apply: dx.
 // The hand-over between 1 and 2 is a launch, not a last-block-done count:
 // with channels innermost (NHWC) every block holds many slices, and counting
 // each (split, slice) serialized on a few counters cost ten times the
 // kernel's reads (seen on the H100).
 #include "gpu/block_reduce.h"
+#include "gpu/gn_backward_finalize.h"
 #include "gpu/feature_share.h"
 #include "gpu/gn_activation.h"
 #include "gpu/gn_launch.hpp"
@@ -123,51 +125,19 @@ __device__ __forceinline__ void load_batch(const T* x, const T* dy, const LoopNe
     }
 }
 
-// The means of w g and of w g xhat over group (n, g), from the slices'
-// split sums; the whole block calls.
-template <typename P>
-__device__ void finalize_group(const GnBackwardArgs<P>& a, const FeatureLayout& layout, std::int64_t n, std::int64_t g,
-                               Sums2<double>* wave_totals) {
-    const int threads = static_cast<int>(blockDim.x * blockDim.y);
-    Sums2<double> part{0.0, 0.0};
-    for_group_partials(a.order.shape.channels, layout.splits, threads, flat_thread_index(),
-                       [&](std::int64_t k, std::int64_t split) {
-                           const std::int64_t c = g * a.order.shape.channels + k;
-                           const double w =
-                               a.weight != nullptr ? static_cast<double>(widen(a.weight[c * a.weight_stride])) : 1.0;
-                           const std::int64_t at = split * layout.feature.size + a.order.index(n, c);
-                           part.a += w * a.scratch.sum_g[at];
-                           part.b += w * a.scratch.sum_g_xhat[at];
-                       });
-    const Sums2<double> total = reduce_team(part, threads, wave_totals);
-    if (flat_thread_index() == 0) {
-        const std::int64_t group = n * a.order.shape.groups + g;
-        double* terms = a.scratch.group_terms + group * kGnGroupTerms;
-        const double m = static_cast<double>(a.order.shape.size);
-        terms[0] = total.a / m;
-        terms[1] = total.b / m;
-    }
-}
-
-// dbias[c] and dweight[c] from the split sums of every sample's slice; the
-// whole block calls.
-template <typename P>
-__device__ void finalize_channel(const GnBackwardArgs<P>& a, const FeatureLayout& layout, std::int64_t c,
-                                 Sums2<double>* wave_totals) {
-    const int threads = static_cast<int>(blockDim.x * blockDim.y);
-    Sums2<double> part{0.0, 0.0};
-    // The samples take the place of a group's channels: fastest across threads.
-    for_group_partials(a.order.shape.samples, layout.splits, threads, flat_thread_index(),
-                       [&](std::int64_t n, std::int64_t split) {
-                           const std::int64_t at = split * layout.feature.size + a.order.index(n, c);
-                           part.a += a.scratch.sum_g[at];
-                           part.b += a.scratch.sum_g_xhat[at];
-                       });
-    const Sums2<double> total = reduce_team(part, threads, wave_totals);
-    if (flat_thread_index() == 0) {
-        a.dbias[c * a.dbias_stride] = narrow<P>(total.a);
-        a.dweight[c * a.dweight_stride] = narrow<P>(total.b);
-    }
+// Blocks of 256 threads a multiprocessor gn_backward_slices asks for.  With
+// one slice a thread on the linear walk (NCHW-like planes) a block's 256
+// rows each load a few positions and then wait on the rows' reduction: the
+// kernel waits on latency, not bandwidth (1x1280x64x64 bfloat16 on the
+// H200: 72 registers, three blocks, 34% occupancy, 29.5% of DRAM, its 1280
+// blocks 3.2 rounds of resident ones).  Four blocks (64 registers) keep
+// float and bfloat16 without stack and with the same loads in flight
+// (sm_90 SASS); half then took 48 bytes of stack, so it stays at three.
+template <typename T, typename E, int Rank, int VF>
+__host__ __device__ constexpr int slices_min_blocks() {
+    return Rank == 1 && VF == 1 && sizeof(E) <= 4 && !std::is_same<T, __half>::value
+               ? 4
+               : linear_walk_min_blocks<E, Rank>();
 }
 
 // Launched as the layout says: blockDim = (tile_features, rows), gridDim =
@@ -178,7 +148,7 @@ __device__ void finalize_channel(const GnBackwardArgs<P>& a, const FeatureLayout
 // of xhat in mean(w g xhat) would dominate it; A elsewhere.  A thread sums
 // each batch in E, then into double.
 template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank>()))
+__global__ void __launch_bounds__(kBlockThreads, (slices_min_blocks<T, E, Rank, VF>()))
     gn_backward_slices(const T* x, const T* dy, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kBatch = batch_positions<V>();
@@ -251,19 +221,11 @@ __global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank
     }
 }
 
-// One block (1-D) per group, then one per channel when dweight is wanted.
+// The finalize (gn_backward_finalize.h): plan_finalize's grid of 1-D blocks.
 template <typename P>
-__global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(FeatureLayout layout, GnBackwardArgs<P> a) {
+__global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(GnFinalizeArgs<P> f) {
     __shared__ Sums2<double> wave_totals[kBlockThreads / MBN_WAVE_SIZE];
-    const std::int64_t groups = a.order.shape.group_count();
-    const std::int64_t block = blockIdx.x;
-    if (block < groups) {
-        std::int64_t n, g;
-        divide(block, a.order.shape.groups, n, g);
-        finalize_group(a, layout, n, g, wave_totals);
-    } else {
-        finalize_channel(a, layout, block - groups, wave_totals);
-    }
+    finalize_block(f, wave_totals);
 }
 
 // dx, per element of each slice, its blocks in the reverse of the sums'
@@ -343,7 +305,6 @@ void with_exact_type(std::int64_t group_size, Body&& body) {
 
 void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const LaunchTarget& target) {
     const FeatureLayout& layout = plan.slices.layout;
-    const Lengths& len = p.shape.len;
     with_element_type(p.x.dtype, [&](auto x_tag) {
         using T = typename decltype(x_tag)::type;
         using A = acc_t<T>;
@@ -369,6 +330,18 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
             a.swish = p.activation == Activation::swish;
             a.swish_beta = p.swish_beta;
             a.scratch = carve_backward_scratch(target.scratch, layout.feature.size, layout.splits);
+            GnFinalizeArgs<P> finalize{};
+            finalize.order = a.order;
+            finalize.slices = layout.feature.size;
+            finalize.splits = layout.splits;
+            finalize.weight = a.weight;
+            finalize.weight_stride = a.weight_stride;
+            finalize.dweight = a.dweight;
+            finalize.dbias = a.dbias;
+            finalize.dweight_stride = a.dweight_stride;
+            finalize.dbias_stride = a.dbias_stride;
+            finalize.scratch = a.scratch;
+            plan_finalize(finalize);
             const T* x = static_cast<const T*>(p.x.data);
             const T* dy = static_cast<const T*>(p.dy.data);
             T* dx = static_cast<T*>(p.dx.data);
@@ -383,9 +356,8 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
                     gn_backward_slices<T, P, A, E, kRank, kVr, kVf>
                         <<<grid, block, 0, target.stream>>>(x, dy, layout, a);
                     check_launch("gn_backward_slices");
-                    const std::int64_t finalizers = a.order.shape.group_count() + (p.affine ? len[kC] : 0);
-                    gn_backward_finalize<P><<<dim3(static_cast<unsigned>(finalizers)), dim3(kBlockThreads), 0,
-                                              target.stream>>>(layout, a);
+                    gn_backward_finalize<P>
+                        <<<dim3(finalize.blocks), dim3(kBlockThreads), 0, target.stream>>>(finalize);
                     check_launch("gn_backward_finalize");
                     gn_backward_apply<T, P, A, E, kRank, kVr, kVf>
                         <<<grid, block, 0, target.stream>>>(x, dy, dx, layout, a);

@@ -31,13 +31,13 @@ __device__ inline GnSlicePlace slice_place(const GnSliceOrder& order, std::int64
 }
 
 // Calls visit(k, split) once for every channel k < channels and split <
-// splits of one group, spread over the block's `threads` threads (flat
-// index `thread`).  The channel is the fastest of the two across threads and
-// fixed per thread: the partials of one split lie next to each other in the
-// scratch ([split * slices + slice], consecutive channels consecutive when
-// samples are outermost), and a thread's loop has no division, so its loads
-// can be in flight together.  The order is fixed by the shape alone
-// (deterministic sums).
+// splits of one group, spread over `threads` threads (a block, or a team
+// within one; `thread` is the index among them).  The channel is the
+// fastest of the two across threads and fixed per thread: the partials of
+// one split lie next to each other in the scratch ([split * slices +
+// slice], consecutive channels consecutive when samples are outermost), and
+// a thread's loop has no division, so its loads can be in flight together.
+// The order is fixed by the shape alone (deterministic sums).
 template <typename Visit>
 __device__ __forceinline__ void for_group_partials(std::int64_t channels, std::int64_t splits, int threads, int thread,
                                                    Visit&& visit) {
