@@ -44,6 +44,23 @@ __host__ __device__ constexpr int moment_load_positions() {
         return moment_batch_positions<V>();
 }
 
+// A thread's positions r, r + rows, ... below `end` in groups of kLoad:
+// every whole group by group(std::false_type), then the last few (fewer
+// than a group) as one guarded group, group(std::true_type), on the linear
+// walk, or one by one, one(), on the nest cursors.  Both phases walk so:
+// block_moments and normalize_share.  `r` is the caller's, which its
+// callbacks read.
+template <int kLoad, bool kLinear, typename Group, typename One>
+__device__ __forceinline__ void walk_in_groups(std::int64_t& r, std::int64_t end, std::int64_t rows,
+                                               const Group& group, const One& one) {
+    for (; r + (kLoad - 1) * rows < end; r += kLoad * rows) group(std::false_type{});
+    if constexpr (kLinear) {
+        if (r < end) group(std::true_type{});
+    } else {
+        for (; r < end; r += rows) one();
+    }
+}
+
 // The shifted moments of feature j (of the thread's VF) over the share, one
 // element at a time in double: the rare path of block_moments, for shares
 // whose float M2 overflowed (slow, and few registers).
@@ -159,24 +176,19 @@ __device__ void block_moments(const T* __restrict__ x, const FeatureLayout& layo
                 }
             }
         };
-        for (; r + (kLoad - 1) * rows < share.end; r += kLoad * rows) add_group(std::false_type{});
-        if constexpr (kLinear) {
-            if (r < share.end) add_group(std::true_type{});
-        } else {
-            for (; r < share.end; r += rows) {
-                A value[V];
-                load_values<A, V>(x + cursor.offset[0], value);
-                A v[VF][VR];
+        walk_in_groups<kLoad, kLinear>(r, share.end, rows, add_group, [&] {
+            A value[V];
+            load_values<A, V>(x + cursor.offset[0], value);
+            A v[VF][VR];
 #pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const int j = VF > 1 ? e : 0;
-                    v[j][VF > 1 ? 0 : e] = value[e] - narrow_shift[j];
-                }
-#pragma unroll
-                for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j]);
-                cursor.advance(layout.reduce);
+            for (int e = 0; e < V; ++e) {
+                const int j = VF > 1 ? e : 0;
+                v[j][VF > 1 ? 0 : e] = value[e] - narrow_shift[j];
             }
-        }
+#pragma unroll
+            for (int j = 0; j < VF; ++j) add_batch(moments[j], v[j]);
+            cursor.advance(layout.reduce);
+        });
     }
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
@@ -275,22 +287,17 @@ __device__ void normalize_share(const T* x, T* y, const FeatureLayout& layout, c
             store_values<T, V>(y + out[k], v, alpha, beta);
         }
     };
-    for (; r + (kLoad - 1) * rows < share.end; r += kLoad * rows) apply_group(std::false_type{});
-    if constexpr (kLinear) {
-        if (r < share.end) apply_group(std::true_type{});
-    } else {
-        for (; r < share.end; r += rows) {
-            A v[V];
-            load_values<A, V>(x + cursor.offset[0], v);
+    walk_in_groups<kLoad, kLinear>(r, share.end, rows, apply_group, [&] {
+        A v[V];
+        load_values<A, V>(x + cursor.offset[0], v);
 #pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const int j = VF > 1 ? e : 0;
-                v[e] = epilogue(((v[e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j]);
-            }
-            store_values<T, V>(y + cursor.offset[1], v, alpha, beta);
-            cursor.advance(layout.reduce);
+        for (int e = 0; e < V; ++e) {
+            const int j = VF > 1 ? e : 0;
+            v[e] = epilogue(((v[e] - shift[j]) - mean_offset[j]) * factor[j] + bias[j]);
         }
-    }
+        store_values<T, V>(y + cursor.offset[1], v, alpha, beta);
+        cursor.advance(layout.reduce);
+    });
 }
 
 }  // namespace gpu
