@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace mbn {
 namespace gpu {
@@ -134,8 +135,21 @@ __device__ __forceinline__ void coefficients_of_vector(int c0, const InferenceAr
 // + k * R + threadIdx.y, k < K (R = blockDim.y).  A warp covers whole rows or
 // a run of one row: contiguous.  The grid stops at a few blocks a
 // multiprocessor, so that each thread's V coefficients serve several steps.
+//
+// Blocks a multiprocessor asked for (0: left to the compiler).  Unasked,
+// bfloat16's K = 4 took 87 registers, two blocks, and ran 9% behind half on
+// the same bytes (ncu: achieved occupancy 23% against 46%); held to four it
+// spilled (56 bytes of stack) and lost up to 21%, held to three it takes 80
+// registers, no stack, and ran 1.06x-1.15x faster on 6 of 7 NHWC rows
+// (H200, run64: 256x64x56x56 64.3 -> 59.3 us).  Half reaches four blocks
+// unasked and lost up to 4% when held to three; float did not move.
+template <typename T>
+constexpr int columns_min_blocks() {
+    return std::is_same<T, mbn_bfloat16>::value ? 3 : 0;
+}
+
 template <typename T, int K>
-__global__ void __launch_bounds__(kThreads) bn_inference_columns(InferenceArgs a) {
+__global__ void __launch_bounds__(kThreads, (columns_min_blocks<T>())) bn_inference_columns(InferenceArgs a) {
     constexpr int V = 16 / sizeof(T);
     const int j = static_cast<int>(blockIdx.y * blockDim.x + threadIdx.x);
     if (j >= a.channel_vectors) return;  // no barrier below
