@@ -1,6 +1,7 @@
 // What the emulated kernels' check programs (gn_tile_check.cpp,
-// bn_tile_check.cpp) share: element conversions, the tolerance table of
-// python/miopen_bn/tolerances.csv, host tensors with poisoned slack, and
+// bn_tile_check.cpp, slice_walk_check.cpp, gn_finalize_check.cpp) share:
+// a tally of checks and failures, element conversions, the tolerance table
+// of python/miopen_bn/tolerances.csv, host tensors with poisoned slack, and
 // the comparison with a float64 reference.
 #pragma once
 
@@ -21,6 +22,22 @@
 namespace emu_check {
 
 using namespace mbn;
+
+// A check program's count of checks and failures: the first 20 failures
+// are printed, and finish() prints the totals and gives the exit status.
+struct Tally {
+    int checks = 0;
+    int failures = 0;
+
+    void fail(const std::string& what) {
+        ++failures;
+        if (failures <= 20) std::printf("FAIL %s\n", what.c_str());
+    }
+    int finish() const {
+        std::printf("%d check(s), %d failure(s)\n", checks, failures);
+        return failures == 0 ? 0 : 1;
+    }
+};
 
 // ---- elements ------------------------------------------------------------
 

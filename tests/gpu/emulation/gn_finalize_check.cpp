@@ -12,6 +12,7 @@
 //   gn_finalize_check    exit status 0 when every case passes
 #include "gpu/hip_compat.h"  // the emulation stand-in (found first)
 
+#include "check_support.hpp"
 #include "emulator.hpp"
 #include "gpu/gn_backward_finalize.h"
 
@@ -28,13 +29,7 @@ using namespace mbn::gpu;
 
 namespace {
 
-int failures = 0;
-int checks = 0;
-
-void report(const std::string& what) {
-    ++failures;
-    if (failures <= 20) std::printf("FAIL %s\n", what.c_str());
-}
+emu_check::Tally tally;
 
 // The kernel's shared wave totals (the emulator gives each block its own copy).
 Sums2<double> g_wave_totals[kBlockThreads / EMU_WAVE_SIZE];
@@ -110,15 +105,15 @@ void run_case(const Case& k, std::mt19937_64& rng) {
             }
             const double m = static_cast<double>(s.size);
             const double* got = &terms[(n * k.g + g) * kGnGroupTerms];
-            ++checks;
+            ++tally.checks;
             if (!close(got[0], static_cast<double>(a / m), static_cast<double>(scale / m), 1e-14) ||
                 !close(got[1], static_cast<double>(b / m), static_cast<double>(scale / m), 1e-14))
-                report(label + ": group (" + std::to_string(n) + ", " + std::to_string(g) + ") " +
+                tally.fail(label + ": group (" + std::to_string(n) + ", " + std::to_string(g) + ") " +
                        std::to_string(got[0]) + " " + std::to_string(got[1]) + " want " +
                        std::to_string(static_cast<double>(a / m)) + " " + std::to_string(static_cast<double>(b / m)));
         }
     for (std::size_t i = k.n * k.g * kGnGroupTerms; i < terms.size(); ++i)
-        if (!std::isnan(terms[i])) report(label + ": group_terms written past the groups");
+        if (!std::isnan(terms[i])) tally.fail(label + ": group_terms written past the groups");
     const double relative = sizeof(P) == 4 ? 1e-6 : 1e-14;
     for (std::int64_t c = 0; c < k.c; ++c) {
         if (!k.affine) break;
@@ -130,17 +125,17 @@ void run_case(const Case& k, std::mt19937_64& rng) {
                 b += sum_gx[at];
                 scale += std::fabs(sum_g[at]) + std::fabs(sum_gx[at]);
             }
-        ++checks;
+        ++tally.checks;
         const double db = static_cast<double>(dbias[c * kStride]), dw = static_cast<double>(dweight[c * kStride]);
         if (!close(db, static_cast<double>(a), static_cast<double>(scale), relative) ||
             !close(dw, static_cast<double>(b), static_cast<double>(scale), relative))
-            report(label + ": channel " + std::to_string(c) + " " + std::to_string(db) + " " + std::to_string(dw) +
+            tally.fail(label + ": channel " + std::to_string(c) + " " + std::to_string(db) + " " + std::to_string(dw) +
                    " want " + std::to_string(static_cast<double>(a)) + " " + std::to_string(static_cast<double>(b)));
     }
     for (std::size_t i = 0; i < dbias.size(); ++i) {
         const bool output = k.affine && i % kStride == 0 && i < static_cast<std::size_t>(k.c * kStride);
         if (!output && (!std::isnan(static_cast<double>(dbias[i])) || !std::isnan(static_cast<double>(dweight[i]))))
-            report(label + ": dbias / dweight written at " + std::to_string(i));
+            tally.fail(label + ": dbias / dweight written at " + std::to_string(i));
     }
     std::printf("%-44s group lanes %3d, channel lanes %3d, %u blocks\n", label.c_str(), f.group_lanes,
                 f.channel_lanes, f.blocks);
@@ -160,6 +155,5 @@ int main() {
     };
     for (const Case& k : cases) run_case<double>(k, rng);
     for (const Case& k : cases) run_case<float>(k, rng);
-    std::printf("%d checks, %d failure(s)\n", checks, failures);
-    return failures == 0 ? 0 : 1;
+    return tally.finish();
 }

@@ -57,13 +57,7 @@ using namespace mbn::gpu;
 
 namespace {
 
-int failures = 0;
-int checks = 0;
-
-void report(const std::string& what) {
-    ++failures;
-    if (failures <= 20) std::printf("FAIL %s\n", what.c_str());
-}
+emu_check::Tally tally;
 
 template <typename T>
 DType dtype_for() {
@@ -121,8 +115,8 @@ std::vector<double> moments_case(const std::string& label, const std::vector<T>&
     });
     for (std::int64_t f = 0; f < features; ++f) {
         const double s0 = value_of(x[element_at(layout, f, 0, kSlotX)]);
-        ++checks;
-        if (shift[f] != s0) report(label + ": shift of feature " + std::to_string(f));
+        ++tally.checks;
+        if (shift[f] != s0) tally.fail(label + ": shift of feature " + std::to_string(f));
         for (int split = 0; split < layout.splits; ++split) {
             const std::int64_t begin = split * layout.chunk;
             const std::int64_t end = std::min(layout.reduce.size, begin + layout.chunk);
@@ -142,13 +136,13 @@ std::vector<double> moments_case(const std::string& label, const std::vector<T>&
                     q += d * d;
                 }
             const std::size_t at = static_cast<std::size_t>(split * features + f);
-            ++checks;
+            ++tally.checks;
             if (count[at] != n || std::fabs(sum[at] - s) > 1e-5 * (s_abs + 1.0) ||
                 std::fabs(m2[at] - q) > 1e-4 * (q + 1e-3)) {
                 char text[200];
                 std::snprintf(text, sizeof text, ": feature %lld split %d: count %g (%g) sum %.9g (%.9g) m2 %.9g (%.9g)",
                               static_cast<long long>(f), split, count[at], n, sum[at], s, m2[at], q);
-                report(label + text);
+                tally.fail(label + text);
             }
         }
     }
@@ -205,7 +199,7 @@ void walk_case(const char* name, const Lengths& len, bool channels_last) {
     device.wave_size = EMU_WAVE_SIZE;
     const FeatureLayout planned = plan_row_layout(len, tensors, device);
     if (planned.vector_width != VR || planned.features_per_thread != VF || planned.reduce.rank > 1) {
-        report(std::string(name) + ": planned widths " + std::to_string(planned.vector_width) + " x " +
+        tally.fail(std::string(name) + ": planned widths " + std::to_string(planned.vector_width) + " x " +
              std::to_string(planned.features_per_thread) + ", reduction rank " + std::to_string(planned.reduce.rank));
         return;
     }
@@ -228,19 +222,19 @@ void walk_case(const char* name, const Lengths& len, bool channels_last) {
         // VF features): the same bits.
         const std::int64_t batch_rows = static_cast<std::int64_t>(layout.rows) * moment_batch_positions<VR * VF>();
         if (layout.chunk % batch_rows == 0 && positions % batch_rows == 0) {
-            ++checks;
+            ++tally.checks;
             if (!same_bits(linear_moments, nest_moments))
-                report(std::string(label) + ": linear moments differ from the nest cursor's");
+                tally.fail(std::string(label) + ": linear moments differ from the nest cursor's");
         }
         const std::vector<T> nest = normalize_case<T, 2, VR, VF>(x, layout, false, factors);
         const std::vector<T> linear = normalize_case<T, 1, VR, VF>(x, layout, false, factors);
         const std::vector<T> in_place = normalize_case<T, 1, VR, VF>(x, layout, true, factors);
-        checks += 3;
+        tally.checks += 3;
         bool written = true;
         for (const T& v : linear) written = written && !std::isnan(value_of(v));
-        if (!written) report(std::string(label) + ": normalize left elements unwritten");
-        if (!same_bits(linear, nest)) report(std::string(label) + ": linear normalize differs from the nest cursor's");
-        if (!same_bits(in_place, nest)) report(std::string(label) + ": in-place normalize differs");
+        if (!written) tally.fail(std::string(label) + ": normalize left elements unwritten");
+        if (!same_bits(linear, nest)) tally.fail(std::string(label) + ": linear normalize differs from the nest cursor's");
+        if (!same_bits(in_place, nest)) tally.fail(std::string(label) + ": in-place normalize differs");
     }
 }
 
@@ -258,6 +252,5 @@ int main() {
     walk_case<float, 1, 4>("fp32 NHWC whole batches", Lengths{1, 8, 1, 64, 64}, true);
     walk_case<float, 1, 1>("fp32 NCHW odd", Lengths{1, 3, 1, 37, 33}, false);
     walk_case<double, 2, 1>("fp64 NCHW", Lengths{1, 2, 1, 50, 60}, false);
-    std::printf("%d check(s), %d failure(s)\n", checks, failures);
-    return failures == 0 ? 0 : 1;
+    return tally.finish();
 }
