@@ -30,14 +30,19 @@ import miopen_bn  # noqa: E402
 
 
 @pytest.fixture
-def dynamo_config(monkeypatch):
-    """Dynamo's settings as the tests found them, restored afterwards."""
+def dynamo_config():
+    """Dynamo's settings as the tests found them, restored afterwards.
+
+    Saved and set back by hand: pytest 9.2's monkeypatch undoes a setting of
+    Dynamo's config module by deleting it (the module serves its settings
+    through __getattr__), and a deleted setting no longer exists for the
+    tests after."""
     config = torch._dynamo.config
-    for name in ("recompile_limit", "accumulated_recompile_limit", "fail_on_recompile_limit_hit",
-                 "suppress_errors"):
-        if hasattr(config, name):
-            monkeypatch.setattr(config, name, getattr(config, name))
-    return config
+    names = ("recompile_limit", "accumulated_recompile_limit", "fail_on_recompile_limit_hit", "suppress_errors")
+    saved = {name: getattr(config, name) for name in names if hasattr(config, name)}
+    yield config
+    for name, value in saved.items():
+        setattr(config, name, value)
 
 
 def test_dynamo_never_falls_back_to_eager_silently(dynamo_config):
