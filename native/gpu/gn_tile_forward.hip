@@ -18,6 +18,7 @@
 #include "gpu/type_dispatch.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace mbn {
 namespace gpu {
@@ -38,6 +39,12 @@ struct GnTileForwardArgs {
     // fastest, a thread's W channels are read 16 bytes at a time.
     bool params_packed;
     float swish_beta;
+    // Set on the host: per thread, the shared layout and the parameters'
+    // steps from slot to slot (positions fastest) took ~20 integer
+    // instructions of every warp's ~110 before its first load.
+    GnTileShared layout;          // tile_shared(walk, false)
+    std::int64_t weight_slot_step;  // row_threads * weight_stride
+    std::int64_t bias_slot_step;
 };
 
 // W consecutive parameters at p (16-byte aligned; W of them fill whole 16
@@ -62,22 +69,26 @@ __device__ __forceinline__ GnMomentSums moment_sums(float count, float mean, flo
 // This thread's moment sums of its lo and hi groups (lanes below / from
 // `split`), each about the group's shift (`shift[j]`, per lane).  Sums run
 // per lane and join their group once, so no element chooses a group.
+// `slots`: the thread holds slots 0 .. slots - 1 (held_slots is a prefix),
+// so each loop stops at the first slot not held: one branch out of the
+// loop, where a test per slot put a branch and its reconvergence around
+// every slot.  Sums start at -0.0, which x + (-0.0) = x leaves out of the
+// code (from +0.0 the first slot took an add per lane).
 template <int R, int W, typename T>
-__device__ void thread_moments(const Pack<T, W> (&raw)[R], unsigned held, int split, const float (&shift)[W],
+__device__ void thread_moments(const Pack<T, W> (&raw)[R], int slots, int split, const float (&shift)[W],
                                GnMomentSums& lo, GnMomentSums& hi) {
     float lane_sum[W];
 #pragma unroll
-    for (int j = 0; j < W; ++j) lane_sum[j] = 0.0f;
+    for (int j = 0; j < W; ++j) lane_sum[j] = -0.0f;
 #pragma unroll
     for (int a = 0; a < R; ++a) {
-        if (!(held & (1u << a))) continue;
+        if (a >= slots) break;
 #pragma unroll
         for (int j = 0; j < W; ++j) lane_sum[j] += widen(raw[a].lane[j]) - shift[j];
     }
-    float sum_lo = 0.0f, sum_hi = 0.0f;
+    float sum_lo = -0.0f, sum_hi = -0.0f;
 #pragma unroll
     for (int j = 0; j < W; ++j) (j < split ? sum_lo : sum_hi) += lane_sum[j];
-    const int slots = __popc(held);
     const float count_lo = static_cast<float>(slots * split);
     const float count_hi = static_cast<float>(slots * (W - split));
     const float mean_lo = count_lo > 0.0f ? sum_lo / count_lo : 0.0f;
@@ -86,7 +97,7 @@ __device__ void thread_moments(const Pack<T, W> (&raw)[R], unsigned held, int sp
 #pragma unroll
     for (int j = 0; j < W; ++j) {
         lane_mean[j] = j < split ? mean_lo : mean_hi;
-        lane_m2[j] = 0.0f;
+        lane_m2[j] = -0.0f;
     }
     // 16-bit data: the deviations about shift + mean in one subtraction.
     // The rounding of that centre (|x| 2^-24) moves M2 by n times its
@@ -98,7 +109,7 @@ __device__ void thread_moments(const Pack<T, W> (&raw)[R], unsigned held, int sp
     for (int j = 0; j < W; ++j) centre[j] = kFoldCentre ? shift[j] + lane_mean[j] : lane_mean[j];
 #pragma unroll
     for (int a = 0; a < R; ++a) {
-        if (!(held & (1u << a))) continue;
+        if (a >= slots) break;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
             const float e = kFoldCentre ? widen(raw[a].lane[j]) - centre[j]
@@ -106,7 +117,7 @@ __device__ void thread_moments(const Pack<T, W> (&raw)[R], unsigned held, int sp
             lane_m2[j] += e * e;
         }
     }
-    float m2_lo = 0.0f, m2_hi = 0.0f;
+    float m2_lo = -0.0f, m2_hi = -0.0f;
 #pragma unroll
     for (int j = 0; j < W; ++j) (j < split ? m2_lo : m2_hi) += lane_m2[j];
     lo = moment_sums(count_lo, mean_lo, m2_lo);
@@ -225,11 +236,24 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     extern __shared__ double gn_tile_forward_shared[];
     const GnTileWalk& w = args.walk;
     require_cluster_support(w.cluster);
-    const GnTileShared layout = tile_shared(w, false);
+    const GnTileShared& layout = args.layout;
     const GnTileThread at(w, W);
-    const unsigned held = held_slots<R>(at);
+    // The thread holds slots 0 .. slots - 1 (a prefix: held_slots).  Every
+    // loop over slots stops at the first one not held: unrolled, that is
+    // one branch out of the loop, so no slot's work issues for nothing.
+    const int slots = at.slots < R ? at.slots : R;
+    // From slot to slot by a pointer step: one 64-bit add a slot, where
+    // x + first + a * step took a 64-bit multiply and a scaled add.
     Pack<T, W> raw[R];
-    load_slots<R, W>(x, at, held, raw);
+    {
+        const T* slot_x = x + at.first;
+#pragma unroll
+        for (int a = 0; a < R; ++a) {
+            if (a >= slots) break;
+            raw[a] = load_pack<W>(slot_x);
+            slot_x += at.step;
+        }
+    }
 
     const GnLaneGroups lanes = lane_groups<W, kInner>(w, at.tx);
     const int split = kInner ? lanes.split : W;
@@ -262,18 +286,41 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
 #pragma unroll
             for (int k = 0; k < kParams; ++k) weight[k] = 1.0f, bias[k] = 0.0f;
         }
-    } else {
-        const std::int64_t channel0 = static_cast<std::int64_t>(at.tile) * w.tile_channels();
+    } else if (kInner) {
+        const std::int64_t channel0 = static_cast<std::int64_t>(at.tile) * w.tile_channels() + at.tx * W;
 #pragma unroll
         for (int k = 0; k < kParams; ++k) {
-            const bool wanted = kInner ? active : (held & (1u << k)) != 0;
-            const std::int64_t c = channel0 + (kInner ? at.tx * W + k : at.row(w, k));
-            weight[k] = wanted ? channel_param(args.weight, args.weight_stride, c, 1.0f) : 1.0f;
-            bias[k] = wanted ? channel_param(args.bias, args.bias_stride, c, 0.0f) : 0.0f;
+            weight[k] = active ? channel_param(args.weight, args.weight_stride, channel0 + k, 1.0f) : 1.0f;
+            bias[k] = active ? channel_param(args.bias, args.bias_stride, channel0 + k, 0.0f) : 0.0f;
+        }
+    } else if (args.weight == nullptr) {  // not affine: no bias either
+#pragma unroll
+        for (int k = 0; k < kParams; ++k) {
+            if (k >= slots) break;
+            weight[k] = 1.0f, bias[k] = 0.0f;
+        }
+    } else {
+        // Slot k's row is channel row(0) + k row_threads: pointers that step
+        // (measured on 1x640x32x32 fp16, the per-slot index products and
+        // null tests made ~170 of the 457 instructions a warp issued before
+        // its first statistic).  Only held slots load; the others' entries
+        // stay unset and unread.
+        const std::int64_t channel = static_cast<std::int64_t>(at.tile) * w.tile_channels() + at.row(w, 0);
+        const P* slot_weight = args.weight + channel * args.weight_stride;
+        const P* slot_bias = args.bias + channel * args.bias_stride;
+        const std::int64_t weight_step = args.weight_slot_step;
+        const std::int64_t bias_step = args.bias_slot_step;
+#pragma unroll
+        for (int k = 0; k < kParams; ++k) {
+            if (k >= slots) break;
+            weight[k] = static_cast<float>(widen(*slot_weight));
+            bias[k] = static_cast<float>(widen(*slot_bias));
+            slot_weight += weight_step;
+            slot_bias += bias_step;
         }
     }
     GnMomentSums lo, hi;
-    thread_moments<R, W>(raw, held, split, shift, lo, hi);
+    thread_moments<R, W>(raw, slots, split, shift, lo, hi);
 
     void* shared = gn_tile_forward_shared;
     GnMomentSums* block_sums = shared_at<GnMomentSums>(shared, layout.block);
@@ -330,32 +377,50 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     // fused multiply-add per element.  Its error beside the form
     // (d - offset) s + b is |offset s| 2^-24, offset the group's mean less
     // its first element: negligible for 16-bit outputs; float32 outputs
-    // keep that form.
+    // keep that form.  Channels fastest, s and t per lane, once; positions
+    // fastest, per slot, inside the slot loop (so only for held slots).
     constexpr bool kFoldOffset = sizeof(T) == 2;
-    float scale[kParams], term[kParams];
-#pragma unroll
-    for (int k = 0; k < kParams; ++k) {
-        // Channels fastest: lane k's group; positions fastest: one group.
-        const float r = kInner ? rstd[k] : rstd[0];
-        const float o = kInner ? offset[k] : offset[0];
-        scale[k] = r * weight[k];
-        term[k] = kFoldOffset ? bias[k] - o * scale[k] : bias[k];
-    }
-    const float exponent_scale = swish_exponent_scale(args.swish_beta);
-#pragma unroll
-    for (int a = 0; a < R; ++a) {
-        if (!(held & (1u << a))) continue;
-        Pack<T, W> out;
+    float lane_scale[W], lane_term[W];
+    if constexpr (kInner) {
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            const int k = kInner ? j : a;
-            const float d = widen(raw[a].lane[j]) - shift[j];
-            float v = kFoldOffset ? d * scale[k] + term[k] : (d - offset[j]) * scale[k] + term[k];
-            if (args.swish) v = fast_swish(v, exponent_scale);
-            out.lane[j] = narrow<T>(v);
+            lane_scale[j] = rstd[j] * weight[j];
+            lane_term[j] = kFoldOffset ? bias[j] - offset[j] * lane_scale[j] : bias[j];
         }
-        store_pack(y + at.offset(a), out);
     }
+    const float exponent_scale = swish_exponent_scale(args.swish_beta);
+    // One copy of the loop with swish and one without: a test of the flag
+    // inside predicated swish's 5 instructions an element, issued (and
+    // the flag reloaded) on every slot even where swish was off.
+    auto normalize_slots = [&](auto with_swish) {
+        constexpr bool kSwish = decltype(with_swish)::value;
+        T* slot_y = y + at.first;
+#pragma unroll
+        for (int a = 0; a < R; ++a) {
+            if (a >= slots) break;
+            float slot_scale = 0.0f, slot_term = 0.0f;
+            if constexpr (!kInner) {  // one group: rstd[0], offset[0]
+                slot_scale = rstd[0] * weight[a];
+                slot_term = kFoldOffset ? bias[a] - offset[0] * slot_scale : bias[a];
+            }
+            Pack<T, W> out;
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+                const float s = kInner ? lane_scale[j] : slot_scale;
+                const float t = kInner ? lane_term[j] : slot_term;
+                const float d = widen(raw[a].lane[j]) - shift[j];
+                float v = kFoldOffset ? d * s + t : (d - offset[j]) * s + t;
+                if (kSwish) v = fast_swish(v, exponent_scale);
+                out.lane[j] = narrow<T>(v);
+            }
+            store_pack(slot_y, out);
+            slot_y += at.step;
+        }
+    };
+    if (args.swish)
+        normalize_slots(std::true_type{});
+    else
+        normalize_slots(std::false_type{});
     if (w.cluster > 1) cluster_wait();
 }
 
@@ -377,6 +442,9 @@ void launch_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarg
     args.params_packed = p.affine && args.weight_stride == 1 && args.bias_stride == 1 && aligned(args.weight) &&
                          aligned(args.bias);
     args.swish_beta = p.swish_beta;
+    args.layout = tile_shared(walk, false);
+    args.weight_slot_step = walk.row_threads * args.weight_stride;
+    args.bias_slot_step = walk.row_threads * args.bias_stride;
     launch_tile_kernel(gn_tile_forward<T, P, kInner>, walk, target.stream, "gn_tile_forward",
                        static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), args);
 }
