@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     GnMomentSums* block_sums = shared_at<GnMomentSums>(shared, layout.block);
     double* stats = shared_at<double>(shared, layout.totals);  // per group: offset, rstd
     // A group's statistics from the tile's sums: offset and rstd into
-    // `stats`, and (block 0) the mean and rstd outputs.
+    // `stats` (the mean and rstd outputs are written after the barrier).
     auto finish = [&](int group, const GnMomentSums& s) {
         // Products with the host's 1 / count and an rsqrt: a double division
         // or square root is a long dependent chain the block waits on.
@@ -335,12 +335,6 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         const double rstd = rsqrt(fmax(m2, 0.0) * w.inv_group_size + args.epsilon);
         stats[2 * group] = offset;
         stats[2 * group + 1] = rstd;
-        if (at.rank == 0) {
-            const std::int64_t g = static_cast<std::int64_t>(at.tile) * w.tile_groups + group;
-            const double shift = static_cast<double>(widen(x[at.base + group * group_step]));
-            write_stat(args.mean, at.n, g, shift + offset);
-            write_stat(args.rstd, at.n, g, rstd);
-        }
     };
     block_moments<W, kInner>(w, at, lo, hi, shared_at<GnMomentSums>(shared, layout.entries), block_sums, finish);
 
@@ -354,6 +348,28 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     __syncthreads();
     // No more reads of other blocks' memory (nothing to publish: relaxed).
     if (w.cluster > 1) cluster_arrive_relaxed();
+    // The mean and rstd outputs (block 0): each group's by the thread of
+    // row 0 whose column holds its first element, from the shift it holds
+    // (its lo group's, or its hi group's where that starts inside the
+    // column: groups are at least W channels, so at most one starts
+    // there).  In the finishing waves (ncu, 2x320x16x16 half NHWC) the
+    // reload of x, the index products and the stores made ~60 instructions
+    // of the chain every wave waited for at the barrier.
+    if (at.rank == 0 && at.ty == 0 && active) {
+        int group = -1;
+        float group_shift = shift[0];
+        if (!kInner || lanes.lo * static_cast<int>(w.channels) == at.tx * W) {
+            if (kInner || at.tx == 0) group = lanes.lo;
+        } else if (split < W) {
+            group = lanes.lo + 1;
+            group_shift = shift[W - 1];
+        }
+        if (group >= 0) {
+            const std::int64_t g = static_cast<std::int64_t>(at.tile) * w.tile_groups + group;
+            write_stat(args.mean, at.n, g, static_cast<double>(group_shift) + stats[2 * group]);
+            write_stat(args.rstd, at.n, g, stats[2 * group + 1]);
+        }
+    }
 
     // Per lane: its group's offset and rstd.
     float offset[W], rstd[W];

@@ -18,12 +18,16 @@ constexpr int kPositionDims[] = {kD, kH, kW};
 // below that, one block loads its part in a single round trip anyway, and
 // the cluster's barriers would cost more than they save.
 constexpr std::int64_t kMinBlockBytes = 16 * 1024;
-// A forward tile up to this size stays one block (no cluster): measured on
-// the H200, the 16x16-plane UNet rows (20 KB tiles) ran 2-5% faster whole,
+// A forward tile up to this size stays one block (no cluster; channels
+// fastest, only where that block holds it at kSpreadSlots): measured on the
+// H200, the 16x16-plane UNet rows (20 KB tiles) ran 2-5% faster whole,
 // and the 40 KB float tiles 5-9% (2x1280x16x16 fp32 9.2 -> 8.4 us; 40 KB
 // half tiles at par), while 80 KB tiles lost when their blocks grew (NHWC
 // up to 14%), and so did every backward.
 constexpr std::int64_t kWholeForwardTileBytes = 48 * 1024;
+// The slots a thread holds at most where its rows can spread wider (over
+// more threads, or a forward tile over more blocks: plan_gn_tiles).
+constexpr int kSpreadSlots = 2;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -159,9 +163,30 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     if (needed == 0) return "its groups are too large to stay on chip";
     const std::int64_t tile_bytes = static_cast<std::int64_t>(w.tile_groups) * w.group_size() * size;
     const std::int64_t to_fill = std::max<std::int64_t>(1, device.multiprocessors / tiles);
-    const std::int64_t wanted = !backward && tile_bytes <= kWholeForwardTileBytes
-                                    ? 1
-                                    : std::min<std::int64_t>({cluster_limit, to_fill, ceil_div(tile_bytes, kMinBlockBytes)});
+    const std::int64_t split_limit = std::min<std::int64_t>(cluster_limit, to_fill);
+    std::int64_t wanted = std::min<std::int64_t>(split_limit, ceil_div(tile_bytes, kMinBlockBytes));
+    if (!backward && tile_bytes <= kWholeForwardTileBytes) {
+        wanted = 1;
+        // Channels fastest, a wave issues nearly twice a positions-fastest
+        // one's instructions (both groups' lanes, sums shuffled by column;
+        // ncu on 2x320x16x16 half: 961 against 486 a wave), so a whole tile
+        // whose one block needs more than kSpreadSlots slots a thread is
+        // the launch's long pole (there 16 blocks of 512 threads at 3
+        // slots, 1.3x the NCHW time).  Such a tile spreads over the fewest
+        // blocks whose parts half a block holds at kSpreadSlots (the NCHW
+        // shape: 2 slots, 8 waves a multiprocessor) where idle
+        // multiprocessors allow it, all clusters at once; short of that
+        // shape (clusters of 2 blocks of 512 threads) whole tiles measured
+        // faster, as above.
+        const int half = most_threads / 2;
+        if (w.channels_inner && part_shape(w, 1, most_threads, kSpreadSlots).threads == 0) {
+            for (int k = needed; k <= split_limit; k = next_size(k))
+                if (part_shape(w, k, half, kSpreadSlots).threads != 0) {
+                    if (device.resident_clusters(k) >= tiles) wanted = k;
+                    break;
+                }
+        }
+    }
     w.cluster = needed;
     for (int k = next_size(needed); k <= wanted; k = next_size(k))
         if (device.resident_clusters(k) >= tiles) w.cluster = k;
@@ -174,7 +199,7 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     const int least = std::max(kGnTileMinThreads, device.wave_size);
     for (int threads = least; threads <= most_threads && chosen.threads == 0; threads *= 2) {
         const BlockShape s = part_shape(w, w.cluster, threads, slots);
-        if (s.threads != 0 && s.slots_used <= 2) chosen = s;
+        if (s.threads != 0 && s.slots_used <= kSpreadSlots) chosen = s;
     }
     if (chosen.threads == 0) chosen = part_shape(w, w.cluster, most_threads, slots);
     w.threads = chosen.threads;
