@@ -39,12 +39,15 @@ namespace gpu {
 
 // Per kernel: the most threads of a block and the 16-byte vectors of x each
 // thread holds, within the registers a multiprocessor has (no spills): the
-// forward 64 KB of x per block; the backward 44 KB of x (and dy, then the
-// float gradient g in dy's place).
+// forward 64 KB of x per block, one block a multiprocessor; the backward
+// 44 KB of x and 44 KB of dy per block, two blocks a multiprocessor.
 constexpr int kGnTileForwardThreads = 512;
 constexpr int kGnTileForwardSlots = 8;
 constexpr int kGnTileBackwardThreads = 256;
 constexpr int kGnTileBackwardSlots = 11;
+// Backward blocks a multiprocessor holds at once (its __launch_bounds__):
+// 128 registers a thread, x and dy packed in 88 of them.
+constexpr int kGnTileBackwardBlocks = 2;
 // The backward of float32 groups under kGnTileExactGroup values runs its
 // element arithmetic in double (GnTileWalk::exact; the slices backward
 // off chip follows the same rule, gn_backward.hip): there
@@ -148,7 +151,7 @@ struct GnTileShared {
     int block;    // forward: 3 doubles per group; backward: 2 doubles per channel
     int totals;   // forward: 2 doubles per group (offset, rstd); backward: 2 doubles per channel
     int terms;    // backward: 2 doubles per group
-    int weights;  // backward: the block's channels' weights, 1 float each
+    int params;   // backward: the block's channels' weight and bias, 2 floats each
     int flag;     // backward: the last-arrival flag
     int bytes;
 };
@@ -171,8 +174,8 @@ MBN_HOST_DEVICE inline GnTileShared tile_shared(const GnTileWalk& w, bool backwa
         at += round_up_16(channels * 2 * 8);
         s.terms = static_cast<int>(at);
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 2 * 8);
-        s.weights = static_cast<int>(at);
-        at += round_up_16(channels * 4);
+        s.params = static_cast<int>(at);
+        at += round_up_16(channels * 2 * 4);
         s.flag = static_cast<int>(at);
         at += 16;
     } else {
@@ -181,7 +184,7 @@ MBN_HOST_DEVICE inline GnTileShared tile_shared(const GnTileWalk& w, bool backwa
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 3 * 8);
         s.totals = static_cast<int>(at);
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 2 * 8);
-        s.terms = s.weights = s.flag = static_cast<int>(at);
+        s.terms = s.params = s.flag = static_cast<int>(at);
     }
     s.bytes = at > (std::int64_t(1) << 30) ? (1 << 30) : static_cast<int>(at);
     return s;
