@@ -404,6 +404,7 @@ void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const Launc
 void measure_gn_tile_clusters(int device, DeviceShape& shape) {
     shape.cluster_blocks = 1;
     for (int& slots : shape.cluster_slots) slots = 0;
+    for (int& slots : shape.backward_cluster_slots) slots = 0;
 #if MBN_GPU_CUDA
     int supported = 0;
     if (cudaDeviceGetAttribute(&supported, cudaDevAttrClusterLaunch, device) != cudaSuccess) {
@@ -419,14 +420,16 @@ void measure_gn_tile_clusters(int device, DeviceShape& shape) {
         return;
     }
     if (attributes.ptxVersion < 90) return;
-    // Every instance takes a whole multiprocessor's registers: one of each
+    // Every forward instance takes a whole multiprocessor's registers, every
+    // backward instance half of them (kGnTileBackwardBlocks): one of each
     // kernel stands for all.
     static_assert(kGnTileMaxCluster <= kPortableClusterBlocks, "cluster_slots has no room for the largest cluster");
     for (int blocks = 2; blocks <= kGnTileMaxCluster; ++blocks) {
-        const int slots = std::min(resident_clusters(gn_tile_forward<__half, float, true>, kGnTileForwardThreads, blocks),
-                                   gn_tile_backward_resident_clusters(blocks));
-        shape.cluster_slots[blocks] = std::max(slots, 0);
-        if (slots > 0 && (blocks & (blocks - 1)) == 0) shape.cluster_blocks = blocks;
+        const int forward = resident_clusters(gn_tile_forward<__half, float, true>, kGnTileForwardThreads, blocks);
+        const int backward = gn_tile_backward_resident_clusters(blocks);
+        shape.cluster_slots[blocks] = std::max(forward, 0);
+        shape.backward_cluster_slots[blocks] = std::max(backward, 0);
+        if (forward > 0 && backward > 0 && (blocks & (blocks - 1)) == 0) shape.cluster_blocks = blocks;
     }
 #else
     (void)device;

@@ -144,8 +144,10 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     // pairs do, and a grid of one cluster too many takes two rounds: 2x).
     // Channels fastest, any size up to the device's largest (rows split
     // evenly); positions fastest, powers of two (the parts' vectors stay
-    // one).  Either kernel's block takes a whole multiprocessor at its most
-    // threads; fewer threads only make more of them fit.
+    // one).  At its most threads a forward block takes a whole
+    // multiprocessor, a backward block half of one (the device's resident
+    // clusters count each kernel's own); fewer threads only make more of
+    // them fit.
     const int slots = !backward ? kGnTileForwardSlots : w.exact ? kGnTileExactBackwardSlots : kGnTileBackwardSlots;
     const int most_threads = backward ? kGnTileBackwardThreads : kGnTileForwardThreads;
     const std::int64_t axis = w.channels_inner ? w.rows : w.vectors;
@@ -155,7 +157,8 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     const std::int64_t tiles = w.samples * w.tiles_per_sample;
     int needed = 0;
     for (int k = 1; k <= cluster_limit && needed == 0; k = next_size(k))
-        if (device.resident_clusters(k) > 0 && part_shape(w, k, most_threads, slots).threads != 0) needed = k;
+        if (device.resident_clusters(k, backward) > 0 && part_shape(w, k, most_threads, slots).threads != 0)
+            needed = k;
     if (needed == 0) return "its groups are too large to stay on chip";
     const std::int64_t tile_bytes = static_cast<std::int64_t>(w.tile_groups) * w.group_size() * size;
     const std::int64_t to_fill = std::max<std::int64_t>(1, device.multiprocessors / tiles);
@@ -164,7 +167,7 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
                                     : std::min<std::int64_t>({cluster_limit, to_fill, ceil_div(tile_bytes, kMinBlockBytes)});
     w.cluster = needed;
     for (int k = next_size(needed); k <= wanted; k = next_size(k))
-        if (device.resident_clusters(k) >= tiles) w.cluster = k;
+        if (device.resident_clusters(k, backward) >= tiles) w.cluster = k;
 
     // Threads: the fewest that leave each at most two slots, else as many
     // as a block takes.  The kernels are bound by instruction issue once

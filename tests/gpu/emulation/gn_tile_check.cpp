@@ -84,8 +84,10 @@ void compare(const char* what, const Case& k, const std::vector<double>& got, co
 }
 
 // An H100 (132 multiprocessors, clusters of up to 8 with the resident
-// counts cudaOccupancyMaxActiveClusters gave there); built for 64-lane
-// waves, an AMD CDNA device (110 compute units, no clusters).
+// counts cudaOccupancyMaxActiveClusters gave there for blocks of a whole
+// multiprocessor; the backward's, of half one, taken as twice those);
+// built for 64-lane waves, an AMD CDNA device (110 compute units, no
+// clusters).
 DeviceShape device_shape() {
     DeviceShape d;
     d.wave_size = EMU_WAVE_SIZE;
@@ -93,7 +95,10 @@ DeviceShape device_shape() {
     d.cluster_blocks = EMU_WAVE_SIZE == 64 ? 1 : 8;
     if (EMU_WAVE_SIZE != 64) {
         const int h100[] = {0, 0, 66, 39, 30, 22, 17, 15, 15};
-        for (int k = 0; k <= kPortableClusterBlocks; ++k) d.cluster_slots[k] = h100[k];
+        for (int k = 0; k <= kPortableClusterBlocks; ++k) {
+            d.cluster_slots[k] = h100[k];
+            d.backward_cluster_slots[k] = 2 * h100[k];
+        }
     }
     return d;
 }
