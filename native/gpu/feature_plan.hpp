@@ -33,15 +33,16 @@ struct DeviceShape {
     // must fit one GPC (the H100: 66 of 2, 30 of 4, 15 of 8).  A grid of
     // more runs in rounds.  0: clusters of k do not launch.
     int cluster_slots[kPortableClusterBlocks + 1] = {};
-    // The same for the group-norm backward tiles, whose blocks take half a
-    // multiprocessor (gn_tile.hpp, kGnTileBackwardBlocks).
-    int backward_cluster_slots[kPortableClusterBlocks + 1] = {};
+    // The same for the group-norm backward tiles in each of their forms,
+    // [b - 1] the form of b blocks a multiprocessor (gn_tile.hpp).
+    int backward_cluster_slots[2][kPortableClusterBlocks + 1] = {};
 
     // The same for any k, 1 included (a single block: at least one a
-    // multiprocessor).
-    int resident_clusters(int k, bool backward = false) const {
-        if (k == 1) return multiprocessors;
-        const int* slots = backward ? backward_cluster_slots : cluster_slots;
+    // multiprocessor, b of the backward form of b): the forward's
+    // (backward_blocks 0) or the backward form's of backward_blocks.
+    int resident_clusters(int k, int backward_blocks = 0) const {
+        if (k == 1) return multiprocessors * (backward_blocks > 1 ? backward_blocks : 1);
+        const int* slots = backward_blocks > 0 ? backward_cluster_slots[backward_blocks - 1] : cluster_slots;
         return k > 1 && k <= kPortableClusterBlocks ? slots[k] : 0;
     }
 };

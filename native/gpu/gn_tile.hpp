@@ -40,23 +40,29 @@ namespace gpu {
 // Per kernel: the most threads of a block and the 16-byte vectors of x each
 // thread holds, within the registers a multiprocessor has (no spills): the
 // forward 64 KB of x per block, one block a multiprocessor; the backward
-// 44 KB of x and 44 KB of dy per block, two blocks a multiprocessor.
+// 44 KB of x and 44 KB of dy per block, in one of two forms
+// (GnTileWalk::backward_blocks, its __launch_bounds__):
+//   1 block a multiprocessor: g of every element kept in float for dx (up
+//     to 255 registers a thread: x packed 44, g 88);
+//   2 blocks: x and dy kept packed (88 of 128 registers), g found again
+//     for dx (with the swish a second exponential).
 constexpr int kGnTileForwardThreads = 512;
 constexpr int kGnTileForwardSlots = 8;
 constexpr int kGnTileBackwardThreads = 256;
 constexpr int kGnTileBackwardSlots = 11;
-// Backward blocks a multiprocessor holds at once (its __launch_bounds__):
-// 128 registers a thread, x and dy packed in 88 of them.
-constexpr int kGnTileBackwardBlocks = 2;
+constexpr int kGnTileBackwardMostBlocks = 2;
 // The backward of float32 groups under kGnTileExactGroup values runs its
 // element arithmetic in double (GnTileWalk::exact; the slices backward
 // off chip follows the same rule, gn_backward.hip): there
 // dx = rstd (w g - mean(w g) - xhat mean(w g xhat)) cancels (in a 2-value
 // group, to rounding), and float would leave errors of rstd * 1e-7, beyond
 // float32's tolerance once the group's values lie close together.  Its
-// double sums take registers: fewer slots.
+// double sums take registers: fewer slots, and one form, two blocks a
+// multiprocessor (110-124 registers; its groups are small, its tiles one
+// block each).
 constexpr std::int64_t kGnTileExactGroup = 64;
 constexpr int kGnTileExactBackwardSlots = 4;
+constexpr int kGnTileExactBackwardBlocks = 2;
 constexpr int kGnTileMaxThreads = 512;
 constexpr int kGnTileMinThreads = 64;   // at least one wave on every target
 constexpr int kGnTileMaxCluster = 8;    // the portable cluster size
@@ -87,6 +93,7 @@ struct GnTileWalk {
     int row_threads;  // rows of threads: T / columns, rounded down
     int shared_bytes; // dynamic shared memory per block
     bool exact;       // backward: element arithmetic in double (kGnTileExactGroup)
+    int backward_blocks;  // backward: its form, by blocks a multiprocessor (1 or 2; the forward: 0)
     double inv_group_size;  // 1 / group_size(): the finishing threads multiply, not divide
     // The kernels' divisors (set with the fields they divide by).
     Divisor by_cluster, by_tiles_per_sample, by_columns, by_row_threads, by_channels;

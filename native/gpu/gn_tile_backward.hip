@@ -9,7 +9,9 @@
 // Each block loads its part of a tile, x and dy, into registers and sums
 // g and g * xhat per channel; the tile's blocks add theirs through the
 // cluster's shared memory (rank order), which gives the group means, and
-// each block writes dx from its registers, finding g again from x and dy.  dweight and dbias add the
+// each block writes dx from its registers: g kept in float (the form of one
+// block a multiprocessor) or found again from x and dy (two blocks; the
+// planner picks, gn_tile_planner.cpp).  dweight and dbias add the
 // per-sample sums: the first block of each tile stores its sample's sums,
 // and the last tile of the same channels to arrive (gn_arrival.h) adds
 // them in sample order.  Nothing waits for another cluster; every order is
@@ -63,6 +65,12 @@ struct GnLaneTerms {
     float weight, bias;
 };
 
+// xhat of one element, in the element arithmetic A.
+template <typename A>
+__device__ __forceinline__ A element_xhat(const GnLaneTerms& t, float x) {
+    return (static_cast<A>(x) - static_cast<A>(t.mean)) * static_cast<A>(t.rstd);
+}
+
 // xhat and the pre-activation gradient g of one element, in the element
 // arithmetic A.  The exact walk (A = double) takes the swish's derivative
 // exactly too: there dx is a small remainder of w g, and g's float rounding
@@ -72,7 +80,7 @@ struct GnLaneTerms {
 template <typename A, typename P>
 __device__ __forceinline__ void element_gradient(const GnTileBackwardArgs<P>& a, const GnLaneTerms& t, float x,
                                                  float dy, A& xhat, A& g) {
-    xhat = (static_cast<A>(x) - static_cast<A>(t.mean)) * static_cast<A>(t.rstd);
+    xhat = element_xhat<A>(t, x);
     if constexpr (std::is_same<A, double>::value)
         g = a.swish ? dy * swish_derivative(xhat * t.weight + t.bias, static_cast<double>(a.swish_beta)) : dy;
     else
@@ -198,17 +206,20 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
 // thread reads them.  A: the element arithmetic, float, or double where
 // the walk is exact (kGnTileExactGroup).
 //
-// Two blocks a multiprocessor (kGnTileBackwardBlocks): at most 128
-// registers a thread, of which x and dy packed take 88 (11 slots of 16
-// bytes each).  Everything else a thread keeps is a few registers: g is
-// not kept for dx (in float it took 88 more, and the kernel 253-255
-// registers, one block), the weights and biases stay in shared memory,
-// and each channel's sums are finished before the next begins.
-template <typename T, typename P, bool kInner, typename A>
-__global__ void __launch_bounds__(kGnTileBackwardThreads, kGnTileBackwardBlocks)
+// kBlocks, the form (gn_tile.hpp): blocks a multiprocessor holds at once.
+// One: g of every element kept in float for dx (x packed 44 registers, g
+// 88; 208-233 in all for 16-bit data, 173-183 for float, and fewer
+// instructions than two blocks).  Two: at most 128 registers a thread, of
+// which x and dy packed take 88, and g is found again for dx.  Both keep
+// the weights and biases in shared memory (channels fastest, the one-block
+// form also each lane's in registers) and finish each channel's sums
+// before the next begins.
+template <typename T, typename P, bool kInner, typename A, int kBlocks>
+__global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     gn_tile_backward(const T* x, const T* dy, T* dx, GnTileBackwardArgs<P> args) {
     constexpr int W = static_cast<int>(16 / sizeof(T));
     constexpr int R = std::is_same<A, double>::value ? kGnTileExactBackwardSlots : kGnTileBackwardSlots;
+    constexpr bool kKeep = kBlocks == 1;
     extern __shared__ double gn_tile_backward_shared[];
     const GnTileWalk& w = args.walk;
     require_cluster_support(w.cluster);
@@ -216,8 +227,13 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kGnTileBackwardBlocks)
     const GnTileThread at(w, W);
     const unsigned held = held_slots<R>(at);
     Pack<T, W> raw_x[R], raw_dy[R];
-    load_every_slot<R, W>(x, at, held, raw_x);
-    load_every_slot<R, W>(dy, at, held, raw_dy);
+    if constexpr (kKeep) {
+        load_slots<R, W>(x, at, held, raw_x);
+        load_slots<R, W>(dy, at, held, raw_dy);
+    } else {
+        load_every_slot<R, W>(x, at, held, raw_x);
+        load_every_slot<R, W>(dy, at, held, raw_dy);
+    }
 
     // A column past the part's vectors holds nothing (and names no group).
     const bool active = at.active();
@@ -246,11 +262,27 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kGnTileBackwardBlocks)
     // What element (slot a, lane j) needs besides x and dy: its group's
     // statistics and its channel's (channels fastest: the lane's; positions
     // fastest: the slot's row's) weight and bias.
-    auto element_terms = [&](int a, int j) {
+    auto fetch_terms = [&](int a, int j) {
         const int c = kInner ? at.tx * W + j : at.row(w, a);
         const bool upper = kInner && j >= split;
         const GnChannelParams p = params[c];
         return GnLaneTerms{upper ? hi.mean : lo.mean, upper ? hi.rstd : lo.rstd, p.weight, p.bias};
+    };
+    // The one-block form has registers to spare: channels fastest, each
+    // lane's terms are fetched once (by a thread that holds a column), not
+    // per element (half NHWC: 560 selects and 246 shared reads a thread
+    // otherwise, 64 and 74 so).
+    constexpr bool kLaneTerms = kKeep && kInner;
+    GnLaneTerms lane_terms[kLaneTerms ? W : 1];
+    if constexpr (kLaneTerms) {
+#pragma unroll
+        for (int j = 0; j < W; ++j) lane_terms[j] = active ? fetch_terms(0, j) : GnLaneTerms{0.0f, 0.0f, 1.0f, 0.0f};
+    }
+    auto element_terms = [&](int a, int j) {
+        if constexpr (kLaneTerms)
+            return lane_terms[j];
+        else
+            return fetch_terms(a, j);
     };
 
     // Sums of g and g * xhat per channel of the thread, each finished and
@@ -261,6 +293,9 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kGnTileBackwardBlocks)
     // Each pass widens bfloat16 its own way (widen_in_pass): the compiler
     // keeps the packs between the passes, not the first pass's floats.
     Sums2<A>* entries = shared_at<Sums2<A>>(shared, layout.entries);
+    // g of every element for dx, in the one-block form (dy is dead once g
+    // is known there).
+    A kept[kKeep ? R : 1][kKeep ? W : 1];
     constexpr int kChannels = kInner ? W : R;
     constexpr int kPerChannel = kInner ? R : W;
 #pragma unroll
@@ -277,6 +312,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kGnTileBackwardBlocks)
             A xhat, g;
             element_gradient<A>(args, element_terms(a, j), widen_in_pass<1>(raw_x[a].lane[j]),
                                 widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
+            if constexpr (kKeep) kept[a][j] = g;
             sum_g += g;
             sum_gx += g * xhat;
         }
@@ -292,7 +328,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kGnTileBackwardBlocks)
     if (w.cluster > 1) cluster_sync();
     Sums2<double>* totals = shared_at<Sums2<double>>(shared, layout.totals);
     for (std::int64_t c = threadIdx.x; c < w.block_channels(); c += w.threads)
-        totals[c] = cluster_total_paced<2>(block_sums + c, w.cluster);
+        totals[c] = cluster_total_paced<kKeep ? kGnTileMaxCluster : 2>(block_sums + c, w.cluster);
     __syncthreads();
     // No more reads of other blocks' memory (nothing to publish: relaxed).
     if (w.cluster > 1) cluster_arrive_relaxed();
@@ -303,7 +339,8 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kGnTileBackwardBlocks)
     __syncthreads();
 
     // Each lane's group's mean(w g) and mean(w g xhat), picked per element
-    // from the thread's two groups (per-lane copies took 2 W registers).
+    // from the thread's two groups (two blocks: per-lane copies took 2 W
+    // registers) or once per lane (one block, channels fastest).
     Sums2<A> lo_means{A(0), A(0)}, hi_means = lo_means;
     if (active) {
         const Sums2<double> lo_terms = terms[lanes.lo];
@@ -313,9 +350,22 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kGnTileBackwardBlocks)
             hi_means = Sums2<A>{static_cast<A>(hi_terms.a), static_cast<A>(hi_terms.b)};
         }
     }
-    // dx, with g found again as the first pass found it (a second
-    // exponential with the swish: 176 special-function operations a thread
-    // for 16-bit data instead of 88, for half the registers).
+    Sums2<A> means_of[kLaneTerms ? W : 1];
+    if constexpr (kLaneTerms) {
+#pragma unroll
+        for (int j = 0; j < W; ++j) means_of[j] = j >= split ? hi_means : lo_means;
+    }
+    auto lane_means = [&](int j) {
+        if constexpr (kLaneTerms) {
+            return means_of[j];
+        } else {
+            const bool upper = kInner && j >= split;
+            return Sums2<A>{upper ? hi_means.a : lo_means.a, upper ? hi_means.b : lo_means.b};
+        }
+    };
+    // dx, with g kept, or found again as the first pass found it (two
+    // blocks: a second exponential with the swish, 176 special-function
+    // operations a thread for 16-bit data instead of 88).
 #pragma unroll
     for (int a = 0; a < R; ++a) {
         if (!(held & (1u << a))) continue;
@@ -323,12 +373,17 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kGnTileBackwardBlocks)
 #pragma unroll
         for (int j = 0; j < W; ++j) {
             const GnLaneTerms t = element_terms(a, j);
-            const bool upper = kInner && j >= split;
-            const A mean_wg = upper ? hi_means.a : lo_means.a;
-            const A mean_wgx = upper ? hi_means.b : lo_means.b;
+            const Sums2<A> means = lane_means(j);
+            const A mean_wg = means.a;
+            const A mean_wgx = means.b;
             A xhat, g;
-            element_gradient<A>(args, t, widen_in_pass<2>(raw_x[a].lane[j]), widen_in_pass<2>(raw_dy[a].lane[j]),
-                                xhat, g);
+            if constexpr (kKeep) {
+                xhat = element_xhat<A>(t, widen_in_pass<2>(raw_x[a].lane[j]));
+                g = kept[a][j];
+            } else {
+                element_gradient<A>(args, t, widen_in_pass<2>(raw_x[a].lane[j]), widen_in_pass<2>(raw_dy[a].lane[j]),
+                                    xhat, g);
+            }
             const A v = static_cast<A>(t.rstd) * ((static_cast<A>(t.weight) * g - mean_wg) - xhat * mean_wgx);
             out.lane[j] = narrow<T>(v);
         }
@@ -361,15 +416,14 @@ void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTa
     const auto* x = static_cast<const T*>(p.x.data);
     const auto* dy = static_cast<const T*>(p.dy.data);
     auto* dx = static_cast<T*>(p.dx.data);
+    auto launch = [&](auto kernel) { launch_tile_kernel(kernel, walk, target.stream, "gn_tile_backward", x, dy, dx, args); };
     if constexpr (std::is_same<T, float>::value) {
-        if (walk.exact) {
-            launch_tile_kernel(gn_tile_backward<T, P, kInner, double>, walk, target.stream, "gn_tile_backward", x,
-                               dy, dx, args);
-            return;
-        }
+        if (walk.exact) return launch(gn_tile_backward<T, P, kInner, double, kGnTileExactBackwardBlocks>);
     }
-    launch_tile_kernel(gn_tile_backward<T, P, kInner, float>, walk, target.stream, "gn_tile_backward", x, dy, dx,
-                       args);
+    if (walk.backward_blocks == 1)
+        launch(gn_tile_backward<T, P, kInner, float, 1>);
+    else
+        launch(gn_tile_backward<T, P, kInner, float, kGnTileBackwardMostBlocks>);
 }
 
 }  // namespace
@@ -392,13 +446,17 @@ void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const Lau
     });
 }
 
-int gn_tile_backward_resident_clusters(int blocks) {
+int gn_tile_backward_resident_clusters(int blocks, int per_multiprocessor) {
 #if MBN_GPU_CUDA
-    return resident_clusters(gn_tile_backward<__half, float, true, float>, kGnTileBackwardThreads, blocks);
+    if (per_multiprocessor == 1)
+        return resident_clusters(gn_tile_backward<__half, float, true, float, 1>, kGnTileBackwardThreads, blocks);
+    return resident_clusters(gn_tile_backward<__half, float, true, float, kGnTileBackwardMostBlocks>,
+                             kGnTileBackwardThreads, blocks);
 #else
     // No clusters on AMD; naming the kernel here would ask hipcc for a host
     // stub of an instance it never emits (a link error).
     (void)blocks;
+    (void)per_multiprocessor;
     return 0;
 #endif
 }
