@@ -208,12 +208,13 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
 //
 // kBlocks, the form (gn_tile.hpp): blocks a multiprocessor holds at once.
 // One: g of every element kept in float for dx (x packed 44 registers, g
-// 88; 208-233 in all for 16-bit data, 173-183 for float, and fewer
+// 88; 208-230 in all for 16-bit data, 173-183 for float, and fewer
 // instructions than two blocks).  Two: at most 128 registers a thread, of
 // which x and dy packed take 88, and g is found again for dx.  Both keep
 // the weights and biases in shared memory (channels fastest, the one-block
 // form also each lane's in registers) and finish each channel's sums
-// before the next begins.
+// before the next begins, but for the one-block form with channels
+// fastest, which holds every lane's sums and walks the slots outermost.
 template <typename T, typename P, bool kInner, typename A, int kBlocks>
 __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     gn_tile_backward(const T* x, const T* dy, T* dx, GnTileBackwardArgs<P> args) {
@@ -286,7 +287,8 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     };
 
     // Sums of g and g * xhat per channel of the thread, each finished and
-    // stored before the next begins (two registers, not two per channel):
+    // stored before the next begins (two registers, not two per channel;
+    // the one-block form with channels fastest holds them all, below):
     // channels fastest, a lane's over the slots; positions fastest, a
     // slot's over its lanes, then over the row's threads by shuffles.  The
     // same additions in the same order as one sum per channel held to the end.
@@ -296,30 +298,56 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     // g of every element for dx, in the one-block form (dy is dead once g
     // is known there).
     A kept[kKeep ? R : 1][kKeep ? W : 1];
-    constexpr int kChannels = kInner ? W : R;
-    constexpr int kPerChannel = kInner ? R : W;
+    if constexpr (kLaneTerms) {
+        // One block, channels fastest: registers to spare, so every lane's
+        // sums are held to the end and the slots walked outermost, one held
+        // test a slot (lane by lane, a test an element: W R branches, 12%
+        // more instructions for half data).  The same additions in the
+        // same order as one lane at a time.
+        A sum_g[W], sum_gx[W];
 #pragma unroll
-    for (int k = 0; k < kChannels; ++k) {
-        // Positions fastest: the rest of the slots are empty in every thread
-        // of the block (the same for the whole block).
-        if (!kInner && k * w.row_threads >= at.part.rows) break;
-        A sum_g = A(0), sum_gx = A(0);
+        for (int j = 0; j < W; ++j) sum_g[j] = sum_gx[j] = A(0);
 #pragma unroll
-        for (int i = 0; i < kPerChannel; ++i) {
-            const int a = kInner ? i : k;
-            const int j = kInner ? k : i;
+        for (int a = 0; a < R; ++a) {
             if (!(held & (1u << a))) continue;
-            A xhat, g;
-            element_gradient<A>(args, element_terms(a, j), widen_in_pass<1>(raw_x[a].lane[j]),
-                                widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
-            if constexpr (kKeep) kept[a][j] = g;
-            sum_g += g;
-            sum_gx += g * xhat;
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+                A xhat, g;
+                element_gradient<A>(args, lane_terms[j], widen_in_pass<1>(raw_x[a].lane[j]),
+                                    widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
+                kept[a][j] = g;
+                sum_g[j] += g;
+                sum_gx[j] += g * xhat;
+            }
         }
-        if (kInner)
-            store_lane_sums<W>(w, at, k, sum_g, sum_gx, entries);
-        else
-            store_row_sums(w, at, k, sum_g, sum_gx, entries);
+#pragma unroll
+        for (int j = 0; j < W; ++j) store_lane_sums<W>(w, at, j, sum_g[j], sum_gx[j], entries);
+    } else {
+        constexpr int kChannels = kInner ? W : R;
+        constexpr int kPerChannel = kInner ? R : W;
+#pragma unroll
+        for (int k = 0; k < kChannels; ++k) {
+            // Positions fastest: the rest of the slots are empty in every thread
+            // of the block (the same for the whole block).
+            if (!kInner && k * w.row_threads >= at.part.rows) break;
+            A sum_g = A(0), sum_gx = A(0);
+#pragma unroll
+            for (int i = 0; i < kPerChannel; ++i) {
+                const int a = kInner ? i : k;
+                const int j = kInner ? k : i;
+                if (!(held & (1u << a))) continue;
+                A xhat, g;
+                element_gradient<A>(args, element_terms(a, j), widen_in_pass<1>(raw_x[a].lane[j]),
+                                    widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
+                if constexpr (kKeep) kept[a][j] = g;
+                sum_g += g;
+                sum_gx += g * xhat;
+            }
+            if (kInner)
+                store_lane_sums<W>(w, at, k, sum_g, sum_gx, entries);
+            else
+                store_row_sums(w, at, k, sum_g, sum_gx, entries);
+        }
     }
     Sums2<double>* block_sums = shared_at<Sums2<double>>(shared, layout.block);
     block_channel_sums(w, entries, block_sums);
