@@ -27,17 +27,23 @@ struct DeviceShape {
     int shared_bytes_per_block = 0;  // the most dynamic shared memory one block may use
     int l2_bytes = 0;                // the L2 cache (0: unknown)
     int cluster_blocks = 1;          // blocks (a power of two) one thread-block cluster may hold (1: no clusters)
-    // Clusters of k blocks (k = 2 .. kPortableClusterBlocks) that run at
-    // once when each block takes a whole multiprocessor: fewer than the
-    // multiprocessors / k, since a cluster must fit one GPC (the H100: 66
-    // of 2, 30 of 4, 15 of 8).  A grid of more runs in rounds.  0: clusters
-    // of k do not launch.
+    // Clusters of k blocks (k = 2 .. kPortableClusterBlocks) of the
+    // group-norm forward tiles that run at once, each block a whole
+    // multiprocessor: fewer than the multiprocessors / k, since a cluster
+    // must fit one GPC (the H100: 66 of 2, 30 of 4, 15 of 8).  A grid of
+    // more runs in rounds.  0: clusters of k do not launch.
     int cluster_slots[kPortableClusterBlocks + 1] = {};
+    // The same for the group-norm backward tiles in each of their forms,
+    // [b - 1] the form of b blocks a multiprocessor (gn_tile.hpp).
+    int backward_cluster_slots[2][kPortableClusterBlocks + 1] = {};
 
-    // The same for any k, 1 included.
-    int resident_clusters(int k) const {
-        if (k == 1) return multiprocessors;
-        return k > 1 && k <= kPortableClusterBlocks ? cluster_slots[k] : 0;
+    // The same for any k, 1 included (a single block: at least one a
+    // multiprocessor, b of the backward form of b): the forward's
+    // (backward_blocks 0) or the backward form's of backward_blocks.
+    int resident_clusters(int k, int backward_blocks = 0) const {
+        if (k == 1) return multiprocessors * (backward_blocks > 1 ? backward_blocks : 1);
+        const int* slots = backward_blocks > 0 ? backward_cluster_slots[backward_blocks - 1] : cluster_slots;
+        return k > 1 && k <= kPortableClusterBlocks ? slots[k] : 0;
     }
 };
 

@@ -16,11 +16,14 @@ void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const Launc
 void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTarget& target);
 
 // The clusters the on-chip kernels may use on `device` (the current one)
-// into shape.cluster_slots and shape.cluster_blocks: none (1) unless the
+// into shape.cluster_slots (the forward's), shape.backward_cluster_slots
+// (each backward form's) and shape.cluster_blocks: none (1) unless the
 // device launches clusters and the code it runs was built for them (sm_90
-// on); then, per size, the clusters of both kernels resident at once.
+// on); then, per size, each kernel's clusters resident at once, and the
+// largest size every kernel launches.
 void measure_gn_tile_clusters(int device, DeviceShape& shape);
-int gn_tile_backward_resident_clusters(int blocks);  // gn_tile_backward.hip's part of it
+// gn_tile_backward.hip's part of it: the form of `per_multiprocessor` blocks.
+int gn_tile_backward_resident_clusters(int blocks, int per_multiprocessor);
 
 // By chunks (gn_chunks): one launch when each group fits one team, or when
 // all chunks of every group can be resident at once; two (statistics, then

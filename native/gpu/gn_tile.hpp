@@ -39,21 +39,30 @@ namespace gpu {
 
 // Per kernel: the most threads of a block and the 16-byte vectors of x each
 // thread holds, within the registers a multiprocessor has (no spills): the
-// forward 64 KB of x per block; the backward 44 KB of x (and dy, then the
-// float gradient g in dy's place).
+// forward 64 KB of x per block, one block a multiprocessor; the backward
+// 44 KB of x and 44 KB of dy per block, in one of two forms
+// (GnTileWalk::backward_blocks, its __launch_bounds__):
+//   1 block a multiprocessor: g of every element kept in float for dx (up
+//     to 255 registers a thread: x packed 44, g 88);
+//   2 blocks: x and dy kept packed (88 of 128 registers), g found again
+//     for dx (with the swish a second exponential).
 constexpr int kGnTileForwardThreads = 512;
 constexpr int kGnTileForwardSlots = 8;
 constexpr int kGnTileBackwardThreads = 256;
 constexpr int kGnTileBackwardSlots = 11;
+constexpr int kGnTileBackwardMostBlocks = 2;
 // The backward of float32 groups under kGnTileExactGroup values runs its
 // element arithmetic in double (GnTileWalk::exact; the slices backward
 // off chip follows the same rule, gn_backward.hip): there
 // dx = rstd (w g - mean(w g) - xhat mean(w g xhat)) cancels (in a 2-value
 // group, to rounding), and float would leave errors of rstd * 1e-7, beyond
 // float32's tolerance once the group's values lie close together.  Its
-// double sums take registers: fewer slots.
+// double sums take registers: fewer slots, and one form, two blocks a
+// multiprocessor (110-124 registers; its groups are small, its tiles one
+// block each).
 constexpr std::int64_t kGnTileExactGroup = 64;
 constexpr int kGnTileExactBackwardSlots = 4;
+constexpr int kGnTileExactBackwardBlocks = 2;
 constexpr int kGnTileMaxThreads = 512;
 constexpr int kGnTileMinThreads = 64;   // at least one wave on every target
 constexpr int kGnTileMaxCluster = 8;    // the portable cluster size
@@ -84,6 +93,7 @@ struct GnTileWalk {
     int row_threads;  // rows of threads: T / columns, rounded down
     int shared_bytes; // dynamic shared memory per block
     bool exact;       // backward: element arithmetic in double (kGnTileExactGroup)
+    int backward_blocks;  // backward: its form, by blocks a multiprocessor (1 or 2; the forward: 0)
     double inv_group_size;  // 1 / group_size(): the finishing threads multiply, not divide
     // The kernels' divisors (set with the fields they divide by).
     Divisor by_cluster, by_tiles_per_sample, by_columns, by_row_threads, by_channels;
@@ -148,7 +158,7 @@ struct GnTileShared {
     int block;    // forward: 3 doubles per group; backward: 2 doubles per channel
     int totals;   // forward: 2 doubles per group (offset, rstd); backward: 2 doubles per channel
     int terms;    // backward: 2 doubles per group
-    int weights;  // backward: the block's channels' weights, 1 float each
+    int params;   // backward: the block's channels' weight and bias, 2 floats each
     int flag;     // backward: the last-arrival flag
     int bytes;
 };
@@ -171,8 +181,8 @@ MBN_HOST_DEVICE inline GnTileShared tile_shared(const GnTileWalk& w, bool backwa
         at += round_up_16(channels * 2 * 8);
         s.terms = static_cast<int>(at);
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 2 * 8);
-        s.weights = static_cast<int>(at);
-        at += round_up_16(channels * 4);
+        s.params = static_cast<int>(at);
+        at += round_up_16(channels * 2 * 4);
         s.flag = static_cast<int>(at);
         at += 16;
     } else {
@@ -181,7 +191,7 @@ MBN_HOST_DEVICE inline GnTileShared tile_shared(const GnTileWalk& w, bool backwa
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 3 * 8);
         s.totals = static_cast<int>(at);
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 2 * 8);
-        s.terms = s.weights = s.flag = static_cast<int>(at);
+        s.terms = s.params = s.flag = static_cast<int>(at);
     }
     s.bytes = at > (std::int64_t(1) << 30) ? (1 << 30) : static_cast<int>(at);
     return s;

@@ -9,7 +9,9 @@
 // Each block loads its part of a tile, x and dy, into registers and sums
 // g and g * xhat per channel; the tile's blocks add theirs through the
 // cluster's shared memory (rank order), which gives the group means, and
-// each block writes dx from its registers.  dweight and dbias add the
+// each block writes dx from its registers: g kept in float (the form of one
+// block a multiprocessor) or found again from x and dy (two blocks; the
+// planner picks, gn_tile_planner.cpp).  dweight and dbias add the
 // per-sample sums: the first block of each tile stores its sample's sums,
 // and the last tile of the same channels to arrive (gn_arrival.h) adds
 // them in sample order.  Nothing waits for another cluster; every order is
@@ -46,11 +48,28 @@ struct GnTileBackwardArgs {
     GnTileBackwardScratch scratch;  // when dweight is wanted
 };
 
-// What the elements of one lane (or row) share.
-struct GnLaneTerms {
-    float mean, rstd;  // the group's saved statistics
+// A group's saved statistics.
+struct GnGroupStats {
+    float mean, rstd;
+};
+
+// A channel's weight and bias (1 and 0 where absent), side by side in
+// shared memory: one 8-byte read for both.
+struct GnChannelParams {
     float weight, bias;
 };
+
+// What an element's gradient takes besides x and dy.
+struct GnLaneTerms {
+    float mean, rstd;  // its group's saved statistics
+    float weight, bias;
+};
+
+// xhat of one element, in the element arithmetic A.
+template <typename A>
+__device__ __forceinline__ A element_xhat(const GnLaneTerms& t, float x) {
+    return (static_cast<A>(x) - static_cast<A>(t.mean)) * static_cast<A>(t.rstd);
+}
 
 // xhat and the pre-activation gradient g of one element, in the element
 // arithmetic A.  The exact walk (A = double) takes the swish's derivative
@@ -61,7 +80,7 @@ struct GnLaneTerms {
 template <typename A, typename P>
 __device__ __forceinline__ void element_gradient(const GnTileBackwardArgs<P>& a, const GnLaneTerms& t, float x,
                                                  float dy, A& xhat, A& g) {
-    xhat = (static_cast<A>(x) - static_cast<A>(t.mean)) * static_cast<A>(t.rstd);
+    xhat = element_xhat<A>(t, x);
     if constexpr (std::is_same<A, double>::value)
         g = a.swish ? dy * swish_derivative(xhat * t.weight + t.bias, static_cast<double>(a.swish_beta)) : dy;
     else
@@ -70,35 +89,33 @@ __device__ __forceinline__ void element_gradient(const GnTileBackwardArgs<P>& a,
                     : dy;
 }
 
+// Channels fastest: lane j's sums of g and g * xhat over the thread's
+// slots, to its entry (a row of threads per entry row).
+template <int W, typename A>
+__device__ __forceinline__ void store_lane_sums(const GnTileWalk& w, const GnTileThread& at, int j, A sum_g,
+                                                A sum_gx, Sums2<A>* entries) {
+    if (at.active())
+        entries[at.ty * w.block_channels() + static_cast<std::int64_t>(at.tx) * W + j] = Sums2<A>{sum_g, sum_gx};
+}
+
+// Positions fastest: slot a's sums of g and g * xhat, added over the row's
+// threads in a wave by shuffles, stored by the wave's first thread of the
+// row (every thread of the block calls, for every slot some thread holds).
+template <typename A>
+__device__ __forceinline__ void store_row_sums(const GnTileWalk& w, const GnTileThread& at, int a, A sum_g,
+                                               A sum_gx, Sums2<A>* entries) {
+    wave_sum(1, w.columns, sum_g, sum_gx);
+    const int row = at.row(w, a);
+    if ((at.tx & (MBN_WAVE_SIZE - 1)) == 0 && row < at.part.rows)
+        entries[(at.tx / MBN_WAVE_SIZE) * w.block_channels() + row] = Sums2<A>{sum_g, sum_gx};
+}
+
 // The block's sums of g and g * xhat per channel (block_channels()) into
-// `block_sums` (every thread calls).  Positions fastest, a row's threads in
-// a wave add theirs by shuffles and one per wave stores them; channels
-// fastest, every thread stores its own.  Then a few threads per channel add
-// its entries in a fixed order.
-template <int W, int K, bool kInner, typename A>
-__device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, A (&sum_g)[K], A (&sum_gx)[K],
-                                   Sums2<A>* entries, Sums2<double>* block_sums) {
+// `block_sums`, from the entries (every thread calls, after storing its
+// own): a few threads per channel add its entries in a fixed order.
+template <typename A>
+__device__ void block_channel_sums(const GnTileWalk& w, const Sums2<A>* entries, Sums2<double>* block_sums) {
     const std::int64_t channels = w.block_channels();
-    if (kInner) {
-        if (at.active()) {
-#pragma unroll
-            for (int j = 0; j < K; ++j)
-                entries[at.ty * channels + static_cast<std::int64_t>(at.tx) * W + j] = Sums2<A>{sum_g[j], sum_gx[j]};
-        }
-    } else {
-        // A row's threads add by shuffles, every slot's sums one level at a
-        // time: the level loop (bounded at run time) is paid once, not per
-        // slot and sum.  The same additions in the same order per value.
-        wave_sum(1, w.columns, sum_g, sum_gx);
-        if ((at.tx & (MBN_WAVE_SIZE - 1)) == 0) {
-            const int part = at.tx / MBN_WAVE_SIZE;
-#pragma unroll
-            for (int a = 0; a < K; ++a) {
-                const std::int64_t row = at.ty + static_cast<std::int64_t>(a) * w.row_threads;
-                if (row < at.part.rows) entries[part * channels + row] = Sums2<A>{sum_g[a], sum_gx[a]};
-            }
-        }
-    }
     __syncthreads();
     // `team` consecutive threads (a power of two within a wave) per channel,
     // each adding every team-th entry, then among themselves by shuffles.
@@ -110,12 +127,15 @@ __device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, 
     for (std::int64_t first = 0; first < channels; first += per_round) {  // the same rounds for every thread
         const std::int64_t c = first + threadIdx.x / team;
         Sums2<double> sum{0.0, 0.0};
-        if (c < channels)
+        if (c < channels) {
+            // Two entries in flight, not the compiler's four: registers.
+#pragma unroll 2
             for (int e = member; e < rows; e += team) {
                 const Sums2<A> entry = entries[e * channels + c];
                 sum.a += static_cast<double>(entry.a);
                 sum.b += static_cast<double>(entry.b);
             }
+        }
         wave_sum(1, team, sum);
         if (member == 0 && c < channels) block_sums[c] = sum;
     }
@@ -126,7 +146,7 @@ __device__ void block_channel_sums(const GnTileWalk& w, const GnTileThread& at, 
 // from the tile's per-channel sums and the block's channels' weights
 // (every thread calls; a wave per group).
 template <bool kInner>
-__device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, const float* weights,
+__device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, const GnChannelParams* params,
                             Sums2<double>* terms) {
     const int lane = static_cast<int>(threadIdx.x) % MBN_WAVE_SIZE;
     const int waves = w.threads / MBN_WAVE_SIZE;
@@ -135,7 +155,7 @@ __device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, co
         Sums2<double> sum{0.0, 0.0};
         for (int k = lane; k < channels; k += MBN_WAVE_SIZE) {
             const int c = (kInner ? group * channels : 0) + k;
-            const double weight = weights[c];
+            const double weight = params[c].weight;
             sum.a += weight * totals[c].a;
             sum.b += weight * totals[c].b;
         }
@@ -155,6 +175,7 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
     const std::int64_t samples = w.samples;
     const GnTileBackwardScratch& s = args.scratch;
     if (at.rank != 0) return;  // the same for the whole block
+#pragma unroll 1
     for (std::int64_t c = threadIdx.x; c < channels; c += w.threads) {
         const std::int64_t at_c = (channel0 + c) * samples + at.n;
         s.sum_g[at_c] = totals[c].a;
@@ -169,6 +190,7 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
     for (std::int64_t c = threadIdx.x; c < channels; c += w.threads) {
         const std::int64_t channel = channel0 + c;
         double g = 0.0, gx = 0.0;
+#pragma unroll 1
         for (std::int64_t n = 0; n < samples; ++n) {
             g += load_coherent(s.sum_g + channel * samples + n);
             gx += load_coherent(s.sum_g_xhat + channel * samples + n);
@@ -183,12 +205,22 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
 // each thread reads its elements before it writes them, and no other
 // thread reads them.  A: the element arithmetic, float, or double where
 // the walk is exact (kGnTileExactGroup).
-template <typename T, typename P, bool kInner, typename A>
-__global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
+//
+// kBlocks, the form (gn_tile.hpp): blocks a multiprocessor holds at once.
+// One: g of every element kept in float for dx (x packed 44 registers, g
+// 88; 208-230 in all for 16-bit data, 173-183 for float, and fewer
+// instructions than two blocks).  Two: at most 128 registers a thread, of
+// which x and dy packed take 88, and g is found again for dx.  Both keep
+// the weights and biases in shared memory (channels fastest, the one-block
+// form also each lane's in registers) and finish each channel's sums
+// before the next begins, but for the one-block form with channels
+// fastest, which holds every lane's sums and walks the slots outermost.
+template <typename T, typename P, bool kInner, typename A, int kBlocks>
+__global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     gn_tile_backward(const T* x, const T* dy, T* dx, GnTileBackwardArgs<P> args) {
     constexpr int W = static_cast<int>(16 / sizeof(T));
     constexpr int R = std::is_same<A, double>::value ? kGnTileExactBackwardSlots : kGnTileBackwardSlots;
-    constexpr int K = kInner ? W : R;  // sums per thread: per lane or per slot
+    constexpr bool kKeep = kBlocks == 1;
     extern __shared__ double gn_tile_backward_shared[];
     const GnTileWalk& w = args.walk;
     require_cluster_support(w.cluster);
@@ -196,8 +228,13 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
     const GnTileThread at(w, W);
     const unsigned held = held_slots<R>(at);
     Pack<T, W> raw_x[R], raw_dy[R];
-    load_slots<R, W>(x, at, held, raw_x);
-    load_slots<R, W>(dy, at, held, raw_dy);
+    if constexpr (kKeep) {
+        load_slots<R, W>(x, at, held, raw_x);
+        load_slots<R, W>(dy, at, held, raw_dy);
+    } else {
+        load_every_slot<R, W>(x, at, held, raw_x);
+        load_every_slot<R, W>(dy, at, held, raw_dy);
+    }
 
     // A column past the part's vectors holds nothing (and names no group).
     const bool active = at.active();
@@ -206,12 +243,14 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
     const std::int64_t group0 = static_cast<std::int64_t>(at.tile) * w.tile_groups;
     const std::int64_t channel0 = static_cast<std::int64_t>(at.tile) * w.tile_channels();
     void* shared = gn_tile_backward_shared;
-    // The block's channels' weights for the group terms, fetched now so that
-    // they arrive with x (the first barrier publishes them).
-    float* block_weights = shared_at<float>(shared, layout.weights);
+    // The block's channels' weights and biases, for the group terms and for
+    // every element of both passes: read from shared memory where an
+    // element needs them, not held per slot or lane (22 to 32 registers).
+    GnChannelParams* params = shared_at<GnChannelParams>(shared, layout.params);
     for (int c = static_cast<int>(threadIdx.x); c < w.block_channels(); c += w.threads)
-        block_weights[c] = channel_param(args.weight, args.weight_stride, channel0 + c, 1.0f);
-    GnLaneTerms lo{0.0f, 0.0f, 1.0f, 0.0f}, hi = lo;
+        params[c] = GnChannelParams{channel_param(args.weight, args.weight_stride, channel0 + c, 1.0f),
+                                    channel_param(args.bias, args.bias_stride, channel0 + c, 0.0f)};
+    GnGroupStats lo{0.0f, 0.0f}, hi = lo;
     if (active) {
         lo.mean = static_cast<float>(read_stat(args.mean, at.n, group0 + lanes.lo));
         lo.rstd = static_cast<float>(read_stat(args.rstd, at.n, group0 + lanes.lo));
@@ -220,85 +259,160 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, 1)
             hi.rstd = static_cast<float>(read_stat(args.rstd, at.n, group0 + lanes.lo + 1));
         }
     }
-    // What the elements of a lane share (channels fastest: the lane is the
-    // channel) or of a slot (positions fastest: the row is the channel),
-    // fetched once for both passes.
-    constexpr int kTerms = kInner ? W : R;
-    GnLaneTerms terms_of[kTerms];
+    __syncthreads();  // the weights and biases, for the first pass
+    // What element (slot a, lane j) needs besides x and dy: its group's
+    // statistics and its channel's (channels fastest: the lane's; positions
+    // fastest: the slot's row's) weight and bias.
+    auto fetch_terms = [&](int a, int j) {
+        const int c = kInner ? at.tx * W + j : at.row(w, a);
+        const bool upper = kInner && j >= split;
+        const GnChannelParams p = params[c];
+        return GnLaneTerms{upper ? hi.mean : lo.mean, upper ? hi.rstd : lo.rstd, p.weight, p.bias};
+    };
+    // The one-block form has registers to spare: channels fastest, each
+    // lane's terms are fetched once (by a thread that holds a column), not
+    // per element (half NHWC: 560 selects and 246 shared reads a thread
+    // otherwise, 64 and 74 so).
+    constexpr bool kLaneTerms = kKeep && kInner;
+    GnLaneTerms lane_terms[kLaneTerms ? W : 1];
+    if constexpr (kLaneTerms) {
 #pragma unroll
-    for (int k = 0; k < kTerms; ++k) {
-        terms_of[k] = kInner && k >= split ? hi : lo;
-        const bool wanted = kInner ? active : (held & (1u << k)) != 0;
-        if (wanted) {
-            const std::int64_t c = channel0 + (kInner ? at.tx * W + k : at.row(w, k));
-            terms_of[k].weight = channel_param(args.weight, args.weight_stride, c, 1.0f);
-            terms_of[k].bias = channel_param(args.bias, args.bias_stride, c, 0.0f);
+        for (int j = 0; j < W; ++j) lane_terms[j] = active ? fetch_terms(0, j) : GnLaneTerms{0.0f, 0.0f, 1.0f, 0.0f};
+    }
+    auto element_terms = [&](int a, int j) {
+        if constexpr (kLaneTerms)
+            return lane_terms[j];
+        else
+            return fetch_terms(a, j);
+    };
+
+    // Sums of g and g * xhat per channel of the thread, each finished and
+    // stored before the next begins (two registers, not two per channel;
+    // the one-block form with channels fastest holds them all, below):
+    // channels fastest, a lane's over the slots; positions fastest, a
+    // slot's over its lanes, then over the row's threads by shuffles.  The
+    // same additions in the same order as one sum per channel held to the end.
+    // Each pass widens bfloat16 its own way (widen_in_pass): the compiler
+    // keeps the packs between the passes, not the first pass's floats.
+    Sums2<A>* entries = shared_at<Sums2<A>>(shared, layout.entries);
+    // g of every element for dx, in the one-block form (dy is dead once g
+    // is known there).
+    A kept[kKeep ? R : 1][kKeep ? W : 1];
+    if constexpr (kLaneTerms) {
+        // One block, channels fastest: registers to spare, so every lane's
+        // sums are held to the end and the slots walked outermost, one held
+        // test a slot (lane by lane, a test an element: W R branches, 12%
+        // more instructions for half data).  The same additions in the
+        // same order as one lane at a time.
+        A sum_g[W], sum_gx[W];
+#pragma unroll
+        for (int j = 0; j < W; ++j) sum_g[j] = sum_gx[j] = A(0);
+#pragma unroll
+        for (int a = 0; a < R; ++a) {
+            if (!(held & (1u << a))) continue;
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+                A xhat, g;
+                element_gradient<A>(args, lane_terms[j], widen_in_pass<1>(raw_x[a].lane[j]),
+                                    widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
+                kept[a][j] = g;
+                sum_g[j] += g;
+                sum_gx[j] += g * xhat;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < W; ++j) store_lane_sums<W>(w, at, j, sum_g[j], sum_gx[j], entries);
+    } else {
+        constexpr int kChannels = kInner ? W : R;
+        constexpr int kPerChannel = kInner ? R : W;
+#pragma unroll
+        for (int k = 0; k < kChannels; ++k) {
+            // Positions fastest: the rest of the slots are empty in every thread
+            // of the block (the same for the whole block).
+            if (!kInner && k * w.row_threads >= at.part.rows) break;
+            A sum_g = A(0), sum_gx = A(0);
+#pragma unroll
+            for (int i = 0; i < kPerChannel; ++i) {
+                const int a = kInner ? i : k;
+                const int j = kInner ? k : i;
+                if (!(held & (1u << a))) continue;
+                A xhat, g;
+                element_gradient<A>(args, element_terms(a, j), widen_in_pass<1>(raw_x[a].lane[j]),
+                                    widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
+                if constexpr (kKeep) kept[a][j] = g;
+                sum_g += g;
+                sum_gx += g * xhat;
+            }
+            if (kInner)
+                store_lane_sums<W>(w, at, k, sum_g, sum_gx, entries);
+            else
+                store_row_sums(w, at, k, sum_g, sum_gx, entries);
         }
     }
-    auto element_terms = [&](int a, int j) -> const GnLaneTerms& { return terms_of[kInner ? j : a]; };
-
-    // g of every element, kept for dx (dy is dead once g is known: the
-    // registers are x's and g's, not x's, dy's and a second exp).
-    A grad[R][W];
-    A sum_g[K], sum_gx[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k) sum_g[k] = sum_gx[k] = A(0);
-#pragma unroll
-    for (int a = 0; a < R; ++a) {
-        if (!(held & (1u << a))) continue;
-#pragma unroll
-        for (int j = 0; j < W; ++j) {
-            A xhat, g;
-            element_gradient<A>(args, element_terms(a, j), widen(raw_x[a].lane[j]), widen(raw_dy[a].lane[j]), xhat,
-                                g);
-            grad[a][j] = g;
-            const int k = kInner ? j : a;
-            sum_g[k] += g;
-            sum_gx[k] += g * xhat;
-        }
-    }
-
     Sums2<double>* block_sums = shared_at<Sums2<double>>(shared, layout.block);
-    block_channel_sums<W, K, kInner>(w, at, sum_g, sum_gx, shared_at<Sums2<A>>(shared, layout.entries), block_sums);
+    block_channel_sums(w, entries, block_sums);
 
     // The tile's sums per channel from every block's, in rank order.
     if (w.cluster > 1) cluster_sync();
     Sums2<double>* totals = shared_at<Sums2<double>>(shared, layout.totals);
     for (std::int64_t c = threadIdx.x; c < w.block_channels(); c += w.threads)
-        totals[c] = cluster_total(block_sums + c, w.cluster);
+        totals[c] = cluster_total_paced<kKeep ? kGnTileMaxCluster : 2>(block_sums + c, w.cluster);
     __syncthreads();
     // No more reads of other blocks' memory (nothing to publish: relaxed).
     if (w.cluster > 1) cluster_arrive_relaxed();
 
     Sums2<double>* terms = shared_at<Sums2<double>>(shared, layout.terms);
-    group_terms<kInner>(w, totals, block_weights, terms);
+    group_terms<kInner>(w, totals, params, terms);
     if (args.dweight != nullptr) parameter_gradients(args, at, totals, channel0, shared_at<int>(shared, layout.flag));
     __syncthreads();
 
-    // Per lane: its group's mean(w g) and mean(w g xhat).
-    A mean_wg[W], mean_wgx[W];
-    {
-        Sums2<double> lo_terms{0.0, 0.0}, hi_terms{0.0, 0.0};
-        if (active) {
-            lo_terms = terms[lanes.lo];
-            if (split < W) hi_terms = terms[lanes.lo + 1];
-        }
-#pragma unroll
-        for (int j = 0; j < W; ++j) {
-            mean_wg[j] = static_cast<A>(j < split ? lo_terms.a : hi_terms.a);
-            mean_wgx[j] = static_cast<A>(j < split ? lo_terms.b : hi_terms.b);
+    // Each lane's group's mean(w g) and mean(w g xhat), picked per element
+    // from the thread's two groups (two blocks: per-lane copies took 2 W
+    // registers) or once per lane (one block, channels fastest).
+    Sums2<A> lo_means{A(0), A(0)}, hi_means = lo_means;
+    if (active) {
+        const Sums2<double> lo_terms = terms[lanes.lo];
+        lo_means = Sums2<A>{static_cast<A>(lo_terms.a), static_cast<A>(lo_terms.b)};
+        if (split < W) {
+            const Sums2<double> hi_terms = terms[lanes.lo + 1];
+            hi_means = Sums2<A>{static_cast<A>(hi_terms.a), static_cast<A>(hi_terms.b)};
         }
     }
+    Sums2<A> means_of[kLaneTerms ? W : 1];
+    if constexpr (kLaneTerms) {
+#pragma unroll
+        for (int j = 0; j < W; ++j) means_of[j] = j >= split ? hi_means : lo_means;
+    }
+    auto lane_means = [&](int j) {
+        if constexpr (kLaneTerms) {
+            return means_of[j];
+        } else {
+            const bool upper = kInner && j >= split;
+            return Sums2<A>{upper ? hi_means.a : lo_means.a, upper ? hi_means.b : lo_means.b};
+        }
+    };
+    // dx, with g kept, or found again as the first pass found it (two
+    // blocks: a second exponential with the swish, 176 special-function
+    // operations a thread for 16-bit data instead of 88).
 #pragma unroll
     for (int a = 0; a < R; ++a) {
         if (!(held & (1u << a))) continue;
         Pack<T, W> out;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            const GnLaneTerms& t = element_terms(a, j);
-            const A xhat = (static_cast<A>(widen(raw_x[a].lane[j])) - static_cast<A>(t.mean)) * static_cast<A>(t.rstd);
-            const A v = static_cast<A>(t.rstd) *
-                        ((static_cast<A>(t.weight) * grad[a][j] - mean_wg[j]) - xhat * mean_wgx[j]);
+            const GnLaneTerms t = element_terms(a, j);
+            const Sums2<A> means = lane_means(j);
+            const A mean_wg = means.a;
+            const A mean_wgx = means.b;
+            A xhat, g;
+            if constexpr (kKeep) {
+                xhat = element_xhat<A>(t, widen_in_pass<2>(raw_x[a].lane[j]));
+                g = kept[a][j];
+            } else {
+                element_gradient<A>(args, t, widen_in_pass<2>(raw_x[a].lane[j]), widen_in_pass<2>(raw_dy[a].lane[j]),
+                                    xhat, g);
+            }
+            const A v = static_cast<A>(t.rstd) * ((static_cast<A>(t.weight) * g - mean_wg) - xhat * mean_wgx);
             out.lane[j] = narrow<T>(v);
         }
         store_pack(dx + at.offset(a), out);
@@ -330,15 +444,14 @@ void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTa
     const auto* x = static_cast<const T*>(p.x.data);
     const auto* dy = static_cast<const T*>(p.dy.data);
     auto* dx = static_cast<T*>(p.dx.data);
+    auto launch = [&](auto kernel) { launch_tile_kernel(kernel, walk, target.stream, "gn_tile_backward", x, dy, dx, args); };
     if constexpr (std::is_same<T, float>::value) {
-        if (walk.exact) {
-            launch_tile_kernel(gn_tile_backward<T, P, kInner, double>, walk, target.stream, "gn_tile_backward", x,
-                               dy, dx, args);
-            return;
-        }
+        if (walk.exact) return launch(gn_tile_backward<T, P, kInner, double, kGnTileExactBackwardBlocks>);
     }
-    launch_tile_kernel(gn_tile_backward<T, P, kInner, float>, walk, target.stream, "gn_tile_backward", x, dy, dx,
-                       args);
+    if (walk.backward_blocks == 1)
+        launch(gn_tile_backward<T, P, kInner, float, 1>);
+    else
+        launch(gn_tile_backward<T, P, kInner, float, kGnTileBackwardMostBlocks>);
 }
 
 }  // namespace
@@ -361,13 +474,17 @@ void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const Lau
     });
 }
 
-int gn_tile_backward_resident_clusters(int blocks) {
+int gn_tile_backward_resident_clusters(int blocks, int per_multiprocessor) {
 #if MBN_GPU_CUDA
-    return resident_clusters(gn_tile_backward<__half, float, true, float>, kGnTileBackwardThreads, blocks);
+    if (per_multiprocessor == 1)
+        return resident_clusters(gn_tile_backward<__half, float, true, float, 1>, kGnTileBackwardThreads, blocks);
+    return resident_clusters(gn_tile_backward<__half, float, true, float, kGnTileBackwardMostBlocks>,
+                             kGnTileBackwardThreads, blocks);
 #else
     // No clusters on AMD; naming the kernel here would ask hipcc for a host
     // stub of an instance it never emits (a link error).
     (void)blocks;
+    (void)per_multiprocessor;
     return 0;
 #endif
 }

@@ -71,6 +71,19 @@ __device__ __forceinline__ void load_slots(const T* data, const GnTileThread& at
         if (held & (1u << a)) raw[a] = load_pack<W>(data + at.offset(a));
 }
 
+// The same where registers are short: every slot loads, those the thread
+// does not hold from the tile's first vector (always in bounds; the loads
+// of a wave's empty slots share one address).  A load under a predicate
+// leaves its pack undefined on the other path, and ptxas then holds the
+// pack's registers from the kernel's first instruction: the backward at 128
+// registers spilled 64 to 128 bytes of x and dy that way.
+template <int R, int W, typename T>
+__device__ __forceinline__ void load_every_slot(const T* data, const GnTileThread& at, unsigned held,
+                                                Pack<T, W> (&raw)[R]) {
+#pragma unroll
+    for (int a = 0; a < R; ++a) raw[a] = load_pack<W>(data + (held & (1u << a) ? at.offset(a) : at.base));
+}
+
 // The groups (within the tile) of a thread's lanes: lanes below `split`
 // belong to group `lo`, the others to lo + 1.  Positions fastest: all to
 // the tile's one group.  Channels fastest: lane j is channel tx * W + j.
@@ -127,6 +140,27 @@ __device__ __forceinline__ V cluster_total(const V* mine, int cluster) {
 #pragma unroll
     for (int rank = 1; rank < kGnTileMaxCluster; ++rank)
         if (rank < cluster) total = total + parts[rank];
+    return total;
+}
+
+// The same with at most `kInFlight` reads issued before their adds (the
+// same adds in the same order), where registers are short: the backward's
+// eight Sums2<double> in flight took 32 registers beside its x and dy.
+template <int kInFlight, typename V>
+__device__ __forceinline__ V cluster_total_paced(const V* mine, int cluster) {
+    static_assert(kGnTileMaxCluster % kInFlight == 0, "reads in whole batches");
+    if (cluster == 1) return *mine;
+    V total{};
+#pragma unroll
+    for (int first = 0; first < kGnTileMaxCluster; first += kInFlight) {
+        V parts[kInFlight];
+#pragma unroll
+        for (int i = 0; i < kInFlight; ++i)
+            if (first + i < cluster) parts[i] = *cluster_peer(mine, first + i);
+#pragma unroll
+        for (int i = 0; i < kInFlight; ++i)
+            if (first + i < cluster) total = first + i == 0 ? parts[0] : total + parts[i];
+    }
     return total;
 }
 

@@ -488,6 +488,8 @@ void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const Launc
 void measure_gn_tile_clusters(int device, DeviceShape& shape) {
     shape.cluster_blocks = 1;
     for (int& slots : shape.cluster_slots) slots = 0;
+    for (auto& form : shape.backward_cluster_slots)
+        for (int& slots : form) slots = 0;
 #if MBN_GPU_CUDA
     int supported = 0;
     if (cudaDeviceGetAttribute(&supported, cudaDevAttrClusterLaunch, device) != cudaSuccess) {
@@ -503,14 +505,22 @@ void measure_gn_tile_clusters(int device, DeviceShape& shape) {
         return;
     }
     if (attributes.ptxVersion < 90) return;
-    // Every instance takes a whole multiprocessor's registers: one of each
-    // kernel stands for all.
+    // Every forward instance takes a whole multiprocessor's registers, every
+    // backward instance of the form of b blocks 1 / b of them: one of each
+    // kernel and form stands for all.
     static_assert(kGnTileMaxCluster <= kPortableClusterBlocks, "cluster_slots has no room for the largest cluster");
+    static_assert(kGnTileBackwardMostBlocks * sizeof(shape.backward_cluster_slots[0]) <=
+                      sizeof(shape.backward_cluster_slots),
+                  "backward_cluster_slots has no room for every backward form");
     for (int blocks = 2; blocks <= kGnTileMaxCluster; ++blocks) {
-        const int slots = std::min(resident_clusters(gn_tile_forward<__half, float, true>, kGnTileForwardThreads, blocks),
-                                   gn_tile_backward_resident_clusters(blocks));
-        shape.cluster_slots[blocks] = std::max(slots, 0);
-        if (slots > 0 && (blocks & (blocks - 1)) == 0) shape.cluster_blocks = blocks;
+        int fewest = resident_clusters(gn_tile_forward<__half, float, true>, kGnTileForwardThreads, blocks);
+        shape.cluster_slots[blocks] = std::max(fewest, 0);
+        for (int form = 1; form <= kGnTileBackwardMostBlocks; ++form) {
+            const int backward = gn_tile_backward_resident_clusters(blocks, form);
+            shape.backward_cluster_slots[form - 1][blocks] = std::max(backward, 0);
+            fewest = std::min(fewest, backward);
+        }
+        if (fewest > 0 && (blocks & (blocks - 1)) == 0) shape.cluster_blocks = blocks;
     }
 #else
     (void)device;

@@ -148,8 +148,10 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     // pairs do, and a grid of one cluster too many takes two rounds: 2x).
     // Channels fastest, any size up to the device's largest (rows split
     // evenly); positions fastest, powers of two (the parts' vectors stay
-    // one).  Either kernel's block takes a whole multiprocessor at its most
-    // threads; fewer threads only make more of them fit.
+    // one).  At its most threads a forward block takes a whole
+    // multiprocessor, a backward block one or half of one by its form
+    // (the device's resident clusters count each kernel's and form's own);
+    // fewer threads only make more of them fit.
     const int slots = !backward ? kGnTileForwardSlots : w.exact ? kGnTileExactBackwardSlots : kGnTileBackwardSlots;
     const int most_threads = backward ? kGnTileBackwardThreads : kGnTileForwardThreads;
     const std::int64_t axis = w.channels_inner ? w.rows : w.vectors;
@@ -157,10 +159,6 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
         w.channels_inner ? kGnTileMaxCluster : std::max(1, device.cluster_blocks), axis));
     auto next_size = [&](int k) { return w.channels_inner ? k + 1 : 2 * k; };
     const std::int64_t tiles = w.samples * w.tiles_per_sample;
-    int needed = 0;
-    for (int k = 1; k <= cluster_limit && needed == 0; k = next_size(k))
-        if (device.resident_clusters(k) > 0 && part_shape(w, k, most_threads, slots).threads != 0) needed = k;
-    if (needed == 0) return "its groups are too large to stay on chip";
     const std::int64_t tile_bytes = static_cast<std::int64_t>(w.tile_groups) * w.group_size() * size;
     const std::int64_t to_fill = std::max<std::int64_t>(1, device.multiprocessors / tiles);
     const std::int64_t split_limit = std::min<std::int64_t>(cluster_limit, to_fill);
@@ -180,16 +178,43 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
         // faster, as above.
         const int half = most_threads / 2;
         if (w.channels_inner && part_shape(w, 1, most_threads, kSpreadSlots).threads == 0) {
-            for (int k = needed; k <= split_limit; k = next_size(k))
+            for (int k = 1; k <= split_limit; k = next_size(k))
                 if (part_shape(w, k, half, kSpreadSlots).threads != 0) {
                     if (device.resident_clusters(k) >= tiles) wanted = k;
                     break;
                 }
         }
     }
-    w.cluster = needed;
-    for (int k = next_size(needed); k <= wanted; k = next_size(k))
-        if (device.resident_clusters(k) >= tiles) w.cluster = k;
+    // The cluster for the kernel form of `blocks` (0: the forward), 0 where
+    // none fits.
+    auto cluster_for = [&](int blocks) {
+        int needed = 0;
+        for (int k = 1; k <= cluster_limit && needed == 0; k = next_size(k))
+            if (device.resident_clusters(k, blocks) > 0 && part_shape(w, k, most_threads, slots).threads != 0)
+                needed = k;
+        int cluster = needed;
+        for (int k = next_size(needed); needed != 0 && k <= wanted; k = next_size(k))
+            if (device.resident_clusters(k, blocks) >= tiles) cluster = k;
+        return cluster;
+    };
+    // The backward's form: g kept in float (one block a multiprocessor,
+    // fewer instructions) where that runs every cluster at once, else two
+    // blocks a multiprocessor (half the registers, g found again), whose
+    // clusters are as many again.  H200 A/B, us, one block -> two: where
+    // one block took two rounds, 1x640x64x64 fp16 NCHW 23.9 (the slices)
+    // -> 20.4, bf16 NHWC 30.0 -> 25.5, 1x512x64x64 fp16 NCHW 22.9 -> 18.4;
+    // where one round sufficed, 1x512x64x64 fp16 NHWC 19.1 -> 23.7,
+    // 2x320x64x64 fp16 NCHW 16.7 -> 19.4.  Where neither form runs every
+    // cluster at once, the two-block form takes fewer rounds (2x1280x64x64
+    // NHWC: bf16 68.9 -> 62.6, though fp16 58.1 -> 62.0).  The exact walk
+    // has the two-block form only.
+    w.backward_blocks = !backward ? 0 : w.exact ? kGnTileExactBackwardBlocks : 1;
+    w.cluster = cluster_for(w.backward_blocks);
+    if (backward && !w.exact && (w.cluster == 0 || device.resident_clusters(w.cluster, 1) < tiles)) {
+        w.backward_blocks = kGnTileBackwardMostBlocks;
+        w.cluster = cluster_for(w.backward_blocks);
+    }
+    if (w.cluster == 0) return "its groups are too large to stay on chip";
 
     // Threads: the fewest that leave each at most two slots, else as many
     // as a block takes.  The kernels are bound by instruction issue once

@@ -71,9 +71,9 @@ int failures = 0;
 
 std::string walk_text(const GnTileWalk& w) {
     char text[160];
-    std::snprintf(text, sizeof text, "%lld tiles of %d groups x %d blocks of %d threads (%d x %d), %d B shared",
+    std::snprintf(text, sizeof text, "%lld tiles of %d groups x %d blocks of %d threads (%d x %d), %d B shared%s",
                   static_cast<long long>(w.tiles()), w.tile_groups, w.cluster, w.threads, w.columns, w.row_threads,
-                  w.shared_bytes);
+                  w.shared_bytes, w.backward_blocks == 0 ? "" : w.backward_blocks == 1 ? ", 1 block/SM" : ", 2 blocks/SM");
     return text;
 }
 
@@ -84,8 +84,10 @@ void compare(const char* what, const Case& k, const std::vector<double>& got, co
 }
 
 // An H100 (132 multiprocessors, clusters of up to 8 with the resident
-// counts cudaOccupancyMaxActiveClusters gave there); built for 64-lane
-// waves, an AMD CDNA device (110 compute units, no clusters).
+// counts cudaOccupancyMaxActiveClusters gave there for blocks of a whole
+// multiprocessor; the backward's two-block form's taken as twice those);
+// built for 64-lane waves, an AMD CDNA device (110 compute units, no
+// clusters).
 DeviceShape device_shape() {
     DeviceShape d;
     d.wave_size = EMU_WAVE_SIZE;
@@ -93,7 +95,11 @@ DeviceShape device_shape() {
     d.cluster_blocks = EMU_WAVE_SIZE == 64 ? 1 : 8;
     if (EMU_WAVE_SIZE != 64) {
         const int h100[] = {0, 0, 66, 39, 30, 22, 17, 15, 15};
-        for (int k = 0; k <= kPortableClusterBlocks; ++k) d.cluster_slots[k] = h100[k];
+        for (int k = 0; k <= kPortableClusterBlocks; ++k) {
+            d.cluster_slots[k] = h100[k];
+            d.backward_cluster_slots[0][k] = h100[k];
+            d.backward_cluster_slots[1][k] = 2 * h100[k];
+        }
     }
     return d;
 }
@@ -244,69 +250,76 @@ void run_case(const Case& k, std::mt19937_64& rng) {
                 }
     }
     const std::vector<double> dy_values = dy.values();
-    std::vector<double> first_dx, first_dw, first_db;
     std::vector<unsigned long long> counters(1 << 12, 0);
     std::vector<double> scratch(1 << 20);
-    for (int round = 0; round < 2; ++round) {
-        Tensor dx(k.dtype, k.len, k.channels_last);
-        dx.fill_nan();
-        Tensor& out = k.in_place ? dy : dx;
-        if (k.in_place) dy.assign(dy_values);
-        Small dweight(pt, 1, C), dbias(pt, 1, C);
-        for (std::int64_t c = 0; c < C; ++c) dweight.set(c, NAN), dbias.set(c, NAN);
-        GnBackward p;
-        p.shape.len = k.len;
-        p.shape.groups = G;
-        p.x = x.arg();
-        p.dy = dy.arg();
-        p.dx = out.arg();
-        p.affine = k.affine;
-        if (k.affine) {
-            p.weight = param_arg(weight);
-            if (k.swish) p.bias = param_arg(bias);
-            p.dweight = dweight.arg();
-            p.dbias = dbias.arg();
-        }
-        p.mean = mean.arg();
-        p.rstd = rstd.arg();
-        p.activation = k.swish ? Activation::swish : Activation::none;
-        p.swish_beta = kBeta;
-        GnBackwardPlan plan{};
-        if (const char* why = plan_gn_backward_on_chip(p, device, PlanRule::wherever_it_fits, plan))
-            fail(miopenStatusNotImplemented, "the on-chip backward cannot take this problem: ", why);
-        if (plan.needs.bytes > scratch.size() * sizeof(double) ||
-            plan.needs.counters > static_cast<std::int64_t>(counters.size())) {
-            std::printf("FAIL %s: the checker's scratch is too small\n", describe(k).c_str());
-            ++failures;
-            return;
-        }
-        backward_walk = plan.tiles;
-        run_gn_tile_backward(p, plan.tiles, LaunchTarget{nullptr, scratch.data(), counters.data()});
-        for (unsigned long long v : counters)
-            if (v != 0) {
-                ++failures;
-                std::printf("FAIL %s: a counter was left at %llu\n", describe(k).c_str(), v);
-                break;
-            }
-        const std::vector<double> got = out.values();
-        std::vector<double> dw(C), db(C);
-        for (std::int64_t c = 0; c < C; ++c) dw[c] = dweight.get(c), db[c] = dbias.get(c);
-        if (round == 0) {
-            compare("dx", k, got, ref_dx, tol.elementwise);
+    // Each form of the kernel (gn_tile.hpp; the exact walk has one),
+    // whichever the planner picks: the planner's walk with its form set.
+    for (int form = 1; form <= kGnTileBackwardMostBlocks; ++form) {
+        const std::string in_form = std::string(form == 1 ? " (1 block/SM)" : " (2 blocks/SM)");
+        std::vector<double> first_dx, first_dw, first_db;
+        for (int round = 0; round < 2; ++round) {
+            Tensor dx(k.dtype, k.len, k.channels_last);
+            dx.fill_nan();
+            Tensor& out = k.in_place ? dy : dx;
+            if (k.in_place) dy.assign(dy_values);
+            Small dweight(pt, 1, C), dbias(pt, 1, C);
+            for (std::int64_t c = 0; c < C; ++c) dweight.set(c, NAN), dbias.set(c, NAN);
+            GnBackward p;
+            p.shape.len = k.len;
+            p.shape.groups = G;
+            p.x = x.arg();
+            p.dy = dy.arg();
+            p.dx = out.arg();
+            p.affine = k.affine;
             if (k.affine) {
-                compare("dweight", k, dw, ref_dw, tolerance(pt).reduction);
-                compare("dbias", k, db, ref_db, tolerance(pt).reduction);
+                p.weight = param_arg(weight);
+                if (k.swish) p.bias = param_arg(bias);
+                p.dweight = dweight.arg();
+                p.dbias = dbias.arg();
             }
-            first_dx = got, first_dw = dw, first_db = db;
-        } else if (std::memcmp(got.data(), first_dx.data(), got.size() * sizeof(double)) != 0 ||
-                   (k.affine && (std::memcmp(dw.data(), first_dw.data(), C * sizeof(double)) != 0 ||
-                                 std::memcmp(db.data(), first_db.data(), C * sizeof(double)) != 0))) {
-            ++failures;
-            std::printf("FAIL %s: backward rerun differs\n", describe(k).c_str());
-        }
-        if (!dy.slack_intact() || !out.slack_intact() || !x.slack_intact()) {
-            ++failures;
-            std::printf("FAIL %s: backward wrote outside dx\n", describe(k).c_str());
+            p.mean = mean.arg();
+            p.rstd = rstd.arg();
+            p.activation = k.swish ? Activation::swish : Activation::none;
+            p.swish_beta = kBeta;
+            GnBackwardPlan plan{};
+            if (const char* why = plan_gn_backward_on_chip(p, device, PlanRule::wherever_it_fits, plan))
+                fail(miopenStatusNotImplemented, "the on-chip backward cannot take this problem: ", why);
+            if (plan.needs.bytes > scratch.size() * sizeof(double) ||
+                plan.needs.counters > static_cast<std::int64_t>(counters.size())) {
+                std::printf("FAIL %s: the checker's scratch is too small\n", describe(k).c_str());
+                ++failures;
+                return;
+            }
+            if (plan.tiles.exact && form != plan.tiles.backward_blocks) break;
+            if (form == 1) backward_walk = plan.tiles;  // the planner's pick, for the report
+            plan.tiles.backward_blocks = form;
+            run_gn_tile_backward(p, plan.tiles, LaunchTarget{nullptr, scratch.data(), counters.data()});
+            for (unsigned long long v : counters)
+                if (v != 0) {
+                    ++failures;
+                    std::printf("FAIL %s: a counter was left at %llu\n", describe(k).c_str(), v);
+                    break;
+                }
+            const std::vector<double> got = out.values();
+            std::vector<double> dw(C), db(C);
+            for (std::int64_t c = 0; c < C; ++c) dw[c] = dweight.get(c), db[c] = dbias.get(c);
+            if (round == 0) {
+                compare(("dx" + in_form).c_str(), k, got, ref_dx, tol.elementwise);
+                if (k.affine) {
+                    compare(("dweight" + in_form).c_str(), k, dw, ref_dw, tolerance(pt).reduction);
+                    compare(("dbias" + in_form).c_str(), k, db, ref_db, tolerance(pt).reduction);
+                }
+                first_dx = got, first_dw = dw, first_db = db;
+            } else if (std::memcmp(got.data(), first_dx.data(), got.size() * sizeof(double)) != 0 ||
+                       (k.affine && (std::memcmp(dw.data(), first_dw.data(), C * sizeof(double)) != 0 ||
+                                     std::memcmp(db.data(), first_db.data(), C * sizeof(double)) != 0))) {
+                ++failures;
+                std::printf("FAIL %s: backward rerun differs%s\n", describe(k).c_str(), in_form.c_str());
+            }
+            if (!dy.slack_intact() || !out.slack_intact() || !x.slack_intact()) {
+                ++failures;
+                std::printf("FAIL %s: backward wrote outside dx\n", describe(k).c_str());
+            }
         }
     }
     std::printf("done %s: forward %s; backward %s\n", describe(k).c_str(), walk_text(forward_walk).c_str(),
