@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     if (w.cluster > 1) cluster_sync();
     Sums2<double>* totals = shared_at<Sums2<double>>(shared, layout.totals);
     for (std::int64_t c = threadIdx.x; c < w.block_channels(); c += w.threads)
-        totals[c] = cluster_total_paced<kKeep ? kGnTileMaxCluster : 2>(block_sums + c, w.cluster);
+        totals[c] = cluster_total<kKeep ? kGnTileMaxCluster : 2>(block_sums + c, w.cluster);
     __syncthreads();
     // No more reads of other blocks' memory (nothing to publish: relaxed).
     if (w.cluster > 1) cluster_arrive_relaxed();

@@ -127,27 +127,13 @@ __device__ __forceinline__ GnMomentSums shuffle_down(const GnMomentSums& v, int 
 }
 
 // The sum of `value` over the cluster's blocks, in rank order, from the
-// shared variable `mine` of each (after cluster_sync).  Every read is issued
-// before the first add: each crosses to another multiprocessor.
-template <typename V>
+// shared variable `mine` of each (after cluster_sync).  Each read crosses to
+// another multiprocessor, so up to `kInFlight` are issued before their adds
+// (all of them by default; fewer where registers are short: the backward's
+// eight Sums2<double> in flight took 32 registers beside its x and dy).
+// The same adds in the same order for any kInFlight.
+template <int kInFlight = kGnTileMaxCluster, typename V>
 __device__ __forceinline__ V cluster_total(const V* mine, int cluster) {
-    if (cluster == 1) return *mine;
-    V parts[kGnTileMaxCluster];
-#pragma unroll
-    for (int rank = 0; rank < kGnTileMaxCluster; ++rank)
-        if (rank < cluster) parts[rank] = *cluster_peer(mine, rank);
-    V total = parts[0];
-#pragma unroll
-    for (int rank = 1; rank < kGnTileMaxCluster; ++rank)
-        if (rank < cluster) total = total + parts[rank];
-    return total;
-}
-
-// The same with at most `kInFlight` reads issued before their adds (the
-// same adds in the same order), where registers are short: the backward's
-// eight Sums2<double> in flight took 32 registers beside its x and dy.
-template <int kInFlight, typename V>
-__device__ __forceinline__ V cluster_total_paced(const V* mine, int cluster) {
     static_assert(kGnTileMaxCluster % kInFlight == 0, "reads in whole batches");
     if (cluster == 1) return *mine;
     V total{};
@@ -157,9 +143,10 @@ __device__ __forceinline__ V cluster_total_paced(const V* mine, int cluster) {
 #pragma unroll
         for (int i = 0; i < kInFlight; ++i)
             if (first + i < cluster) parts[i] = *cluster_peer(mine, first + i);
+        if (first == 0) total = parts[0];  // rank 0: a cluster here has at least 2
 #pragma unroll
-        for (int i = 0; i < kInFlight; ++i)
-            if (first + i < cluster) total = first + i == 0 ? parts[0] : total + parts[i];
+        for (int i = first == 0 ? 1 : 0; i < kInFlight; ++i)
+            if (first + i < cluster) total = total + parts[i];
     }
     return total;
 }
