@@ -41,14 +41,9 @@ namespace {
 template <typename P>
 struct GnBackwardArgs {
     GnSliceOrder order;  // with the group shape
-    const P* weight;     // nullptr: w = 1, and no dweight / dbias
-    const P* bias;       // nullptr: b = 0 (only the activation needs it)
-    P* dweight;
-    P* dbias;
-    std::int64_t weight_stride;
+    GnParamGradients<P> params;
+    const P* bias;  // nullptr: b = 0 (only the activation needs it)
     std::int64_t bias_stride;
-    std::int64_t dweight_stride;
-    std::int64_t dbias_stride;
     GnStatTensor mean;
     GnStatTensor rstd;
     bool swish;
@@ -68,7 +63,7 @@ __device__ GnSlice<A> slice_at(const GnBackwardArgs<P>& a, std::int64_t slice) {
     static_cast<GnSlicePlace&>(s) = slice_place(a.order, slice);
     s.mean = static_cast<A>(read_stat(a.mean, s.n, s.g));
     s.rstd = static_cast<A>(read_stat(a.rstd, s.n, s.g));
-    s.weight = a.weight != nullptr ? static_cast<A>(widen(a.weight[s.c * a.weight_stride])) : A(1);
+    s.weight = a.params.weight != nullptr ? static_cast<A>(widen(a.params.weight[s.c * a.params.weight_stride])) : A(1);
     s.bias = a.bias != nullptr ? static_cast<A>(widen(a.bias[s.c * a.bias_stride])) : A(0);
     return s;
 }
@@ -314,12 +309,12 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
             GnBackwardArgs<P> a{};
             a.order = plan.slices.order;
             if (p.affine) {
-                a.weight = static_cast<const P*>(p.weight.data);
-                a.weight_stride = p.weight.stride[kC];
-                a.dweight = static_cast<P*>(p.dweight.data);
-                a.dweight_stride = p.dweight.stride[kC];
-                a.dbias = static_cast<P*>(p.dbias.data);
-                a.dbias_stride = p.dbias.stride[kC];
+                a.params.weight = static_cast<const P*>(p.weight.data);
+                a.params.weight_stride = p.weight.stride[kC];
+                a.params.dweight = static_cast<P*>(p.dweight.data);
+                a.params.dweight_stride = p.dweight.stride[kC];
+                a.params.dbias = static_cast<P*>(p.dbias.data);
+                a.params.dbias_stride = p.dbias.stride[kC];
                 if (p.bias.present()) {
                     a.bias = static_cast<const P*>(p.bias.data);
                     a.bias_stride = p.bias.stride[kC];
@@ -334,12 +329,7 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
             finalize.order = a.order;
             finalize.slices = layout.feature.size;
             finalize.splits = layout.splits;
-            finalize.weight = a.weight;
-            finalize.weight_stride = a.weight_stride;
-            finalize.dweight = a.dweight;
-            finalize.dbias = a.dbias;
-            finalize.dweight_stride = a.dweight_stride;
-            finalize.dbias_stride = a.dbias_stride;
+            finalize.params = a.params;
             finalize.scratch = a.scratch;
             plan_finalize(finalize);
             const T* x = static_cast<const T*>(p.x.data);

@@ -22,17 +22,24 @@
 namespace mbn {
 namespace gpu {
 
+// The weight and the parameter gradients, as the slices backward's three
+// kernels read them (gn_backward.hip's arguments hold the same).
 template <typename P>
-struct GnFinalizeArgs {
-    GnSliceOrder order;   // with the group shape
-    std::int64_t slices;  // the partials of one split
-    int splits;
-    const P* weight;  // nullptr: w = 1
+struct GnParamGradients {
+    const P* weight;  // nullptr: w = 1, and no dweight / dbias
     std::int64_t weight_stride;
     P* dweight;  // with dbias: nullptr when not wanted
     P* dbias;
     std::int64_t dweight_stride;
     std::int64_t dbias_stride;
+};
+
+template <typename P>
+struct GnFinalizeArgs {
+    GnSliceOrder order;   // with the group shape
+    std::int64_t slices;  // the partials of one split
+    int splits;
+    GnParamGradients<P> params;
     GnBackwardScratch scratch;
     int group_lanes;  // a team's threads, a power of two up to a block
     int channel_lanes;
@@ -60,7 +67,7 @@ void plan_finalize(GnFinalizeArgs<P>& f) {
         return static_cast<unsigned>((items + per_block - 1) / per_block);
     };
     f.group_blocks = blocks_for(shape.group_count(), f.group_lanes);
-    const bool channels = f.dweight != nullptr;
+    const bool channels = f.params.dweight != nullptr;
     f.blocks = f.group_blocks + (channels ? blocks_for(shape.groups * shape.channels, f.channel_lanes) : 0u);
 }
 
@@ -74,7 +81,8 @@ __device__ Sums2<double> group_part(const GnFinalizeArgs<P>& f, std::int64_t gro
     Sums2<double> part{0.0, 0.0};
     for_group_partials(f.order.shape.channels, f.splits, lanes, member, [&](std::int64_t k, std::int64_t split) {
         const std::int64_t c = g * f.order.shape.channels + k;
-        const double w = f.weight != nullptr ? static_cast<double>(widen(f.weight[c * f.weight_stride])) : 1.0;
+        const double w =
+            f.params.weight != nullptr ? static_cast<double>(widen(f.params.weight[c * f.params.weight_stride])) : 1.0;
         const std::int64_t at = split * f.slices + f.order.index(n, c);
         part.a += w * f.scratch.sum_g[at];
         part.b += w * f.scratch.sum_g_xhat[at];
@@ -119,8 +127,8 @@ __device__ void finalize_block(const GnFinalizeArgs<P>& f, Sums2<double>* wave_t
         terms[0] = total.a / m;
         terms[1] = total.b / m;
     } else {
-        f.dbias[item * f.dbias_stride] = narrow<P>(total.a);
-        f.dweight[item * f.dweight_stride] = narrow<P>(total.b);
+        f.params.dbias[item * f.params.dbias_stride] = narrow<P>(total.a);
+        f.params.dweight[item * f.params.dweight_stride] = narrow<P>(total.b);
     }
 }
 

@@ -78,12 +78,12 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     f.scratch.sum_g_xhat = sum_gx.data();
     f.scratch.group_terms = terms.data();
     if (k.affine) {
-        f.weight = weight.data();
-        f.weight_stride = kStride;
-        f.dweight = dweight.data();
-        f.dbias = dbias.data();
-        f.dweight_stride = kStride;
-        f.dbias_stride = kStride;
+        f.params.weight = weight.data();
+        f.params.weight_stride = kStride;
+        f.params.dweight = dweight.data();
+        f.params.dbias = dbias.data();
+        f.params.dweight_stride = kStride;
+        f.params.dbias_stride = kStride;
     }
     plan_finalize(f);
     emu::register_static_shared(g_wave_totals, sizeof g_wave_totals);
