@@ -385,11 +385,20 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
             }
         } else {
             // Positions fastest: slot by slot, over its lanes; every thread
-            // of the block stores (shuffles) for every slot some thread
-            // holds: the rest are empty in every thread of the block.
+            // of the block adds (shuffles) and stores for every slot some
+            // thread holds (the first `rows_slots`, the same for the whole
+            // block): the rest are empty in every thread of the block.
+            const int row_slots = w.by_row_threads.divide(at.part.rows + w.row_threads - 1);
+            // The one-block form holds every slot's sums and adds them over
+            // the row's threads together, level by level: a shuffle's latency
+            // a level, not one a level and slot (the same additions, each
+            // value's in the same order).  The two-block form has no
+            // registers for them: slot by slot.
+            constexpr int kHeld = kKeep ? R : 1;
+            [[maybe_unused]] A held_g[kHeld], held_gx[kHeld];
 #pragma unroll
             for (int a = 0; a < R; ++a) {
-                if (a * w.row_threads >= at.part.rows) break;
+                if (a >= row_slots) break;
                 A sum_g = A(-0.0), sum_gx = A(-0.0);
                 if (a < slots) {
                     const GnLaneTerms t = element_terms(a, 0);
@@ -403,7 +412,31 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
                         sum_gx += g * xhat;
                     }
                 }
-                store_row_sums(w, at, a, sum_g, sum_gx, entries);
+                if constexpr (kKeep) {
+                    held_g[a] = sum_g;
+                    held_gx[a] = sum_gx;
+                } else {
+                    store_row_sums(w, at, a, sum_g, sum_gx, entries);
+                }
+            }
+            if constexpr (kKeep) {
+                for (int mask = 1; mask < w.columns && mask < MBN_WAVE_SIZE; mask *= 2) {
+#pragma unroll
+                    for (int a = 0; a < R; ++a) {
+                        if (a >= row_slots) break;
+                        shuffle_add(held_g[a], mask);
+                        shuffle_add(held_gx[a], mask);
+                    }
+                }
+                if ((at.tx & (MBN_WAVE_SIZE - 1)) == 0) {
+                    Sums2<A>* wave_entries = entries + (at.tx / MBN_WAVE_SIZE) * w.block_channels();
+#pragma unroll
+                    for (int a = 0; a < R; ++a) {
+                        if (a >= row_slots) break;
+                        const int row = at.row(w, a);
+                        if (row < at.part.rows) wave_entries[row] = Sums2<A>{held_g[a], held_gx[a]};
+                    }
+                }
             }
         }
     };
