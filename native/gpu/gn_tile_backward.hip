@@ -80,8 +80,8 @@ __device__ __forceinline__ A element_xhat(const GnLaneTerms& t, float x) {
 // off in half the seeds tried).
 // kSwish: whether the activation is there, chosen once outside the slot
 // loops (kSwishOff, kSwishOn), or tested per element (kSwishTested: the
-// two-block form with channels fastest, where two copies of the passes
-// made ptxas spill 96 to 104 bytes at 128 registers).
+// two-block form with 16-bit data and channels fastest, where two copies
+// of the passes made ptxas spill at 128 registers; kTrim in the kernel).
 enum GnSwishChoice { kSwishOff, kSwishOn, kSwishTested };
 
 template <typename A, int kSwish, typename P>
@@ -327,12 +327,12 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     using SwishOff = std::integral_constant<int, kSwishOff>;
     using SwishOn = std::integral_constant<int, kSwishOn>;
     using SwishTested = std::integral_constant<int, kSwishTested>;
-    // kTrim: the slot loops stop at the first slot not held, the swish is
-    // chosen once, sums start at -0.0 and dx's pointer steps.  Not in the
-    // two-block form with 16-bit data and channels fastest: there ptxas at
-    // 128 registers spilled 88 to 120 bytes with any of them (its loops
-    // keep main's form: a held test per element, the swish tested per
-    // element).
+    // kTrim: the swish chosen once for each pass, and dx's slot loop
+    // stopping at the first slot not held with its pointer stepped.  Not in
+    // the two-block form with 16-bit data and channels fastest: there
+    // ptxas at 128 registers spilled 88 to 120 bytes with either (the swish
+    // is tested per element there, and dx's loop keeps main's form, a held
+    // test a slot).
     constexpr bool kTrim = kKeep || !kInner || sizeof(T) == 4;
     // Sums start at -0.0, which g + (-0.0) = g leaves out of the code; a
     // zero's sign never reaches a result (the block's sums start at +0.0).
@@ -367,13 +367,10 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
             // Lane by lane, each over the held slots.
 #pragma unroll
             for (int j = 0; j < W; ++j) {
-                A sum_g = A(kTrim ? -0.0 : 0.0), sum_gx = sum_g;
+                A sum_g = A(-0.0), sum_gx = A(-0.0);
 #pragma unroll
                 for (int a = 0; a < R; ++a) {
-                    if (kTrim ? a >= slots : !(held & (1u << a))) {
-                        if (kTrim) break;
-                        continue;
-                    }
+                    if (a >= slots) break;
                     A xhat, g;
                     element_gradient<A, kSwish>(args, element_terms(a, j), widen_in_pass<1>(raw_x[a].lane[j]),
                                                 widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
