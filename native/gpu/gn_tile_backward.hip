@@ -46,6 +46,7 @@ struct GnTileBackwardArgs {
     bool swish;
     float swish_beta;
     GnTileBackwardScratch scratch;  // when dweight is wanted
+    GnTileShared layout;            // tile_shared(walk, true), set on the host
 };
 
 // A group's saved statistics.
@@ -77,16 +78,26 @@ __device__ __forceinline__ A element_xhat(const GnLaneTerms& t, float x) {
 // (the special-function unit's derivative) showed in it (emulator, float32
 // 4x32x2x2 groups of 16 with x within 1e-3 of 3: 1 value in 512 about 2e-5
 // off in half the seeds tried).
-template <typename A, typename P>
+// kSwish: whether the activation is there, chosen once outside the slot
+// loops (kSwishOff, kSwishOn), or tested per element (kSwishTested: the
+// two-block form with 16-bit data and channels fastest, where two copies
+// of the passes made ptxas spill at 128 registers; kTrim in the kernel).
+enum GnSwishChoice { kSwishOff, kSwishOn, kSwishTested };
+
+template <typename A, int kSwish, typename P>
 __device__ __forceinline__ void element_gradient(const GnTileBackwardArgs<P>& a, const GnLaneTerms& t, float x,
                                                  float dy, A& xhat, A& g) {
     xhat = element_xhat<A>(t, x);
-    if constexpr (std::is_same<A, double>::value)
-        g = a.swish ? dy * swish_derivative(xhat * t.weight + t.bias, static_cast<double>(a.swish_beta)) : dy;
+    if constexpr (kSwish == kSwishOff)
+        g = dy;
+    else if constexpr (std::is_same<A, double>::value)
+        g = kSwish == kSwishOn || a.swish
+                ? dy * swish_derivative(xhat * t.weight + t.bias, static_cast<double>(a.swish_beta))
+                : dy;
     else
-        g = a.swish ? dy * fast_swish_derivative(static_cast<float>(xhat) * t.weight + t.bias, a.swish_beta,
-                                                swish_exponent_scale(a.swish_beta))
-                    : dy;
+        g = kSwish == kSwishOn || a.swish ? dy * fast_swish_derivative(static_cast<float>(xhat) * t.weight + t.bias,
+                                                                      a.swish_beta, swish_exponent_scale(a.swish_beta))
+                                          : dy;
 }
 
 // Channels fastest: lane j's sums of g and g * xhat over the thread's
@@ -224,13 +235,28 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     extern __shared__ double gn_tile_backward_shared[];
     const GnTileWalk& w = args.walk;
     require_cluster_support(w.cluster);
-    const GnTileShared layout = tile_shared(w, true);
+    const GnTileShared& layout = args.layout;
     const GnTileThread at(w, W);
+    // The thread holds slots 0 .. slots - 1 (held_slots is a prefix): every
+    // loop over slots stops at the first one not held, one branch out of
+    // the unrolled loop where a test per slot (or per element) put a branch
+    // and its reconvergence around each.
+    const int slots = at.slots < R ? at.slots : R;
     const unsigned held = held_slots<R>(at);
     Pack<T, W> raw_x[R], raw_dy[R];
     if constexpr (kKeep) {
-        load_slots<R, W>(x, at, held, raw_x);
-        load_slots<R, W>(dy, at, held, raw_dy);
+        // From slot to slot by a pointer step: one add a slot, not an index
+        // product.
+        const T* slot_x = x + at.first;
+        const T* slot_dy = dy + at.first;
+#pragma unroll
+        for (int a = 0; a < R; ++a) {
+            if (a >= slots) break;
+            raw_x[a] = load_pack<W>(slot_x);
+            raw_dy[a] = load_pack<W>(slot_dy);
+            slot_x += at.step;
+            slot_dy += at.step;
+        }
     } else {
         load_every_slot<R, W>(x, at, held, raw_x);
         load_every_slot<R, W>(dy, at, held, raw_dy);
@@ -298,57 +324,125 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     // g of every element for dx, in the one-block form (dy is dead once g
     // is known there).
     A kept[kKeep ? R : 1][kKeep ? W : 1];
-    if constexpr (kLaneTerms) {
-        // One block, channels fastest: registers to spare, so every lane's
-        // sums are held to the end and the slots walked outermost, one held
-        // test a slot (lane by lane, a test an element: W R branches, 12%
-        // more instructions for half data).  The same additions in the
-        // same order as one lane at a time.
-        A sum_g[W], sum_gx[W];
+    using SwishOff = std::integral_constant<int, kSwishOff>;
+    using SwishOn = std::integral_constant<int, kSwishOn>;
+    using SwishTested = std::integral_constant<int, kSwishTested>;
+    // kTrim: the swish chosen once for each pass, and dx's slot loop
+    // stopping at the first slot not held with its pointer stepped.  Not in
+    // the two-block form with 16-bit data and channels fastest: there
+    // ptxas at 128 registers spilled 88 to 120 bytes with either (the swish
+    // is tested per element there, and dx's loop keeps main's form, a held
+    // test a slot).
+    constexpr bool kTrim = kKeep || !kInner || sizeof(T) == 4;
+    // Sums start at -0.0, which g + (-0.0) = g leaves out of the code; a
+    // zero's sign never reaches a result (the block's sums start at +0.0).
+    // One copy of the pass with the swish and one without (the flag tested
+    // per element otherwise).
+    auto first_pass = [&](auto with_swish) {
+        constexpr int kSwish = decltype(with_swish)::value;
+        if constexpr (kLaneTerms) {
+            // One block, channels fastest: registers to spare, so every lane's
+            // sums are held to the end and the slots walked outermost, one
+            // branch out of the slot loop.  The same additions in the same
+            // order as one lane at a time.
+            A sum_g[W], sum_gx[W];
 #pragma unroll
-        for (int j = 0; j < W; ++j) sum_g[j] = sum_gx[j] = A(0);
+            for (int j = 0; j < W; ++j) sum_g[j] = sum_gx[j] = A(-0.0);
 #pragma unroll
-        for (int a = 0; a < R; ++a) {
-            if (!(held & (1u << a))) continue;
+            for (int a = 0; a < R; ++a) {
+                if (a >= slots) break;
+#pragma unroll
+                for (int j = 0; j < W; ++j) {
+                    A xhat, g;
+                    element_gradient<A, kSwish>(args, lane_terms[j], widen_in_pass<1>(raw_x[a].lane[j]),
+                                                widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
+                    kept[a][j] = g;
+                    sum_g[j] += g;
+                    sum_gx[j] += g * xhat;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < W; ++j) store_lane_sums<W>(w, at, j, sum_g[j], sum_gx[j], entries);
+        } else if constexpr (kInner) {
+            // Lane by lane, each over the held slots.
 #pragma unroll
             for (int j = 0; j < W; ++j) {
-                A xhat, g;
-                element_gradient<A>(args, lane_terms[j], widen_in_pass<1>(raw_x[a].lane[j]),
-                                    widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
-                kept[a][j] = g;
-                sum_g[j] += g;
-                sum_gx[j] += g * xhat;
+                A sum_g = A(-0.0), sum_gx = A(-0.0);
+#pragma unroll
+                for (int a = 0; a < R; ++a) {
+                    if (a >= slots) break;
+                    A xhat, g;
+                    element_gradient<A, kSwish>(args, element_terms(a, j), widen_in_pass<1>(raw_x[a].lane[j]),
+                                                widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
+                    if constexpr (kKeep) kept[a][j] = g;
+                    sum_g += g;
+                    sum_gx += g * xhat;
+                }
+                store_lane_sums<W>(w, at, j, sum_g, sum_gx, entries);
+            }
+        } else {
+            // Positions fastest: slot by slot, over its lanes; every thread
+            // of the block adds (shuffles) and stores for every slot some
+            // thread holds (the first `rows_slots`, the same for the whole
+            // block): the rest are empty in every thread of the block.
+            const int row_slots = w.by_row_threads.divide(at.part.rows + w.row_threads - 1);
+            // The one-block form holds every slot's sums and adds them over
+            // the row's threads together, level by level: a shuffle's latency
+            // a level, not one a level and slot (the same additions, each
+            // value's in the same order).  The two-block form has no
+            // registers for them: slot by slot.
+            constexpr int kHeld = kKeep ? R : 1;
+            [[maybe_unused]] A held_g[kHeld], held_gx[kHeld];
+#pragma unroll
+            for (int a = 0; a < R; ++a) {
+                if (a >= row_slots) break;
+                A sum_g = A(-0.0), sum_gx = A(-0.0);
+                if (a < slots) {
+                    const GnLaneTerms t = element_terms(a, 0);
+#pragma unroll
+                    for (int j = 0; j < W; ++j) {
+                        A xhat, g;
+                        element_gradient<A, kSwish>(args, t, widen_in_pass<1>(raw_x[a].lane[j]),
+                                                    widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
+                        if constexpr (kKeep) kept[a][j] = g;
+                        sum_g += g;
+                        sum_gx += g * xhat;
+                    }
+                }
+                if constexpr (kKeep) {
+                    held_g[a] = sum_g;
+                    held_gx[a] = sum_gx;
+                } else {
+                    store_row_sums(w, at, a, sum_g, sum_gx, entries);
+                }
+            }
+            if constexpr (kKeep) {
+                for (int mask = 1; mask < w.columns && mask < MBN_WAVE_SIZE; mask *= 2) {
+#pragma unroll
+                    for (int a = 0; a < R; ++a) {
+                        if (a >= row_slots) break;
+                        shuffle_add(held_g[a], mask);
+                        shuffle_add(held_gx[a], mask);
+                    }
+                }
+                if ((at.tx & (MBN_WAVE_SIZE - 1)) == 0) {
+                    Sums2<A>* wave_entries = entries + (at.tx / MBN_WAVE_SIZE) * w.block_channels();
+#pragma unroll
+                    for (int a = 0; a < R; ++a) {
+                        if (a >= row_slots) break;
+                        const int row = at.row(w, a);
+                        if (row < at.part.rows) wave_entries[row] = Sums2<A>{held_g[a], held_gx[a]};
+                    }
+                }
             }
         }
-#pragma unroll
-        for (int j = 0; j < W; ++j) store_lane_sums<W>(w, at, j, sum_g[j], sum_gx[j], entries);
-    } else {
-        constexpr int kChannels = kInner ? W : R;
-        constexpr int kPerChannel = kInner ? R : W;
-#pragma unroll
-        for (int k = 0; k < kChannels; ++k) {
-            // Positions fastest: the rest of the slots are empty in every thread
-            // of the block (the same for the whole block).
-            if (!kInner && k * w.row_threads >= at.part.rows) break;
-            A sum_g = A(0), sum_gx = A(0);
-#pragma unroll
-            for (int i = 0; i < kPerChannel; ++i) {
-                const int a = kInner ? i : k;
-                const int j = kInner ? k : i;
-                if (!(held & (1u << a))) continue;
-                A xhat, g;
-                element_gradient<A>(args, element_terms(a, j), widen_in_pass<1>(raw_x[a].lane[j]),
-                                    widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
-                if constexpr (kKeep) kept[a][j] = g;
-                sum_g += g;
-                sum_gx += g * xhat;
-            }
-            if (kInner)
-                store_lane_sums<W>(w, at, k, sum_g, sum_gx, entries);
-            else
-                store_row_sums(w, at, k, sum_g, sum_gx, entries);
-        }
-    }
+    };
+    if (kTrim && args.swish)
+        first_pass(SwishOn{});
+    else if (kTrim)
+        first_pass(SwishOff{});
+    else
+        first_pass(SwishTested{});
     Sums2<double>* block_sums = shared_at<Sums2<double>>(shared, layout.block);
     block_channel_sums(w, entries, block_sums);
 
@@ -394,29 +488,46 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     // dx, with g kept, or found again as the first pass found it (two
     // blocks: a second exponential with the swish, 176 special-function
     // operations a thread for 16-bit data instead of 88).
+    auto write_dx = [&](auto with_swish) {
+        [[maybe_unused]] constexpr int kSwish = decltype(with_swish)::value;  // (g kept: unused)
+        T* slot_dx = dx + at.first;
 #pragma unroll
-    for (int a = 0; a < R; ++a) {
-        if (!(held & (1u << a))) continue;
-        Pack<T, W> out;
-#pragma unroll
-        for (int j = 0; j < W; ++j) {
-            const GnLaneTerms t = element_terms(a, j);
-            const Sums2<A> means = lane_means(j);
-            const A mean_wg = means.a;
-            const A mean_wgx = means.b;
-            A xhat, g;
-            if constexpr (kKeep) {
-                xhat = element_xhat<A>(t, widen_in_pass<2>(raw_x[a].lane[j]));
-                g = kept[a][j];
-            } else {
-                element_gradient<A>(args, t, widen_in_pass<2>(raw_x[a].lane[j]), widen_in_pass<2>(raw_dy[a].lane[j]),
-                                    xhat, g);
+        for (int a = 0; a < R; ++a) {
+            if (kTrim ? a >= slots : !(held & (1u << a))) {
+                if (kTrim) break;
+                continue;
             }
-            const A v = static_cast<A>(t.rstd) * ((static_cast<A>(t.weight) * g - mean_wg) - xhat * mean_wgx);
-            out.lane[j] = narrow<T>(v);
+            Pack<T, W> out;
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+                const GnLaneTerms t = element_terms(a, j);
+                const Sums2<A> means = lane_means(j);
+                const A mean_wg = means.a;
+                const A mean_wgx = means.b;
+                A xhat, g;
+                if constexpr (kKeep) {
+                    xhat = element_xhat<A>(t, widen_in_pass<2>(raw_x[a].lane[j]));
+                    g = kept[a][j];
+                } else {
+                    element_gradient<A, kSwish>(args, t, widen_in_pass<2>(raw_x[a].lane[j]),
+                                                widen_in_pass<2>(raw_dy[a].lane[j]), xhat, g);
+                }
+                const A v = static_cast<A>(t.rstd) * ((static_cast<A>(t.weight) * g - mean_wg) - xhat * mean_wgx);
+                out.lane[j] = narrow<T>(v);
+            }
+            store_pack(kTrim ? slot_dx : dx + at.offset(a), out);
+            slot_dx += at.step;
         }
-        store_pack(dx + at.offset(a), out);
-    }
+    };
+    // g kept: no activation here.
+    if (kKeep)
+        write_dx(SwishOff{});
+    else if (kTrim && args.swish)
+        write_dx(SwishOn{});
+    else if (kTrim)
+        write_dx(SwishOff{});
+    else
+        write_dx(SwishTested{});
     if (w.cluster > 1) cluster_wait();
 }
 
@@ -441,6 +552,7 @@ void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTa
     args.rstd = stat_tensor(p.rstd);
     args.swish = p.activation == Activation::swish;
     args.swish_beta = p.swish_beta;
+    args.layout = tile_shared(walk, true);
     const auto* x = static_cast<const T*>(p.x.data);
     const auto* dy = static_cast<const T*>(p.dy.data);
     auto* dx = static_cast<T*>(p.dx.data);
