@@ -64,19 +64,13 @@ __device__ __forceinline__ unsigned held_slots(const GnTileThread& at) {
     return at.slots >= R ? (1u << R) - 1 : (1u << at.slots) - 1;
 }
 
-template <int R, int W, typename T>
-__device__ __forceinline__ void load_slots(const T* data, const GnTileThread& at, unsigned held, Pack<T, W> (&raw)[R]) {
-#pragma unroll
-    for (int a = 0; a < R; ++a)
-        if (held & (1u << a)) raw[a] = load_pack<W>(data + at.offset(a));
-}
-
-// The same where registers are short: every slot loads, those the thread
-// does not hold from the tile's first vector (always in bounds; the loads
-// of a wave's empty slots share one address).  A load under a predicate
+// Every slot's pack, those the thread does not hold loaded from the tile's
+// first vector (always in bounds; the loads of a wave's empty slots share
+// one address): where registers are short.  A load under a predicate
 // leaves its pack undefined on the other path, and ptxas then holds the
 // pack's registers from the kernel's first instruction: the backward at 128
-// registers spilled 64 to 128 bytes of x and dy that way.
+// registers spilled 64 to 128 bytes of x and dy that way.  (Where registers
+// are not short, the kernels load slots 0 .. slots - 1 and stop.)
 template <int R, int W, typename T>
 __device__ __forceinline__ void load_every_slot(const T* data, const GnTileThread& at, unsigned held,
                                                 Pack<T, W> (&raw)[R]) {
