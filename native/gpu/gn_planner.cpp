@@ -110,16 +110,6 @@ constexpr std::int64_t kShortChannelRunBytes = 32;
 // fp16 66 / 59; 1x128x256x256 fp32 (16) 61 / 59.
 constexpr std::int64_t kSlicesFromParts = 16;
 
-GnSlicePlan plan_slices(const GnShape& shape, const SlotTensors& tensors, const DeviceShape& device) {
-    const Lengths& len = shape.len;
-    const TensorArg& x = *tensors.slot[kSlotX];
-    GnSlicePlan plan{};
-    plan.layout = plan_row_layout(len, tensors, device);
-    plan.order.shape = group_shape(shape);
-    plan.order.channel_major = len[kN] > 1 && len[kC] > 1 && x.stride[kC] > x.stride[kN];
-    return plan;
-}
-
 // Threads per multiprocessor the slices walks (both directions) are cut
 // for: fewer splits than the shared planner's (2048 threads a
 // multiprocessor), so that each thread walks more positions per block.
@@ -152,7 +142,6 @@ void fill_slice_rows(FeatureLayout& layout, const DeviceShape& device) {
 }
 
 void lengthen_slice_chunks(FeatureLayout& layout, const DeviceShape& device) {
-    fill_slice_rows(layout, device);
     const std::int64_t block_threads = static_cast<std::int64_t>(layout.tile_features) * layout.rows;
     const std::int64_t target = static_cast<std::int64_t>(std::max(1, device.multiprocessors)) *
                                 std::max<std::int64_t>(1, kSliceThreadsPerMultiprocessor / block_threads);
@@ -160,6 +149,20 @@ void lengthen_slice_chunks(FeatureLayout& layout, const DeviceShape& device) {
     if (splits >= layout.splits) return;
     layout.chunk = ceil_div(layout.reduce.size, splits);
     layout.splits = static_cast<int>(ceil_div(layout.reduce.size, layout.chunk));
+}
+
+// The slices' layout (the shared row planner's, its rows filled and its
+// chunks lengthened for these kernels) and group order.
+GnSlicePlan plan_slices(const GnShape& shape, const SlotTensors& tensors, const DeviceShape& device) {
+    const Lengths& len = shape.len;
+    const TensorArg& x = *tensors.slot[kSlotX];
+    GnSlicePlan plan{};
+    plan.layout = plan_row_layout(len, tensors, device);
+    fill_slice_rows(plan.layout, device);
+    lengthen_slice_chunks(plan.layout, device);
+    plan.order.shape = group_shape(shape);
+    plan.order.channel_major = len[kN] > 1 && len[kC] > 1 && x.stride[kC] > x.stride[kN];
+    return plan;
 }
 
 }  // namespace
@@ -228,7 +231,6 @@ void plan_gn_forward_slices(const GnForward& p, const DeviceShape& device, GnFor
     tensors.slot[kSlotX] = &p.x;
     tensors.slot[kSlotY] = &p.y;
     plan.slices = plan_slices(p.shape, tensors, device);
-    lengthen_slice_chunks(plan.slices.layout, device);
     plan.needs = GnScratchNeeds{scratch_bytes(plan.slices.layout), 0};
 }
 
@@ -239,7 +241,6 @@ void plan_gn_backward_slices(const GnBackward& p, const DeviceShape& device, GnB
     tensors.slot[kSlotDx] = &p.dx;
     const Lengths& len = p.shape.len;
     plan.slices = plan_slices(p.shape, tensors, device);
-    lengthen_slice_chunks(plan.slices.layout, device);
     const FeatureLayout& layout = plan.slices.layout;
     plan.needs = backward_scratch_needs(layout.feature.size, layout.splits, len[kN] * p.shape.groups);
 }
