@@ -248,8 +248,7 @@ GnBackwardChoice choose_algorithm(const GnBackward& p, const DeviceShape& device
     const bool any = !request.forced;
     const char* not_on_chip = nullptr;
     if (any || request.algorithm == Algorithm::gn_on_chip) {
-        const PlanRule rule = any ? PlanRule::size_rule : PlanRule::wherever_it_fits;
-        not_on_chip = plan_gn_backward_on_chip(p, device, rule, c.plan);
+        not_on_chip = plan_gn_backward_on_chip(p, device, c.plan);
         if (not_on_chip == nullptr) {
             c.algorithm = Algorithm::gn_on_chip;
             log_choice(kOpGnBackward, c.algorithm, request.forced,

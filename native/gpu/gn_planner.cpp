@@ -173,30 +173,8 @@ const char* plan_gn_forward_on_chip(const GnForward& p, const DeviceShape& devic
     return why;
 }
 
-namespace {
-
-// A grid of more clusters than run at once takes two rounds.  With
-// positions innermost the slices then stream x and dy faster (H200, run64,
-// b1 against the finalize by teams, measured with the one-block form alone:
-// 1x1280x64x64 bf16 NCHW 39.4 on chip / 32.8 us, 1x512x64x64 fp32 28.4 /
-// 25.1, fp16 rows at par), and where every cluster runs at once the tiles
-// stay ahead (2x320x64x64 fp16 16.7 / 24.2; 1x640x64x64 fp16 in the
-// two-block form 20.4 against the slices' 24.1).  So only a plane whose
-// clusters take two rounds in its chosen form (the two-block one wherever
-// the one-block form would take two: gn_tile_planner.cpp) goes to the
-// slices.  With channels innermost the slices' walk is slower still
-// (1x640x64x64 fp16 NHWC 26.3 / 34.6): those stay on chip.
-bool backward_clusters_take_rounds(const GnTileWalk& w, const DeviceShape& device) {
-    return !w.channels_inner && w.cluster > 1 && device.resident_clusters(w.cluster, w.backward_blocks) < w.tiles();
-}
-
-}  // namespace
-
-const char* plan_gn_backward_on_chip(const GnBackward& p, const DeviceShape& device, PlanRule rule,
-                                     GnBackwardPlan& plan) {
+const char* plan_gn_backward_on_chip(const GnBackward& p, const DeviceShape& device, GnBackwardPlan& plan) {
     const char* why = plan_gn_tiles(p.shape, {&p.x, &p.dy, &p.dx}, true, device, plan.tiles);
-    if (why == nullptr && rule == PlanRule::size_rule && backward_clusters_take_rounds(plan.tiles, device))
-        why = "its clusters would run in two rounds, where the slices stream its planes faster";
     if (why == nullptr) plan.needs = tile_backward_scratch_needs(plan.tiles, p.affine);
     return why;
 }

@@ -39,11 +39,11 @@ struct GnBackwardPlan {
 
 // On chip: nullptr when the tiles take the problem (float64, mixed layouts,
 // unaligned tensors and groups too large for a cluster's registers do not),
-// else a phrase saying why not.  By the size rule the backward also leaves
-// planes whose clusters would run in two rounds to the slices.
+// else a phrase saying why not.  Where the tiles fit, they beat the slices
+// in both directions (bench/RESULTS.md, twenty-seventh session), so there is
+// no size rule beyond fitting.
 const char* plan_gn_forward_on_chip(const GnForward& p, const DeviceShape& device, GnForwardPlan& plan);
-const char* plan_gn_backward_on_chip(const GnBackward& p, const DeviceShape& device, PlanRule rule,
-                                     GnBackwardPlan& plan);
+const char* plan_gn_backward_on_chip(const GnBackward& p, const DeviceShape& device, GnBackwardPlan& plan);
 
 // Off chip, the forward: plan_gn_forward_walk fills the chunks' walk and
 // their cut, and says whether the slices read x better: channels innermost
