@@ -204,11 +204,19 @@ void plan_gn_forward_chunks(GnForwardPlan& plan) {
     plan.needs = forward_scratch_needs(plan.chunks, plan.walk.shape.group_count());
 }
 
+int slice_terms_threads(std::int64_t partials, int wave_size) {
+    const std::int64_t wave = std::max(1, std::min(wave_size, kSliceTermsMaxThreads));
+    const std::int64_t wanted = ceil_div(ceil_div(partials, kSliceTermsBatch), wave) * wave;
+    return static_cast<int>(std::max(wave, std::min(wanted, kSliceTermsMaxThreads / wave * wave)));
+}
+
 void plan_gn_forward_slices(const GnForward& p, const DeviceShape& device, GnForwardPlan& plan) {
     SlotTensors tensors;
     tensors.slot[kSlotX] = &p.x;
     tensors.slot[kSlotY] = &p.y;
     plan.slices = plan_slices(p.shape, tensors, device);
+    const GnGroupShape& shape = plan.slices.order.shape;
+    plan.slices.terms_threads = slice_terms_threads(shape.channels * plan.slices.layout.splits, device.wave_size);
     plan.needs = GnScratchNeeds{scratch_bytes(plan.slices.layout), 0};
 }
 

@@ -16,7 +16,18 @@ namespace gpu {
 struct GnSlicePlan {
     FeatureLayout layout;
     GnSliceOrder order;
+    int terms_threads;  // the forward's: its group-terms block (slice_terms_threads)
 };
+
+// The forward slices' group-terms block (gn_slice_terms.h): a thread holds
+// at most kSliceTermsBatch of its group's partials in registers at a time,
+// and a block has at most kSliceTermsMaxThreads threads.
+constexpr int kSliceTermsBatch = 4;
+constexpr int kSliceTermsMaxThreads = 1024;
+
+// Its threads for a group of `partials` (channels x splits): enough that
+// each holds one batch where the block allows, a whole number of waves.
+int slice_terms_threads(std::int64_t partials, int wave_size);
 
 // The plans of group norm's algorithms (algorithm_names.hpp; chosen in
 // bn_algorithm.hip): each fills its own part.
