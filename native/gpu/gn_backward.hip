@@ -46,34 +46,41 @@ struct GnBackwardArgs {
     std::int64_t bias_stride;
     GnStatTensor mean;
     GnStatTensor rstd;
-    bool swish;
-    float swish_beta;
+    float swish_beta;  // read by the swish instances only
     GnBackwardScratch scratch;
 };
 
-// What every element of a slice shares.
+// What every element of a slice shares.  The bias is the activation's
+// alone (left 0 without it); the weight the slices read only under the
+// activation, apply always.
 template <typename A>
 struct GnSlice : GnSlicePlace {
     A mean, rstd, weight, bias;
 };
 
-template <typename A, typename P>
+template <typename A, bool Swish, typename P>
 __device__ GnSlice<A> slice_at(const GnBackwardArgs<P>& a, std::int64_t slice) {
     GnSlice<A> s;
     static_cast<GnSlicePlace&>(s) = slice_place(a.order, slice);
     s.mean = static_cast<A>(read_stat(a.mean, s.n, s.g));
     s.rstd = static_cast<A>(read_stat(a.rstd, s.n, s.g));
     s.weight = a.params.weight != nullptr ? static_cast<A>(widen(a.params.weight[s.c * a.params.weight_stride])) : A(1);
-    s.bias = a.bias != nullptr ? static_cast<A>(widen(a.bias[s.c * a.bias_stride])) : A(0);
+    s.bias = Swish && a.bias != nullptr ? static_cast<A>(widen(a.bias[s.c * a.bias_stride])) : A(0);
     return s;
 }
 
-// xhat and the pre-activation gradient g of one element.
-template <typename A, typename P>
+// xhat and the pre-activation gradient g of one element.  Swish is a
+// template parameter: the instances without it hold none of its state
+// (bias, beta, the derivative's temporaries), which under a runtime branch
+// cost the slices 8-15 registers and a block a multiprocessor.
+template <bool Swish, typename A, typename P>
 __device__ __forceinline__ void element_gradient(const GnBackwardArgs<P>& a, const GnSlice<A>& s, A x, A dy, A& xhat,
                                                  A& g) {
     xhat = (x - s.mean) * s.rstd;
-    g = a.swish ? dy * swish_derivative(xhat * s.weight + s.bias, static_cast<A>(a.swish_beta)) : dy;
+    if constexpr (Swish)
+        g = dy * swish_derivative(xhat * s.weight + s.bias, static_cast<A>(a.swish_beta));
+    else
+        g = dy;
 }
 
 // Positions a thread sums in E before adding into its double partials: 8
@@ -86,10 +93,9 @@ __host__ __device__ constexpr int batch_positions() {
 // Positions a thread loads together, a whole number of batches: on a walk
 // of rank 1 (the packed layouts; LinearCursor) about 64 bytes of each input;
 // one batch elsewhere, where NestCursor keeps every position's offset.
-// With several features a thread (NHWC) under three blocks a multiprocessor
-// (linear_walk_min_blocks, nest_walk.h) 32 bytes: the per-slice state took
-// 88-108 registers at 64, two blocks; at 32 they fit with at most 24 bytes
-// of stack (the fp16 slices: the parameters only the activation reads).
+// With several features a thread (NHWC) on the linear walk in float 32
+// bytes: the per-slice state took 88-108 registers at 64 (slices_min_blocks
+// below).
 template <typename T, typename E, int Rank, int VF, int V>
 __host__ __device__ constexpr int load_positions() {
     constexpr int bytes = VF > 1 && linear_walk_min_blocks<E, Rank>() > 0 ? 32 : 64;
@@ -125,14 +131,25 @@ __device__ __forceinline__ void load_batch(const T* x, const T* dy, const LoopNe
 // rows each load a few positions and then wait on the rows' reduction: the
 // kernel waits on latency, not bandwidth (1x1280x64x64 bfloat16 on the
 // H200: 72 registers, three blocks, 34% occupancy, 29.5% of DRAM, its 1280
-// blocks 3.2 rounds of resident ones).  Four blocks (64 registers) keep
-// float and bfloat16 without stack and with the same loads in flight
-// (sm_90 SASS); half then took 48 bytes of stack, so it stays at three.
-template <typename T, typename E, int Rank, int VF>
+// blocks 3.2 rounds of resident ones).  The most that fit without stack
+// (sm_90 SASS, 64 registers for four blocks, 80 for three): without the
+// activation four, but three for bfloat16 with several slices a thread (8
+// bytes of stack at four); with it four for one element a position, three
+// for 8-element vectors (48 bytes of stack at four), two with several slices
+// a thread (24 at three).
+template <typename T, typename E, int Rank, int VR, int VF, bool Swish>
 __host__ __device__ constexpr int slices_min_blocks() {
-    return Rank == 1 && VF == 1 && sizeof(E) <= 4 && !std::is_same<T, __half>::value
-               ? 4
-               : linear_walk_min_blocks<E, Rank>();
+    if (Rank != 1 || sizeof(E) > 4) return linear_walk_min_blocks<E, Rank>();
+    if (!Swish) return VF > 1 && std::is_same<T, mbn_bfloat16>::value ? 3 : 4;
+    if (VF > 1) return 2;
+    return VR >= 8 ? 3 : 4;
+}
+
+// Blocks gn_backward_apply asks for: as the slices without the activation
+// (four on the linear walk in float), linear_walk_min_blocks with it.
+template <typename E, int Rank, bool Swish>
+__host__ __device__ constexpr int apply_min_blocks() {
+    return !Swish && Rank == 1 && sizeof(E) <= 4 ? 4 : linear_walk_min_blocks<E, Rank>();
 }
 
 // Launched as the layout says: blockDim = (tile_features, rows), gridDim =
@@ -142,8 +159,8 @@ __host__ __device__ constexpr int slices_min_blocks() {
 // where dx cancels (two values: xhat = +-1 up to epsilon) and float rounding
 // of xhat in mean(w g xhat) would dominate it; A elsewhere.  A thread sums
 // each batch in E, then into double.
-template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads, (slices_min_blocks<T, E, Rank, VF>()))
+template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF, bool Swish>
+__global__ void __launch_bounds__(kBlockThreads, (slices_min_blocks<T, E, Rank, VR, VF, Swish>()))
     gn_backward_slices(const T* x, const T* dy, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kBatch = batch_positions<V>();
@@ -162,7 +179,7 @@ __global__ void __launch_bounds__(kBlockThreads, (slices_min_blocks<T, E, Rank, 
     if (slice0 < slices) {
         GnSlice<E> s[VF];
 #pragma unroll
-        for (int j = 0; j < VF; ++j) s[j] = slice_at<E>(a, slice0 + j);
+        for (int j = 0; j < VF; ++j) s[j] = slice_at<E, Swish>(a, slice0 + j);
         std::int64_t base[2];
         nest_offsets<2>(layout.feature, slice0, kSlotX, base);
         std::int64_t r = begin + threadIdx.y;
@@ -190,7 +207,7 @@ __global__ void __launch_bounds__(kBlockThreads, (slices_min_blocks<T, E, Rank, 
                     for (int e = 0; e < V; ++e) {
                         const int j = VF > 1 ? e : 0;
                         E xhat, g;
-                        element_gradient(a, s[j], static_cast<E>(xv[e]), static_cast<E>(dyv[e]), xhat, g);
+                        element_gradient<Swish>(a, s[j], static_cast<E>(xv[e]), static_cast<E>(dyv[e]), xhat, g);
                         batch[j].a += g;
                         batch[j].b += g * xhat;
                     }
@@ -227,8 +244,8 @@ __global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(GnFinalize
 // order (feature_share.h: the sums' last blocks left x and dy in L2).  dx
 // may be dy or x (in place): each thread reads a batch of positions before
 // writing them.
-template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF>
-__global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank>()))
+template <typename T, typename P, typename A, typename E, int Rank, int VR, int VF, bool Swish>
+__global__ void __launch_bounds__(kBlockThreads, (apply_min_blocks<E, Rank, Swish>()))
     gn_backward_apply(const T* x, const T* dy, T* dx, FeatureLayout layout, GnBackwardArgs<P> a) {
     constexpr int V = VR * VF;
     constexpr int kLoad = load_positions<T, E, Rank, VF, V>();
@@ -243,7 +260,7 @@ __global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank
     E mean_wg[VF], mean_wg_xhat[VF];
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
-        s[j] = slice_at<E>(a, slice0 + j);
+        s[j] = slice_at<E, Swish>(a, slice0 + j);
         const double* terms = a.scratch.group_terms + s[j].group * kGnGroupTerms;
         mean_wg[j] = static_cast<E>(terms[0]);
         mean_wg_xhat[j] = static_cast<E>(terms[1]);
@@ -273,7 +290,7 @@ __global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<E, Rank
             for (int e = 0; e < V; ++e) {
                 const int j = VF > 1 ? e : 0;
                 E xhat, g;
-                element_gradient(a, s[j], static_cast<E>(xv[e]), static_cast<E>(dyv[e]), xhat, g);
+                element_gradient<Swish>(a, s[j], static_cast<E>(xv[e]), static_cast<E>(dyv[e]), xhat, g);
                 out[e] = s[j].rstd * ((s[j].weight * g - mean_wg[j]) - xhat * mean_wg_xhat[j]);
             }
             store_values<T, V>(dx + at[k], out, 1.0f, 0.0f);
@@ -322,7 +339,6 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
             }
             a.mean = stat_tensor(p.mean);
             a.rstd = stat_tensor(p.rstd);
-            a.swish = p.activation == Activation::swish;
             a.swish_beta = p.swish_beta;
             a.scratch = carve_backward_scratch(target.scratch, layout.feature.size, layout.splits);
             GnFinalizeArgs<P> finalize{};
@@ -343,15 +359,22 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
                     constexpr int kVf = decltype(vf)::value;
                     const dim3 grid(static_cast<unsigned>(layout.tiles), static_cast<unsigned>(layout.splits));
                     const dim3 block(static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows));
-                    gn_backward_slices<T, P, A, E, kRank, kVr, kVf>
-                        <<<grid, block, 0, target.stream>>>(x, dy, layout, a);
-                    check_launch("gn_backward_slices");
-                    gn_backward_finalize<P>
-                        <<<dim3(finalize.blocks), dim3(kBlockThreads), 0, target.stream>>>(finalize);
-                    check_launch("gn_backward_finalize");
-                    gn_backward_apply<T, P, A, E, kRank, kVr, kVf>
-                        <<<grid, block, 0, target.stream>>>(x, dy, dx, layout, a);
-                    check_launch("gn_backward_apply");
+                    auto launch = [&](auto swish) {
+                        constexpr bool kSwish = decltype(swish)::value;
+                        gn_backward_slices<T, P, A, E, kRank, kVr, kVf, kSwish>
+                            <<<grid, block, 0, target.stream>>>(x, dy, layout, a);
+                        check_launch("gn_backward_slices");
+                        gn_backward_finalize<P>
+                            <<<dim3(finalize.blocks), dim3(kBlockThreads), 0, target.stream>>>(finalize);
+                        check_launch("gn_backward_finalize");
+                        gn_backward_apply<T, P, A, E, kRank, kVr, kVf, kSwish>
+                            <<<grid, block, 0, target.stream>>>(x, dy, dx, layout, a);
+                        check_launch("gn_backward_apply");
+                    };
+                    if (p.activation == Activation::swish)
+                        launch(std::true_type{});
+                    else
+                        launch(std::false_type{});
                 });
             });
         });
