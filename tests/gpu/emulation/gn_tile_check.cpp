@@ -282,7 +282,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
             p.activation = k.swish ? Activation::swish : Activation::none;
             p.swish_beta = kBeta;
             GnBackwardPlan plan{};
-            if (const char* why = plan_gn_backward_on_chip(p, device, PlanRule::wherever_it_fits, plan))
+            if (const char* why = plan_gn_backward_on_chip(p, device, plan))
                 fail(miopenStatusNotImplemented, "the on-chip backward cannot take this problem: ", why);
             if (plan.needs.bytes > scratch.size() * sizeof(double) ||
                 plan.needs.counters > static_cast<std::int64_t>(counters.size())) {
