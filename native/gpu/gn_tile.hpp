@@ -19,7 +19,8 @@
 //
 // Inside a block, thread t is (tx, ty) = (t % columns, t / columns); it
 // holds vector tx of rows ty, ty + row_threads, ... of its part: at most
-// `slots` rows (the kernels' register arrays).  So a thread's data are one
+// `slots` rows (the kernels' register arrays; a streamed forward part,
+// more: GnTileWalk::streamed).  So a thread's data are one
 // column: its lanes are fixed channels (channels fastest), or its slots are
 // fixed channels (positions fastest), and per-channel sums need no
 // division.  Channels fastest, columns = the tile's vectors (5 in Stable
@@ -48,6 +49,19 @@ namespace gpu {
 //     for dx (with the swish a second exponential).
 constexpr int kGnTileForwardThreads = 512;
 constexpr int kGnTileForwardSlots = 8;
+// A forward tile too large for one round of clusters whose registers hold
+// it (gn_tile_planner.cpp) goes to fewer blocks, each thread holding slots
+// 0 .. kGnTileStreamRegisterSlots - 1 in registers and STREAMING the rest
+// of its part (GnTileWalk::streamed), up to kGnTileStreamSlots slots in
+// all: read for the statistics and read again, from L2, for the output (x
+// leaves DRAM once).  kGnTileStreamBatch loads of a thread are in flight
+// together.  Two register slots fewer than the register-only form leave
+// the batches their registers: with 8, the 16-bit NHWC instances spilled
+// 32-168 bytes (now 0-8 for fp16, up to 88 for bf16, whose lanes widen
+// into more registers).
+constexpr int kGnTileStreamSlots = 4 * kGnTileForwardSlots;
+constexpr int kGnTileStreamRegisterSlots = 6;
+constexpr int kGnTileStreamBatch = 4;
 constexpr int kGnTileBackwardThreads = 256;
 constexpr int kGnTileBackwardSlots = 11;
 constexpr int kGnTileBackwardMostBlocks = 2;
@@ -94,6 +108,7 @@ struct GnTileWalk {
     int shared_bytes; // dynamic shared memory per block
     bool exact;       // backward: element arithmetic in double (kGnTileExactGroup)
     int backward_blocks;  // backward: its form, by blocks a multiprocessor (1 or 2; the forward: 0)
+    int streamed;     // forward: the most slots a thread streams past kGnTileStreamRegisterSlots (0: none)
     double inv_group_size;  // 1 / group_size(): the finishing threads multiply, not divide
     // The kernels' divisors (set with the fields they divide by).
     Divisor by_cluster, by_tiles_per_sample, by_columns, by_row_threads, by_channels;
@@ -112,7 +127,7 @@ struct GnTileWalk {
 };
 
 // The part of a tile block `rank` of its cluster holds.  A tile fits a
-// cluster's registers, so its rows and vectors (and the tiles of a launch,
+// cluster's registers (streamed, a few times them), so its rows and vectors (and the tiles of a launch,
 // the planner checks) count in int: no 64-bit division in the kernels.
 struct GnTilePart {
     int row0, rows;

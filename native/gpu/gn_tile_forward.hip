@@ -4,7 +4,10 @@
 // memory, and each block writes
 //     y = act(((x - shift) - offset) * rstd * w[c] + b[c])
 // from its registers; shift is the group's first element, so float
-// arithmetic sees deviations only.
+// arithmetic sees deviations only.  A streamed walk (kStream,
+// GnTileWalk::streamed) holds a thread's first kGnTileStreamRegisterSlots
+// slots so and reads the rest twice: in batches for the moments, and again
+// (from L2, newest first) for the output.
 //
 // Moments, exactly and in a fixed order (bitwise repeatable): a thread
 // takes the mean m and M2 of its values of a group two-pass in registers;
@@ -124,6 +127,31 @@ __device__ void thread_moments(const Pack<T, W> (&raw)[R], int slots, int split,
     hi = moment_sums(count_hi, mean_hi, m2_hi);
 }
 
+// The moments of the thread's streamed slots (R .. at.slots - 1) added to
+// lo and hi: kGnTileStreamBatch slots at a time, their loads in flight
+// together, each batch's mean and M2 two-pass in registers as the register
+// slots' (thread_moments) and its sums added in double, in slot order.
+template <int R, int W, typename T>
+__device__ void stream_moments(const T* x, const GnTileThread& at, int split, const float (&shift)[W],
+                               GnMomentSums& lo, GnMomentSums& hi) {
+    constexpr int B = kGnTileStreamBatch;
+    const T* slot_x = x + at.offset(R);
+    for (int a0 = R; a0 < at.slots; a0 += B) {
+        const int count = at.slots - a0 < B ? at.slots - a0 : B;
+        Pack<T, W> batch[B];
+#pragma unroll
+        for (int i = 0; i < B; ++i) {
+            if (i >= count) break;
+            batch[i] = load_pack<W>(slot_x);
+            slot_x += at.step;
+        }
+        GnMomentSums batch_lo, batch_hi;
+        thread_moments<B, W>(batch, count, split, shift, batch_lo, batch_hi);
+        lo = lo + batch_lo;
+        hi = hi + batch_hi;
+    }
+}
+
 // The block's moment sums of each of the tile's groups into `block_sums`
 // (every thread calls).  First each wave adds up what it can by shuffles,
 // and its entries go to shared memory (gn_tile.hpp, entry_rows):
@@ -227,12 +255,15 @@ __device__ void block_moments(const GnTileWalk& w, const GnTileThread& at, GnMom
 
 // Launched as tile_shared / launch_tile_kernel say.  x may be y: every
 // block reads its part (and the groups' first elements) before any block
-// of the cluster writes, and only the first block writes those elements.
-template <typename T, typename P, bool kInner>
+// of the cluster writes, and only the first block writes those elements
+// (slot 0 of its first thread, a register slot).  kStream (the walk's
+// streamed > 0): a thread's streamed slots are its own addresses, read
+// again before it writes each, so no other thread's write comes between.
+template <typename T, typename P, bool kInner, bool kStream>
 __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     gn_tile_forward(const T* x, T* y, GnTileForwardArgs<P> args) {
     constexpr int W = static_cast<int>(16 / sizeof(T));
-    constexpr int R = kGnTileForwardSlots;
+    constexpr int R = kStream ? kGnTileStreamRegisterSlots : kGnTileForwardSlots;
     extern __shared__ double gn_tile_forward_shared[];
     const GnTileWalk& w = args.walk;
     require_cluster_support(w.cluster);
@@ -273,54 +304,65 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     // The weight and bias of each element's channel, fetched beside x so
     // that their latency hides behind the statistics: channels fastest, per
     // lane (the same for every slot); positions fastest, per slot (the row
-    // is the channel).
+    // is the channel).  A streamed walk fetches them after its statistics,
+    // behind the block's and cluster's sums: held through the streamed
+    // batches, they took the registers the batches need (spills).
     constexpr int kParams = kInner ? W : R;
     float weight[kParams], bias[kParams];
-    if (kInner && args.params_packed) {
-        // One or two 16-byte loads each instead of W scalar ones.
-        const std::int64_t c = static_cast<std::int64_t>(at.tile) * w.tile_channels() + at.tx * W;
-        if (active) {
-            load_channel_params<kParams>(args.weight + c, weight);
-            load_channel_params<kParams>(args.bias + c, bias);
+    auto load_params = [&] {
+        if constexpr (kInner) {
+            if (args.params_packed) {
+                // One or two 16-byte loads each instead of W scalar ones.
+                const std::int64_t c = static_cast<std::int64_t>(at.tile) * w.tile_channels() + at.tx * W;
+                if (active) {
+                    load_channel_params<kParams>(args.weight + c, weight);
+                    load_channel_params<kParams>(args.bias + c, bias);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < kParams; ++k) weight[k] = 1.0f, bias[k] = 0.0f;
+                }
+            } else {
+                const std::int64_t channel0 = static_cast<std::int64_t>(at.tile) * w.tile_channels() + at.tx * W;
+#pragma unroll
+                for (int k = 0; k < kParams; ++k) {
+                    weight[k] = active ? channel_param(args.weight, args.weight_stride, channel0 + k, 1.0f) : 1.0f;
+                    bias[k] = active ? channel_param(args.bias, args.bias_stride, channel0 + k, 0.0f) : 0.0f;
+                }
+            }
+        } else if (args.weight == nullptr) {  // not affine: no bias either
+#pragma unroll
+            for (int k = 0; k < kParams; ++k) {
+                if (k >= slots) break;
+                weight[k] = 1.0f, bias[k] = 0.0f;
+            }
         } else {
+            // Slot k's row is channel row(0) + k row_threads: pointers that step
+            // (measured on 1x640x32x32 fp16, the per-slot index products and
+            // null tests made ~170 of the 457 instructions a warp issued before
+            // its first statistic).  Only held slots load; the others' entries
+            // stay unset and unread.
+            const std::int64_t channel = static_cast<std::int64_t>(at.tile) * w.tile_channels() + at.row(w, 0);
+            const P* slot_weight = args.weight + channel * args.weight_stride;
+            const P* slot_bias = args.bias + channel * args.bias_stride;
+            const std::int64_t weight_step = args.weight_slot_step;
+            const std::int64_t bias_step = args.bias_slot_step;
 #pragma unroll
-            for (int k = 0; k < kParams; ++k) weight[k] = 1.0f, bias[k] = 0.0f;
+            for (int k = 0; k < kParams; ++k) {
+                if (k >= slots) break;
+                weight[k] = static_cast<float>(widen(*slot_weight));
+                bias[k] = static_cast<float>(widen(*slot_bias));
+                slot_weight += weight_step;
+                slot_bias += bias_step;
+            }
         }
-    } else if (kInner) {
-        const std::int64_t channel0 = static_cast<std::int64_t>(at.tile) * w.tile_channels() + at.tx * W;
-#pragma unroll
-        for (int k = 0; k < kParams; ++k) {
-            weight[k] = active ? channel_param(args.weight, args.weight_stride, channel0 + k, 1.0f) : 1.0f;
-            bias[k] = active ? channel_param(args.bias, args.bias_stride, channel0 + k, 0.0f) : 0.0f;
-        }
-    } else if (args.weight == nullptr) {  // not affine: no bias either
-#pragma unroll
-        for (int k = 0; k < kParams; ++k) {
-            if (k >= slots) break;
-            weight[k] = 1.0f, bias[k] = 0.0f;
-        }
-    } else {
-        // Slot k's row is channel row(0) + k row_threads: pointers that step
-        // (measured on 1x640x32x32 fp16, the per-slot index products and
-        // null tests made ~170 of the 457 instructions a warp issued before
-        // its first statistic).  Only held slots load; the others' entries
-        // stay unset and unread.
-        const std::int64_t channel = static_cast<std::int64_t>(at.tile) * w.tile_channels() + at.row(w, 0);
-        const P* slot_weight = args.weight + channel * args.weight_stride;
-        const P* slot_bias = args.bias + channel * args.bias_stride;
-        const std::int64_t weight_step = args.weight_slot_step;
-        const std::int64_t bias_step = args.bias_slot_step;
-#pragma unroll
-        for (int k = 0; k < kParams; ++k) {
-            if (k >= slots) break;
-            weight[k] = static_cast<float>(widen(*slot_weight));
-            bias[k] = static_cast<float>(widen(*slot_bias));
-            slot_weight += weight_step;
-            slot_bias += bias_step;
-        }
-    }
+    };
+    if constexpr (!kStream) load_params();
     GnMomentSums lo, hi;
     thread_moments<R, W>(raw, slots, split, shift, lo, hi);
+    if constexpr (kStream) {
+        stream_moments<R, W>(x, at, split, shift, lo, hi);
+        load_params();
+    }
 
     void* shared = gn_tile_forward_shared;
     GnMomentSums* block_sums = shared_at<GnMomentSums>(shared, layout.block);
@@ -405,31 +447,75 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         }
     }
     const float exponent_scale = swish_exponent_scale(args.swish_beta);
-    // One copy of the loop with swish and one without: a test of the flag
+    // One slot's output from its x: positions fastest, from its channel's
+    // weight and bias (channels fastest, the lanes' scale and term).
+    auto normalize_pack = [&](const Pack<T, W>& in, float slot_weight, float slot_bias, T* slot_y,
+                              auto with_swish) {
+        constexpr bool kSwish = decltype(with_swish)::value;
+        float slot_scale = 0.0f, slot_term = 0.0f;
+        if constexpr (!kInner) {  // one group: rstd[0], offset[0]
+            slot_scale = rstd[0] * slot_weight;
+            slot_term = kFoldOffset ? slot_bias - offset[0] * slot_scale : slot_bias;
+        }
+        Pack<T, W> out;
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            const float s = kInner ? lane_scale[j] : slot_scale;
+            const float t = kInner ? lane_term[j] : slot_term;
+            const float d = widen(in.lane[j]) - shift[j];
+            float v = kFoldOffset ? d * s + t : (d - offset[j]) * s + t;
+            if (kSwish) v = fast_swish(v, exponent_scale);
+            out.lane[j] = narrow<T>(v);
+        }
+        store_pack(slot_y, out);
+    };
+    // The streamed slots, read again in batches, the last slot first (what
+    // the statistics read last is likeliest still in L2).  Positions
+    // fastest, each slot's weight and bias loaded beside its x.
+    auto normalize_streamed = [&](auto with_swish) {
+        constexpr int B = kGnTileStreamBatch;
+        const std::int64_t channel0 = static_cast<std::int64_t>(at.tile) * w.tile_channels() + at.row(w, 0);
+        for (int end = at.slots; end > R; end -= B) {
+            const int count = end - R < B ? end - R : B;
+            Pack<T, W> batch[B];
+            float batch_weight[B], batch_bias[B];
+            const T* slot_x = x + at.offset(end - 1);
+#pragma unroll
+            for (int i = 0; i < B; ++i) {
+                if (i >= count) break;
+                batch[i] = load_pack<W>(slot_x);
+                slot_x -= at.step;
+                batch_weight[i] = 1.0f, batch_bias[i] = 0.0f;
+                if (!kInner && args.weight != nullptr) {
+                    const std::int64_t a = end - 1 - i;
+                    batch_weight[i] = static_cast<float>(
+                        widen(args.weight[channel0 * args.weight_stride + a * args.weight_slot_step]));
+                    batch_bias[i] = static_cast<float>(
+                        widen(args.bias[channel0 * args.bias_stride + a * args.bias_slot_step]));
+                }
+            }
+            T* slot_y = y + at.offset(end - 1);
+#pragma unroll
+            for (int i = 0; i < B; ++i) {
+                if (i >= count) break;
+                normalize_pack(batch[i], batch_weight[i], batch_bias[i], slot_y, with_swish);
+                slot_y -= at.step;
+            }
+        }
+    };
+    // One copy of the loops with swish and one without: a test of the flag
     // inside predicated swish's 5 instructions an element, issued (and
     // the flag reloaded) on every slot even where swish was off.
     auto normalize_slots = [&](auto with_swish) {
-        constexpr bool kSwish = decltype(with_swish)::value;
+        if constexpr (kStream) normalize_streamed(with_swish);
         T* slot_y = y + at.first;
 #pragma unroll
         for (int a = 0; a < R; ++a) {
             if (a >= slots) break;
-            float slot_scale = 0.0f, slot_term = 0.0f;
-            if constexpr (!kInner) {  // one group: rstd[0], offset[0]
-                slot_scale = rstd[0] * weight[a];
-                slot_term = kFoldOffset ? bias[a] - offset[0] * slot_scale : bias[a];
-            }
-            Pack<T, W> out;
-#pragma unroll
-            for (int j = 0; j < W; ++j) {
-                const float s = kInner ? lane_scale[j] : slot_scale;
-                const float t = kInner ? lane_term[j] : slot_term;
-                const float d = widen(raw[a].lane[j]) - shift[j];
-                float v = kFoldOffset ? d * s + t : (d - offset[j]) * s + t;
-                if (kSwish) v = fast_swish(v, exponent_scale);
-                out.lane[j] = narrow<T>(v);
-            }
-            store_pack(slot_y, out);
+            if constexpr (kInner)
+                normalize_pack(raw[a], 0.0f, 0.0f, slot_y, with_swish);
+            else
+                normalize_pack(raw[a], weight[a], bias[a], slot_y, with_swish);
             slot_y += at.step;
         }
     };
@@ -440,7 +526,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     if (w.cluster > 1) cluster_wait();
 }
 
-template <typename T, typename P, bool kInner>
+template <typename T, typename P, bool kInner, bool kStream>
 void launch_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target) {
     GnTileForwardArgs<P> args{};
     args.walk = walk;
@@ -461,7 +547,7 @@ void launch_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarg
     args.layout = tile_shared(walk, false);
     args.weight_slot_step = walk.row_threads * args.weight_stride;
     args.bias_slot_step = walk.row_threads * args.bias_stride;
-    launch_tile_kernel(gn_tile_forward<T, P, kInner>, walk, target.stream, "gn_tile_forward",
+    launch_tile_kernel(gn_tile_forward<T, P, kInner, kStream>, walk, target.stream, "gn_tile_forward",
                        static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), args);
 }
 
@@ -476,10 +562,15 @@ void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const Launc
             const DType param_dtype = p.affine ? p.weight.dtype : DType::f32;
             with_parameter_type<T>(param_dtype, [&](auto p_tag) {
                 using P = typename decltype(p_tag)::type;
-                if (walk.channels_inner)
-                    launch_forward<T, P, true>(p, walk, target);
+                const bool stream = walk.streamed > 0;
+                if (walk.channels_inner && stream)
+                    launch_forward<T, P, true, true>(p, walk, target);
+                else if (walk.channels_inner)
+                    launch_forward<T, P, true, false>(p, walk, target);
+                else if (stream)
+                    launch_forward<T, P, false, true>(p, walk, target);
                 else
-                    launch_forward<T, P, false>(p, walk, target);
+                    launch_forward<T, P, false, false>(p, walk, target);
             });
         }
     });
@@ -500,7 +591,7 @@ void measure_gn_tile_clusters(int device, DeviceShape& shape) {
     // The kernels use clusters only when built for sm_90 or later: the code
     // this device runs must come from such a build.
     cudaFuncAttributes attributes{};
-    if (cudaFuncGetAttributes(&attributes, gn_tile_forward<float, float, true>) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&attributes, gn_tile_forward<float, float, true, false>) != cudaSuccess) {
         (void)cudaGetLastError();
         return;
     }
@@ -513,7 +604,7 @@ void measure_gn_tile_clusters(int device, DeviceShape& shape) {
                       sizeof(shape.backward_cluster_slots),
                   "backward_cluster_slots has no room for every backward form");
     for (int blocks = 2; blocks <= kGnTileMaxCluster; ++blocks) {
-        int fewest = resident_clusters(gn_tile_forward<__half, float, true>, kGnTileForwardThreads, blocks);
+        int fewest = resident_clusters(gn_tile_forward<__half, float, true, false>, kGnTileForwardThreads, blocks);
         shape.cluster_slots[blocks] = std::max(fewest, 0);
         for (int form = 1; form <= kGnTileBackwardMostBlocks; ++form) {
             const int backward = gn_tile_backward_resident_clusters(blocks, form);

@@ -28,6 +28,10 @@ constexpr std::int64_t kWholeForwardTileBytes = 48 * 1024;
 // The slots a thread holds at most where its rows can spread wider (over
 // more threads, or a forward tile over more blocks: plan_gn_tiles).
 constexpr int kSpreadSlots = 2;
+// The L2 taken where the device does not say (DeviceShape::l2_bytes 0):
+// smaller than the data-centre parts' (40-50 MB), so that streamed tiles
+// (plan_streamed_cluster) stay where their second reads are likely hits.
+constexpr std::int64_t kUnknownL2Bytes = 24ll << 20;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -82,6 +86,32 @@ BlockShape part_shape(const GnTileWalk& w, int cluster, int threads, int slots) 
     const std::int64_t rows = w.channels_inner ? ceil_div(w.rows, cluster) : w.rows;
     const std::int64_t vectors = w.channels_inner ? w.vectors : ceil_div(w.vectors, cluster);
     return block_shape(w.channels_inner, rows, vectors, threads, slots);
+}
+
+// The forward's streamed form (gn_tile.hpp, kGnTileStreamSlots) where its
+// register-only clusters would not all run at once (or do not fit): the
+// largest cluster of which every one runs at once, each block a whole
+// multiprocessor (so the most multiprocessors busy, one round), whose parts
+// a thread holds in at most kGnTileStreamSlots slots, and whose streamed
+// bytes (those past the registers, read twice) fill at most half the L2:
+// they are read again after the rest of x and the other streamed bytes
+// went through it, newest first, while the output's stores go through it
+// too.  0 where none serves (the register-only plan stands).
+int plan_streamed_cluster(const GnTileWalk& w, const DeviceShape& device, int cluster_limit, std::int64_t tiles) {
+    const std::int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kUnknownL2Bytes;
+    int chosen = 0;
+    for (int k = 1; k <= cluster_limit; k = w.channels_inner ? k + 1 : 2 * k) {
+        if (device.resident_clusters(k) < tiles) continue;
+        const BlockShape s = part_shape(w, k, kGnTileForwardThreads, kGnTileStreamSlots);
+        if (s.threads == 0) continue;
+        const std::int64_t part_rows = w.channels_inner ? ceil_div(w.rows, k) : w.rows;
+        const std::int64_t part_vectors = w.channels_inner ? w.vectors : ceil_div(w.vectors, k);
+        const std::int64_t streamed_rows =
+            std::max<std::int64_t>(0, part_rows - static_cast<std::int64_t>(kGnTileStreamRegisterSlots) * s.row_threads);
+        const std::int64_t streamed_bytes = tiles * k * streamed_rows * part_vectors * 16;
+        if (streamed_bytes <= l2 / 2) chosen = k;
+    }
+    return chosen;
 }
 
 // Rows, vectors and strides of the tiles, or why there are none.
@@ -214,6 +244,16 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
         w.backward_blocks = kGnTileBackwardMostBlocks;
         w.cluster = cluster_for(w.backward_blocks);
     }
+    // The forward streams what its registers cannot hold where the
+    // register-only clusters take more than one round (or do not fit).
+    int slots_limit = slots, in_registers = slots;
+    if (!backward && (w.cluster == 0 || device.resident_clusters(w.cluster) < tiles)) {
+        if (const int streamed_cluster = plan_streamed_cluster(w, device, cluster_limit, tiles)) {
+            w.cluster = streamed_cluster;
+            slots_limit = kGnTileStreamSlots;
+            in_registers = kGnTileStreamRegisterSlots;
+        }
+    }
     if (w.cluster == 0) return "its groups are too large to stay on chip";
 
     // Threads: the fewest that leave each at most two slots, else as many
@@ -223,13 +263,14 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     BlockShape chosen{0, 0, 0, 0};
     const int least = std::max(kGnTileMinThreads, device.wave_size);
     for (int threads = least; threads <= most_threads && chosen.threads == 0; threads *= 2) {
-        const BlockShape s = part_shape(w, w.cluster, threads, slots);
+        const BlockShape s = part_shape(w, w.cluster, threads, slots_limit);
         if (s.threads != 0 && s.slots_used <= kSpreadSlots) chosen = s;
     }
-    if (chosen.threads == 0) chosen = part_shape(w, w.cluster, most_threads, slots);
+    if (chosen.threads == 0) chosen = part_shape(w, w.cluster, most_threads, slots_limit);
     w.threads = chosen.threads;
     w.columns = chosen.columns;
     w.row_threads = chosen.row_threads;
+    w.streamed = std::max(0, chosen.slots_used - in_registers);
 
     w.shared_bytes = tile_shared(w, backward).bytes;
     if (w.shared_bytes > kGnTileMaxSharedBytes) return "its tiles hold too many channels for shared memory";
