@@ -4,7 +4,8 @@ tests/gpu/emulation builds them with the host compiler over a fiber emulator
 of the GPU (threads, barriers, warp shuffles, thread-block clusters with
 their shared memory) and checks every output of the real planner's launches
 against a float64 reference, for 32-lane waves with clusters (H100) and
-64-lane waves without (AMD CDNA).  No GPU is needed, only CUDA's fp16/bf16
+64-lane waves without (AMD CDNA); the group-norm forward's streamed tiles on
+a small GPU's model too.  No GPU is needed, only CUDA's fp16/bf16
 headers.  Stress cases (about two minutes on two cores for group norm,
 under one for batch norm): set MIOPEN_BN_STRESS=1.
 """
@@ -73,6 +74,15 @@ def run_check(binary: pathlib.Path, *args: str, timeout: int = 600) -> None:
 @pytest.mark.parametrize("wave", (32, 64))
 def test_emulated_on_chip_kernels(tmp_path, wave):
     run_check(build(tmp_path, wave), "quick", timeout=1200)
+
+
+def test_forward_tile_plans(tmp_path):
+    """The forward tiles' planner on an H200 model: where the register-only
+    clusters take more than one round, the streamed form in one; every
+    one-round plan as it was (gn_tile_plans.cpp prints both)."""
+    sources = [EMULATION / "gn_tile_plans.cpp", REPO / "native" / "gpu" / "gn_tile_planner.cpp",
+               REPO / "native" / "gpu" / "feature_plan.cpp"]
+    run_check(build(tmp_path, 32, sources, "gn_tile_plans"))
 
 
 @pytest.mark.parametrize("wave", (32, 64))

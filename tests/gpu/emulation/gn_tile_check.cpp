@@ -47,6 +47,9 @@ struct Case {
     bool in_place;
     bool close = false;  // x within 1e-3 of 3, dy near-linear in x: dx cancels
     bool params_unaligned = false;  // weight and bias one element past a 16-byte boundary
+    // On small_device(), the forward only, which must stream (GnTileWalk::streamed):
+    // its register-only clusters would not all run at once there.
+    bool streamed = false;
 };
 
 std::string describe(const Case& k) {
@@ -58,6 +61,7 @@ std::string describe(const Case& k) {
                   k.channels_last ? "NHWC" : "NCHW", k.swish ? " swish" : "", k.affine ? "" : " plain",
                   k.params_like_x ? " params-like-x" : "", k.in_place ? " in-place" : "", k.close ? " close" : "");
     if (k.params_unaligned) std::strncat(text, " params-unaligned", sizeof text - std::strlen(text) - 1);
+    if (k.streamed) std::strncat(text, " small-device", sizeof text - std::strlen(text) - 1);
     return text;
 }
 
@@ -70,10 +74,12 @@ double swish_derivative(double z, double beta) {
 int failures = 0;
 
 std::string walk_text(const GnTileWalk& w) {
-    char text[160];
+    char text[200];
     std::snprintf(text, sizeof text, "%lld tiles of %d groups x %d blocks of %d threads (%d x %d), %d B shared%s",
                   static_cast<long long>(w.tiles()), w.tile_groups, w.cluster, w.threads, w.columns, w.row_threads,
                   w.shared_bytes, w.backward_blocks == 0 ? "" : w.backward_blocks == 1 ? ", 1 block/SM" : ", 2 blocks/SM");
+    if (w.streamed > 0)
+        std::snprintf(text + std::strlen(text), sizeof text - std::strlen(text), ", %d slots streamed", w.streamed);
     return text;
 }
 
@@ -100,6 +106,25 @@ DeviceShape device_shape() {
             d.backward_cluster_slots[0][k] = h100[k];
             d.backward_cluster_slots[1][k] = 2 * h100[k];
         }
+    }
+    return d;
+}
+
+// A small GPU, so that small tensors take the forward's streamed form
+// (gn_tile.hpp, kGnTileStreamSlots): 4 multiprocessors and clusters of up
+// to 4 blocks, of which 2 pairs or one cluster of 3 or 4 run at once (so
+// tiles past the registers of one round of clusters of 1, 2 or 4); built
+// for 64-lane waves, 4 compute units without clusters (streamed tiles
+// alone, one block each).  An 8 MB L2.
+DeviceShape small_device() {
+    DeviceShape d;
+    d.wave_size = EMU_WAVE_SIZE;
+    d.multiprocessors = 4;
+    d.l2_bytes = 8 << 20;
+    d.cluster_blocks = EMU_WAVE_SIZE == 64 ? 1 : 4;
+    if (EMU_WAVE_SIZE != 64) {
+        const int resident[] = {0, 0, 2, 1, 1, 0, 0, 0, 0};
+        for (int k = 0; k <= kPortableClusterBlocks; ++k) d.cluster_slots[k] = resident[k];
     }
     return d;
 }
@@ -166,7 +191,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
                     ref_y[i] = k.swish ? swish(v, kBeta) : v;
                 }
     }
-    const DeviceShape device = device_shape();
+    const DeviceShape device = k.streamed ? small_device() : device_shape();
     const Tolerance tol = tolerance(k.dtype);
 
     GnTileWalk forward_walk{}, backward_walk{};
@@ -197,6 +222,11 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         if (const char* why = plan_gn_forward_on_chip(p, device, plan))
             fail(miopenStatusNotImplemented, "the on-chip forward cannot take this problem: ", why);
         forward_walk = plan.tiles;
+        if (k.streamed && plan.tiles.streamed == 0) {
+            ++failures;
+            std::printf("FAIL %s: the forward did not stream (%s)\n", describe(k).c_str(),
+                        walk_text(plan.tiles).c_str());
+        }
         run_gn_tile_forward(p, plan.tiles, LaunchTarget{nullptr, nullptr, nullptr});
         const std::vector<double> got = out.values();
         if (round == 0) {
@@ -216,6 +246,10 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         }
     }
     if (k.in_place) x.assign(x_values);
+    if (k.streamed) {  // the backward has no streamed form
+        std::printf("done %s: forward %s\n", describe(k).c_str(), walk_text(forward_walk).c_str());
+        return;
+    }
 
     // Backward from float32 saved statistics (the reference uses the same).
     Small mean(DType::f32, N, G), rstd(DType::f32, N, G);
@@ -420,6 +454,52 @@ int main(int argc, char** argv) {
             k.params_unaligned = true;
             cases.push_back(k);
         }
+    // The forward's streamed form on small_device(): tiles of 4 groups, one
+    // block each (16 slots a thread fp16, 32 fp32: 8 and 24 streamed); 19
+    // channels NCHW (rows of threads holding 10 and 9 slots: a part batch)
+    // and 20 NHWC (tiles of 2 groups, vectors straddling them); 2 groups
+    // (clusters of 2) and 1 group (a cluster of 4 blocks); fp16, bf16 and
+    // fp32; in place, without weight and bias, parameters of x's type.
+    // Last but the seeds' reruns.
+    {
+        struct StreamShape {
+            Lengths len;
+            std::int64_t groups;
+            bool nchw, nhwc;
+        };
+        const StreamShape stream_shapes[] = {
+            {{1, 128, 1, 32, 64}, 4, true, true},   // 128 KB fp16 tiles
+            {{1, 76, 1, 32, 64}, 4, true, false},   // C/G = 19
+            {{1, 80, 1, 32, 64}, 4, false, true},   // C/G = 20
+            {{1, 48, 1, 64, 64}, 2, true, true},    // 192 KB fp16 tiles
+            {{1, 48, 1, 64, 64}, 1, true, true},    // 384 KB fp16 tiles
+        };
+        std::vector<Case> streamed;
+        for (const StreamShape& s : stream_shapes)
+            for (bool last : {false, true})
+                for (DType t : {DType::f16, DType::bf16, DType::f32}) {
+                    if ((last ? !s.nhwc : !s.nchw) || (quick && t == DType::bf16)) continue;
+                    Case k{s.len, s.groups, t, last, true, true, false, false};
+                    k.streamed = true;
+                    streamed.push_back(k);
+                }
+        const Case first = streamed.front();  // 1x128x32x64 G4 fp16 NCHW
+        Case k = first;
+        k.in_place = true, k.swish = false;
+        streamed.push_back(k);
+        k = first;
+        k.in_place = true, k.affine = false;  // positions fastest: no per-slot parameters
+        streamed.push_back(k);
+        k = first;
+        k.channels_last = true, k.in_place = true, k.affine = false;
+        streamed.push_back(k);
+        k = first;
+        k.len = {1, 48, 1, 64, 64}, k.groups = 2, k.dtype = DType::f32, k.params_like_x = true, k.in_place = true;
+        streamed.push_back(k);
+        k.channels_last = true;
+        streamed.push_back(k);
+        cases.insert(cases.end(), streamed.begin(), streamed.end());
+    }
     check_divisors(rng);
     int skipped = 0;
     auto run = [&](const Case& k, std::mt19937_64& data) {

@@ -1,0 +1,131 @@
+// What the on-chip group-norm forward's planner (gn_tile_planner.cpp)
+// picks for the large UNet planes on an H200 model (132 multiprocessors,
+// clusters up to 8 with the H100's resident counts, a 50 MB L2): the
+// register-only plan it would take without streaming (the same device with
+// no L2 to stream through) beside the plan it takes, with the rounds of
+// clusters each runs in.  Checks that the streamed plans run in one round,
+// within their slot and L2 bounds, and that every plan that ran in one
+// round without streaming is unchanged.  Host only (no kernel runs).
+//
+//   gn_tile_plans            exit status 0 when every check holds
+#include "common/group_norm_problem.hpp"
+#include "gpu/gn_tile_planner.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+using namespace mbn;
+using namespace mbn::gpu;
+
+namespace {
+
+int failures = 0;
+
+DeviceShape h200(std::int64_t l2_bytes) {
+    DeviceShape d;
+    d.multiprocessors = 132;
+    d.wave_size = 32;
+    d.l2_bytes = static_cast<int>(l2_bytes);
+    d.cluster_blocks = 8;
+    const int resident[] = {0, 0, 66, 39, 30, 22, 17, 15, 15};
+    for (int k = 0; k <= kPortableClusterBlocks; ++k) {
+        d.cluster_slots[k] = resident[k];
+        d.backward_cluster_slots[0][k] = resident[k];
+        d.backward_cluster_slots[1][k] = 2 * resident[k];
+    }
+    return d;
+}
+
+TensorArg tensor(DType t, const Lengths& len, bool channels_last) {
+    TensorArg a;
+    alignas(16) static unsigned char somewhere[16];
+    a.data = somewhere;
+    a.dtype = t;
+    a.len = len;
+    if (channels_last) {
+        a.stride[kC] = 1;
+        a.stride[kW] = len[kC];
+        a.stride[kH] = a.stride[kW] * len[kW];
+        a.stride[kD] = a.stride[kH] * len[kH];
+        a.stride[kN] = a.stride[kD] * len[kD];
+    } else {
+        a.stride[kW] = 1;
+        a.stride[kH] = len[kW];
+        a.stride[kD] = a.stride[kH] * len[kH];
+        a.stride[kC] = a.stride[kD] * len[kD];
+        a.stride[kN] = a.stride[kC] * len[kC];
+    }
+    a.order = MemoryOrder::strided;
+    return a;
+}
+
+std::int64_t rounds(const GnTileWalk& w, const DeviceShape& d) {
+    const std::int64_t resident = d.resident_clusters(w.cluster);
+    return resident > 0 ? (w.tiles() + resident - 1) / resident : -1;
+}
+
+// The most slots a thread holds (registers and streamed).
+int slots(const GnTileWalk& w) {
+    const std::int64_t rows = w.channels_inner ? (w.rows + w.cluster - 1) / w.cluster : w.rows;
+    return static_cast<int>((rows + w.row_threads - 1) / w.row_threads);
+}
+
+void print(const char* what, const char* why, const GnTileWalk& w, const DeviceShape& d) {
+    if (why != nullptr) {
+        std::printf("    %-9s none: %s\n", what, why);
+        return;
+    }
+    std::printf("    %-9s cluster %d, %d threads (%d x %d), %d slots (%d streamed), %lld tiles, %lld round(s)\n", what,
+                w.cluster, w.threads, w.columns, w.row_threads, slots(w), w.streamed,
+                static_cast<long long>(w.tiles()), static_cast<long long>(rounds(w, d)));
+}
+
+void check(bool ok, const char* text, const char* shape) {
+    if (ok) return;
+    ++failures;
+    std::printf("FAIL %s: %s\n", shape, text);
+}
+
+}  // namespace
+
+int main() {
+    const DeviceShape device = h200(50ll << 20);
+    const DeviceShape no_stream = h200(1);  // no L2 to stream through: the register-only plan
+    const Lengths planes[] = {{2, 1280, 1, 64, 64}, {1, 1280, 1, 64, 64}, {2, 640, 1, 64, 64}, {1, 512, 1, 64, 64},
+                              {2, 640, 1, 32, 32},  {1, 320, 1, 64, 64},  {2, 320, 1, 64, 64}, {1, 320, 1, 128, 128},
+                              {2, 1280, 1, 32, 32}};
+    for (DType t : {DType::f16, DType::f32})
+        for (const Lengths& len : planes)
+            for (bool last : {false, true}) {
+                char shape[120];
+                std::snprintf(shape, sizeof shape, "%lldx%lldx%lldx%lld %s %s", static_cast<long long>(len[kN]),
+                              static_cast<long long>(len[kC]), static_cast<long long>(len[kH]),
+                              static_cast<long long>(len[kW]), t == DType::f16 ? "fp16" : "fp32",
+                              last ? "NHWC" : "NCHW");
+                GnShape s;
+                s.len = len;
+                s.groups = 32;
+                const TensorArg x = tensor(t, len, last), y = tensor(t, len, last);
+                GnTileWalk before{}, after{};
+                const char* why_before = plan_gn_tiles(s, {&x, &y}, false, no_stream, before);
+                const char* why_after = plan_gn_tiles(s, {&x, &y}, false, device, after);
+                std::printf("%s (x %.1f MB)\n", shape,
+                            static_cast<double>(x.element_count()) * (t == DType::f16 ? 2 : 4) / (1 << 20));
+                print("register:", why_before, before, device);
+                print("now:", why_after, after, device);
+                if (why_after != nullptr) continue;
+                if (after.streamed > 0) {
+                    check(rounds(after, device) == 1, "the streamed plan takes more than one round", shape);
+                    check(slots(after) <= kGnTileStreamSlots && slots(after) == kGnTileStreamRegisterSlots + after.streamed,
+                          "slots past the bound, or not the registers' and the streamed", shape);
+                    check(why_before != nullptr || rounds(before, device) > 1,
+                          "streams where the registers took one round", shape);
+                } else {
+                    check(why_before == nullptr && std::memcmp(&before, &after, sizeof before) == 0,
+                          "a register-only plan changed", shape);
+                }
+            }
+    std::printf("%d failure(s)\n", failures);
+    return failures == 0 ? 0 : 1;
+}
