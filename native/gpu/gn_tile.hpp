@@ -127,8 +127,9 @@ struct GnTileWalk {
 };
 
 // The part of a tile block `rank` of its cluster holds.  A tile fits a
-// cluster's registers (streamed, a few times them), so its rows and vectors (and the tiles of a launch,
-// the planner checks) count in int: no 64-bit division in the kernels.
+// cluster's registers (streamed, a few times them), so its rows and
+// vectors (and the tiles of a launch, the planner checks) count in int: no
+// 64-bit division in the kernels.
 struct GnTilePart {
     int row0, rows;
     int vector0, vectors;

@@ -106,8 +106,8 @@ int plan_streamed_cluster(const GnTileWalk& w, const DeviceShape& device, int cl
         if (s.threads == 0) continue;
         const std::int64_t part_rows = w.channels_inner ? ceil_div(w.rows, k) : w.rows;
         const std::int64_t part_vectors = w.channels_inner ? w.vectors : ceil_div(w.vectors, k);
-        const std::int64_t streamed_rows =
-            std::max<std::int64_t>(0, part_rows - static_cast<std::int64_t>(kGnTileStreamRegisterSlots) * s.row_threads);
+        const std::int64_t in_registers = static_cast<std::int64_t>(kGnTileStreamRegisterSlots) * s.row_threads;
+        const std::int64_t streamed_rows = std::max<std::int64_t>(0, part_rows - in_registers);
         const std::int64_t streamed_bytes = tiles * k * streamed_rows * part_vectors * 16;
         if (streamed_bytes <= l2 / 2) chosen = k;
     }
