@@ -245,10 +245,19 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
         w.cluster = cluster_for(w.backward_blocks);
     }
     // The forward streams what its registers cannot hold where the
-    // register-only clusters take more than one round (or do not fit).
+    // register-only clusters take more than one round (or do not fit), but
+    // only onto at least as many blocks as a round of those clusters keeps
+    // busy: on fewer, each block's streamed bytes outweigh the rounds saved
+    // (H200, run86, forward+swish, streamed against register-only: 64
+    // blocks for 1x1280x64x64 half NCHW's 3 rounds of 120, 0.88x; 96 for
+    // 2x640x64x64 bfloat16 NHWC's 2 rounds of 102, 0.89x; 128 blocks for
+    // 2x640x64x64 NCHW's 3 rounds of 120, 1.32x-1.37x).
     int slots_limit = slots, in_registers = slots;
     if (!backward && (w.cluster == 0 || device.resident_clusters(w.cluster) < tiles)) {
-        if (const int streamed_cluster = plan_streamed_cluster(w, device, cluster_limit, tiles)) {
+        const std::int64_t register_round =
+            w.cluster == 0 ? 0 : static_cast<std::int64_t>(device.resident_clusters(w.cluster)) * w.cluster;
+        const int streamed_cluster = plan_streamed_cluster(w, device, cluster_limit, tiles);
+        if (streamed_cluster != 0 && tiles * streamed_cluster >= register_round) {
             w.cluster = streamed_cluster;
             slots_limit = kGnTileStreamSlots;
             in_registers = kGnTileStreamRegisterSlots;
