@@ -67,7 +67,7 @@ constexpr int kGnTileBackwardSlots = 11;
 constexpr int kGnTileBackwardMostBlocks = 2;
 // The backward of float32 groups under kGnTileExactGroup values runs its
 // element arithmetic in double (GnTileWalk::exact; the slices backward
-// off chip follows the same rule, gn_backward.hip): there
+// off chip follows the same rule, gn_backward_walks.h): there
 // dx = rstd (w g - mean(w g) - xhat mean(w g xhat)) cancels (in a 2-value
 // group, to rounding), and float would leave errors of rstd * 1e-7, beyond
 // float32's tolerance once the group's values lie close together.  Its

@@ -199,4 +199,57 @@ inline bool compare(const std::string& label, const char* what, const std::vecto
     return bad == 0;
 }
 
+// The fused swish z * sigmoid(beta z) and its derivative, in double: the
+// group-norm checks' references.
+inline double swish(double z, double beta) { return z / (1.0 + std::exp(-beta * z)); }
+inline double swish_derivative(double z, double beta) {
+    const double s = 1.0 / (1.0 + std::exp(-beta * z));
+    return s + beta * z * s * (1.0 - s);
+}
+
+// The float64 group-norm backward of `groups` groups: dx (in Tensor::values
+// order), dweight and dbias from x, dy and the saved mean and rstd (those
+// the kernels read), weight_of(c) and bias_of(c), through the swish's
+// derivative when `with_swish`.
+struct GnBackwardReference {
+    std::vector<double> dx, dweight, dbias;
+};
+template <typename WeightOf, typename BiasOf>
+GnBackwardReference gn_backward_reference(const Tensor& x, const Tensor& dy, const Small& mean, const Small& rstd,
+                                          std::int64_t groups, WeightOf weight_of, BiasOf bias_of, bool with_swish,
+                                          double beta) {
+    const std::int64_t N = x.len[kN], C = x.len[kC], G = groups, Cg = C / G;
+    const std::int64_t S = x.len[kD] * x.len[kH] * x.len[kW];
+    const double M = static_cast<double>(Cg * S);
+    GnBackwardReference r{std::vector<double>(static_cast<std::size_t>(x.count())), std::vector<double>(C, 0.0),
+                          std::vector<double>(C, 0.0)};
+    std::vector<double> mean_wg(N * G, 0.0), mean_wgx(N * G, 0.0);
+    auto gradient = [&](std::int64_t n, std::int64_t c, std::int64_t s, double& xhat, double& g) {
+        const std::int64_t j = n * G + c / Cg;
+        xhat = (x.get(n, c, s) - mean.get(j)) * rstd.get(j);
+        g = dy.get(n, c, s);
+        if (with_swish) g *= swish_derivative(xhat * weight_of(c) + bias_of(c), beta);
+    };
+    for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t c = 0; c < C; ++c)
+            for (std::int64_t s = 0; s < S; ++s) {
+                double xhat, g;
+                gradient(n, c, s, xhat, g);
+                r.dbias[c] += g;
+                r.dweight[c] += g * xhat;
+                mean_wg[n * G + c / Cg] += weight_of(c) * g / M;
+                mean_wgx[n * G + c / Cg] += weight_of(c) * g * xhat / M;
+            }
+    std::size_t i = 0;
+    for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t c = 0; c < C; ++c)
+            for (std::int64_t s = 0; s < S; ++s, ++i) {
+                double xhat, g;
+                gradient(n, c, s, xhat, g);
+                const std::int64_t j = n * G + c / Cg;
+                r.dx[i] = rstd.get(j) * (weight_of(c) * g - mean_wg[j] - xhat * mean_wgx[j]);
+            }
+    return r;
+}
+
 }  // namespace emu_check

@@ -15,22 +15,7 @@
 #include "gpu/hip_compat.h"  // the emulation stand-in (found first)
 
 #include "emulator.hpp"
-
-namespace {
-emu::Index g_block{1, 1, 1}, g_grid{1, 1, 1};
-inline emu::Index thread_2d() {
-    return emu::Index{emu::thread_index.x % g_block.x, emu::thread_index.x / g_block.x, 0};
-}
-inline emu::Index block_2d() { return emu::Index{emu::block_index.x % g_grid.x, emu::block_index.x / g_grid.x, 0}; }
-}  // namespace
-#undef threadIdx
-#undef blockIdx
-#undef blockDim
-#undef gridDim
-#define threadIdx (thread_2d())
-#define blockIdx (block_2d())
-#define blockDim (g_block)
-#define gridDim (g_grid)
+#include "two_d_launch.hpp"
 // The slices kernel's static shared array: one object per instance, which
 // serves every block, since the emulator runs one block (a cluster of one)
 // at a time.
@@ -79,11 +64,6 @@ std::string describe(const Case& k, const FeatureLayout& l) {
     return text;
 }
 
-double swish_derivative(double z, double beta) {
-    const double s = 1.0 / (1.0 + std::exp(-beta * z));
-    return s + beta * z * s * (1.0 - s);
-}
-
 // Runs `body` once per thread of a launch of gridDim `grid`, blockDim `block`.
 alignas(16) unsigned char g_unused_shared[16];
 template <typename Body>
@@ -129,35 +109,9 @@ void run_case(const Case& k, std::mt19937_64& rng) {
             mean.set(n * G + g, m);
             rstd.set(n * G + g, 1.0 / std::sqrt(s2 / static_cast<double>(Cg * S) + kEpsilon));
         }
-    std::vector<double> ref_dx(static_cast<std::size_t>(x.count())), ref_dw(C, 0.0), ref_db(C, 0.0);
-    {
-        std::vector<double> mean_wg(N * G, 0.0), mean_wgx(N * G, 0.0);
-        auto gradient = [&](std::int64_t n, std::int64_t c, std::int64_t s, double& xhat, double& g) {
-            const std::int64_t j = n * G + c / Cg;
-            xhat = (x.get(n, c, s) - mean.get(j)) * rstd.get(j);
-            g = dy.get(n, c, s);
-            if (k.swish) g *= swish_derivative(xhat * weight.get(c) + bias.get(c), kBeta);
-        };
-        for (std::int64_t n = 0; n < N; ++n)
-            for (std::int64_t c = 0; c < C; ++c)
-                for (std::int64_t s = 0; s < S; ++s) {
-                    double xhat, g;
-                    gradient(n, c, s, xhat, g);
-                    ref_db[c] += g;
-                    ref_dw[c] += g * xhat;
-                    mean_wg[n * G + c / Cg] += weight.get(c) * g / static_cast<double>(Cg * S);
-                    mean_wgx[n * G + c / Cg] += weight.get(c) * g * xhat / static_cast<double>(Cg * S);
-                }
-        std::size_t i = 0;
-        for (std::int64_t n = 0; n < N; ++n)
-            for (std::int64_t c = 0; c < C; ++c)
-                for (std::int64_t s = 0; s < S; ++s, ++i) {
-                    double xhat, g;
-                    gradient(n, c, s, xhat, g);
-                    const std::int64_t j = n * G + c / Cg;
-                    ref_dx[i] = rstd.get(j) * (weight.get(c) * g - mean_wg[j] - xhat * mean_wgx[j]);
-                }
-    }
+    const GnBackwardReference ref = gn_backward_reference(
+        x, dy, mean, rstd, G, [&](std::int64_t c) { return weight.get(c); }, [&](std::int64_t c) { return bias.get(c); },
+        k.swish, kBeta);
     DeviceShape device;
     device.wave_size = EMU_WAVE_SIZE;
     device.multiprocessors = EMU_WAVE_SIZE == 64 ? 110 : 132;
@@ -213,9 +167,9 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         if (round == 0) {
             const Tolerance tol = tolerance(k.dtype), ptol = tolerance(pt);
             tally.checks += 3;
-            if (!compare(label, "dx", got_dx, ref_dx, tol.elementwise)) tally.fail(label + ": dx");
-            if (!compare(label, "dweight", got_dw, ref_dw, ptol.reduction)) tally.fail(label + ": dweight");
-            if (!compare(label, "dbias", got_db, ref_db, ptol.reduction)) tally.fail(label + ": dbias");
+            if (!compare(label, "dx", got_dx, ref.dx, tol.elementwise)) tally.fail(label + ": dx");
+            if (!compare(label, "dweight", got_dw, ref.dweight, ptol.reduction)) tally.fail(label + ": dweight");
+            if (!compare(label, "dbias", got_db, ref.dbias, ptol.reduction)) tally.fail(label + ": dbias");
             first_dx = got_dx, first_dw = got_dw, first_db = got_db;
             std::printf("done %s\n", label.c_str());
         } else {

@@ -65,12 +65,6 @@ std::string describe(const Case& k) {
     return text;
 }
 
-double swish(double z, double beta) { return z / (1.0 + std::exp(-beta * z)); }
-double swish_derivative(double z, double beta) {
-    const double s = 1.0 / (1.0 + std::exp(-beta * z));
-    return s + beta * z * s * (1.0 - s);
-}
-
 int failures = 0;
 
 std::string walk_text(const GnTileWalk& w) {
@@ -254,35 +248,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     // Backward from float32 saved statistics (the reference uses the same).
     Small mean(DType::f32, N, G), rstd(DType::f32, N, G);
     for (std::int64_t i = 0; i < N * G; ++i) mean.set(i, ref_mean[i]), rstd.set(i, ref_rstd[i]);
-    std::vector<double> ref_dx(x.count()), ref_dw(C, 0.0), ref_db(C, 0.0);
-    {
-        std::vector<double> mean_wg(N * G, 0.0), mean_wgx(N * G, 0.0);
-        auto gradient = [&](std::int64_t n, std::int64_t c, std::int64_t s, double& xhat, double& g) {
-            const std::int64_t j = n * G + c / Cg;
-            xhat = (x.get(n, c, s) - mean.get(j)) * rstd.get(j);
-            g = dy.get(n, c, s);
-            if (k.swish) g *= swish_derivative(xhat * w_of(c) + b_of(c), kBeta);
-        };
-        for (std::int64_t n = 0; n < N; ++n)
-            for (std::int64_t c = 0; c < C; ++c)
-                for (std::int64_t s = 0; s < S; ++s) {
-                    double xhat, g;
-                    gradient(n, c, s, xhat, g);
-                    ref_db[c] += g;
-                    ref_dw[c] += g * xhat;
-                    mean_wg[n * G + c / Cg] += w_of(c) * g / (Cg * S);
-                    mean_wgx[n * G + c / Cg] += w_of(c) * g * xhat / (Cg * S);
-                }
-        std::int64_t i = 0;
-        for (std::int64_t n = 0; n < N; ++n)
-            for (std::int64_t c = 0; c < C; ++c)
-                for (std::int64_t s = 0; s < S; ++s, ++i) {
-                    double xhat, g;
-                    gradient(n, c, s, xhat, g);
-                    const std::int64_t j = n * G + c / Cg;
-                    ref_dx[i] = rstd.get(j) * (w_of(c) * g - mean_wg[j] - xhat * mean_wgx[j]);
-                }
-    }
+    const GnBackwardReference ref = gn_backward_reference(x, dy, mean, rstd, G, w_of, b_of, k.swish, kBeta);
     const std::vector<double> dy_values = dy.values();
     std::vector<unsigned long long> counters(1 << 12, 0);
     std::vector<double> scratch(1 << 20);
@@ -338,10 +304,10 @@ void run_case(const Case& k, std::mt19937_64& rng) {
             std::vector<double> dw(C), db(C);
             for (std::int64_t c = 0; c < C; ++c) dw[c] = dweight.get(c), db[c] = dbias.get(c);
             if (round == 0) {
-                compare(("dx" + in_form).c_str(), k, got, ref_dx, tol.elementwise);
+                compare(("dx" + in_form).c_str(), k, got, ref.dx, tol.elementwise);
                 if (k.affine) {
-                    compare(("dweight" + in_form).c_str(), k, dw, ref_dw, tolerance(pt).reduction);
-                    compare(("dbias" + in_form).c_str(), k, db, ref_db, tolerance(pt).reduction);
+                    compare(("dweight" + in_form).c_str(), k, dw, ref.dweight, tolerance(pt).reduction);
+                    compare(("dbias" + in_form).c_str(), k, db, ref.dbias, tolerance(pt).reduction);
                 }
                 first_dx = got, first_dw = dw, first_db = db;
             } else if (std::memcmp(got.data(), first_dx.data(), got.size() * sizeof(double)) != 0 ||

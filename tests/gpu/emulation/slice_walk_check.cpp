@@ -18,22 +18,7 @@
 #include "gpu/hip_compat.h"  // the emulation stand-in (found first)
 
 #include "emulator.hpp"
-
-namespace {
-emu::Index g_block{1, 1, 1}, g_grid{1, 1, 1};
-inline emu::Index thread_2d() {
-    return emu::Index{emu::thread_index.x % g_block.x, emu::thread_index.x / g_block.x, 0};
-}
-inline emu::Index block_2d() { return emu::Index{emu::block_index.x % g_grid.x, emu::block_index.x / g_grid.x, 0}; }
-}  // namespace
-#undef threadIdx
-#undef blockIdx
-#undef blockDim
-#undef gridDim
-#define threadIdx (thread_2d())
-#define blockIdx (block_2d())
-#define blockDim (g_block)
-#define gridDim (g_grid)
+#include "two_d_launch.hpp"
 
 #include "gpu/feature_phases.h"
 #include "gpu/feature_plan.hpp"
