@@ -70,6 +70,7 @@ bool same_strides(const TensorArg& a, const TensorArg& b) {
 // of threads, `slots` per thread at most.  threads == 0 when it does not fit.
 struct BlockShape {
     int threads, columns, row_threads, slots_used;
+    std::int64_t rows, vectors;  // the part's
 };
 
 BlockShape block_shape(bool channels_inner, std::int64_t rows, std::int64_t vectors, int threads, int slots) {
@@ -78,7 +79,8 @@ BlockShape block_shape(bool channels_inner, std::int64_t rows, std::int64_t vect
     const std::int64_t row_threads = threads / columns;
     const std::int64_t used = ceil_div(rows, row_threads);
     if (used > slots) return BlockShape{0, 0, 0, 0};
-    return BlockShape{threads, static_cast<int>(columns), static_cast<int>(row_threads), static_cast<int>(used)};
+    return BlockShape{threads, static_cast<int>(columns), static_cast<int>(row_threads), static_cast<int>(used), rows,
+                      vectors};
 }
 
 // The largest part of a tile among `cluster` blocks (gn_tile.hpp, tile_part).
@@ -87,6 +89,11 @@ BlockShape part_shape(const GnTileWalk& w, int cluster, int threads, int slots) 
     const std::int64_t vectors = w.channels_inner ? w.vectors : ceil_div(w.vectors, cluster);
     return block_shape(w.channels_inner, rows, vectors, threads, slots);
 }
+
+// The cluster sizes a tile may take, smallest first: any with channels
+// fastest (rows split evenly), powers of two with positions fastest (the
+// parts' vectors stay whole).
+int next_cluster_size(const GnTileWalk& w, int k) { return w.channels_inner ? k + 1 : 2 * k; }
 
 // The forward's streamed form (gn_tile.hpp, kGnTileStreamSlots) where its
 // register-only clusters would not all run at once (or do not fit): the
@@ -100,15 +107,13 @@ BlockShape part_shape(const GnTileWalk& w, int cluster, int threads, int slots) 
 int plan_streamed_cluster(const GnTileWalk& w, const DeviceShape& device, int cluster_limit, std::int64_t tiles) {
     const std::int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kUnknownL2Bytes;
     int chosen = 0;
-    for (int k = 1; k <= cluster_limit; k = w.channels_inner ? k + 1 : 2 * k) {
+    for (int k = 1; k <= cluster_limit; k = next_cluster_size(w, k)) {
         if (device.resident_clusters(k) < tiles) continue;
         const BlockShape s = part_shape(w, k, kGnTileForwardThreads, kGnTileStreamSlots);
         if (s.threads == 0) continue;
-        const std::int64_t part_rows = w.channels_inner ? ceil_div(w.rows, k) : w.rows;
-        const std::int64_t part_vectors = w.channels_inner ? w.vectors : ceil_div(w.vectors, k);
         const std::int64_t in_registers = static_cast<std::int64_t>(kGnTileStreamRegisterSlots) * s.row_threads;
-        const std::int64_t streamed_rows = std::max<std::int64_t>(0, part_rows - in_registers);
-        const std::int64_t streamed_bytes = tiles * k * streamed_rows * part_vectors * 16;
+        const std::int64_t streamed_rows = std::max<std::int64_t>(0, s.rows - in_registers);
+        const std::int64_t streamed_bytes = tiles * k * streamed_rows * s.vectors * 16;
         if (streamed_bytes <= l2 / 2) chosen = k;
     }
     return chosen;
@@ -187,7 +192,6 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     const std::int64_t axis = w.channels_inner ? w.rows : w.vectors;
     const int cluster_limit = static_cast<int>(std::min<std::int64_t>(
         w.channels_inner ? kGnTileMaxCluster : std::max(1, device.cluster_blocks), axis));
-    auto next_size = [&](int k) { return w.channels_inner ? k + 1 : 2 * k; };
     const std::int64_t tiles = w.samples * w.tiles_per_sample;
     const std::int64_t tile_bytes = static_cast<std::int64_t>(w.tile_groups) * w.group_size() * size;
     const std::int64_t to_fill = std::max<std::int64_t>(1, device.multiprocessors / tiles);
@@ -208,7 +212,7 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
         // faster, as above.
         const int half = most_threads / 2;
         if (w.channels_inner && part_shape(w, 1, most_threads, kSpreadSlots).threads == 0) {
-            for (int k = 1; k <= split_limit; k = next_size(k))
+            for (int k = 1; k <= split_limit; k = next_cluster_size(w, k))
                 if (part_shape(w, k, half, kSpreadSlots).threads != 0) {
                     if (device.resident_clusters(k) >= tiles) wanted = k;
                     break;
@@ -219,11 +223,11 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     // none fits.
     auto cluster_for = [&](int blocks) {
         int needed = 0;
-        for (int k = 1; k <= cluster_limit && needed == 0; k = next_size(k))
+        for (int k = 1; k <= cluster_limit && needed == 0; k = next_cluster_size(w, k))
             if (device.resident_clusters(k, blocks) > 0 && part_shape(w, k, most_threads, slots).threads != 0)
                 needed = k;
         int cluster = needed;
-        for (int k = next_size(needed); needed != 0 && k <= wanted; k = next_size(k))
+        for (int k = next_cluster_size(w, needed); needed != 0 && k <= wanted; k = next_cluster_size(w, k))
             if (device.resident_clusters(k, blocks) >= tiles) cluster = k;
         return cluster;
     };

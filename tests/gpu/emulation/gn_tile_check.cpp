@@ -12,6 +12,7 @@
 #include "gpu/gn_planner.hpp"
 
 #include "check_support.hpp"
+#include "hopper_device.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -83,24 +84,15 @@ void compare(const char* what, const Case& k, const std::vector<double>& got, co
     if (!emu_check::compare(describe(k), what, got, expected, tol)) ++failures;
 }
 
-// An H100 (132 multiprocessors, clusters of up to 8 with the resident
-// counts cudaOccupancyMaxActiveClusters gave there for blocks of a whole
-// multiprocessor; the backward's two-block form's taken as twice those);
-// built for 64-lane waves, an AMD CDNA device (110 compute units, no
-// clusters).
+// An H100 (hopper_device.hpp: the resident cluster counts
+// cudaOccupancyMaxActiveClusters gave there); built for 64-lane waves, an
+// AMD CDNA device (110 compute units, no clusters).
 DeviceShape device_shape() {
+    if (EMU_WAVE_SIZE != 64) return hopper_device();
     DeviceShape d;
     d.wave_size = EMU_WAVE_SIZE;
-    d.multiprocessors = EMU_WAVE_SIZE == 64 ? 110 : 132;
-    d.cluster_blocks = EMU_WAVE_SIZE == 64 ? 1 : 8;
-    if (EMU_WAVE_SIZE != 64) {
-        const int h100[] = {0, 0, 66, 39, 30, 22, 17, 15, 15};
-        for (int k = 0; k <= kPortableClusterBlocks; ++k) {
-            d.cluster_slots[k] = h100[k];
-            d.backward_cluster_slots[0][k] = h100[k];
-            d.backward_cluster_slots[1][k] = 2 * h100[k];
-        }
-    }
+    d.multiprocessors = 110;
+    d.cluster_blocks = 1;
     return d;
 }
 

@@ -10,6 +10,7 @@
 //   gn_tile_plans            exit status 0 when every check holds
 #include "common/group_norm_problem.hpp"
 #include "gpu/gn_tile_planner.hpp"
+#include "hopper_device.hpp"
 
 #include <cstdint>
 #include <cstdio>
@@ -22,17 +23,8 @@ namespace {
 int failures = 0;
 
 DeviceShape h200(std::int64_t l2_bytes) {
-    DeviceShape d;
-    d.multiprocessors = 132;
-    d.wave_size = 32;
+    DeviceShape d = hopper_device();
     d.l2_bytes = static_cast<int>(l2_bytes);
-    d.cluster_blocks = 8;
-    const int resident[] = {0, 0, 66, 39, 30, 22, 17, 15, 15};
-    for (int k = 0; k <= kPortableClusterBlocks; ++k) {
-        d.cluster_slots[k] = resident[k];
-        d.backward_cluster_slots[0][k] = resident[k];
-        d.backward_cluster_slots[1][k] = 2 * resident[k];
-    }
     return d;
 }
 
