@@ -111,14 +111,26 @@ constexpr std::int64_t kShortChannelRunBytes = 32;
 constexpr std::int64_t kSlicesFromParts = 16;
 
 // Threads per multiprocessor the slices walks (both directions) are cut
-// for: fewer splits than the shared planner's (2048 threads a
-// multiprocessor), so that each thread walks more positions per block.
-// Their launches hold two or three blocks of 256 threads a multiprocessor
-// (the backward's 80-110 registers), and with the shared planner's splits a
-// thread walked 16-32 positions (2-4 batches of loads): the block's setup
-// and row reduction were a large part of it.  Six blocks of 256: whole
-// waves at two and at three resident blocks.
+// for, a count of their own: the shared planner aims at 2048 and keeps a
+// feature whole (one split) where a thread walks it in up to 32 steps, for
+// batch norm's fused single launch, which the slices do not have (there it
+// left 1x256x256x256 half NCHW 256 blocks, two a multiprocessor; ncu: the
+// backward's sums at 67% of DRAM bandwidth, 24% occupancy).
+// - Channels fastest (NHWC-like slices, several a thread): 1536, six blocks
+//   of 256, whole waves at two and three resident blocks.  Fewer splits
+//   than 2048 let each thread walk more positions per block: with 2048 a
+//   thread walked 16-32 positions and the block's setup and row reduction
+//   were a large part of it; 4096 lost up to 24% (1x256x256x256 half).
+// - Along the planes (NCHW-like): 4096, blocks in four rounds and more,
+//   whose short tails suit these walks (H200, against 1536: backward of
+//   1x128x512x512 and 1x256x256x256 1.03x-1.08x, forward + swish of
+//   1x128x512x512 half and bfloat16 1.02x-1.04x; 1024 and 2048 lost).
+// (bench/RESULTS.md, twenty-eighth session.)
 constexpr int kSliceThreadsPerMultiprocessor = 1536;
+constexpr int kPlaneSliceThreadsPerMultiprocessor = 4096;
+// Where the count asks for more splits, each thread still walks at least
+// this many positions of its slice: two batches of loads.
+constexpr std::int64_t kSliceLeastPositions = 8;
 
 // Positions (16-byte vectors) each thread of a slices walk loads at least
 // where its slices are contiguous planes (NCHW-like): the shared planner
@@ -141,25 +153,32 @@ void fill_slice_rows(FeatureLayout& layout, const DeviceShape& device) {
     layout.tiles = ceil_div(layout.feature.size, layout.tile_features);
 }
 
-void lengthen_slice_chunks(FeatureLayout& layout, const DeviceShape& device) {
+// Splits for the slices' thread count (above), each thread walking at
+// least kSliceLeastPositions.  Threads run along the planes where the
+// positions are vectors, or where each block has one slice.
+void cut_slice_chunks(FeatureLayout& layout, const DeviceShape& device) {
+    const bool along_planes = layout.vector_width > 1 || layout.tile_features == 1;
     const std::int64_t block_threads = static_cast<std::int64_t>(layout.tile_features) * layout.rows;
+    const std::int64_t per_multiprocessor = along_planes ? kPlaneSliceThreadsPerMultiprocessor
+                                                         : kSliceThreadsPerMultiprocessor;
     const std::int64_t target = static_cast<std::int64_t>(std::max(1, device.multiprocessors)) *
-                                std::max<std::int64_t>(1, kSliceThreadsPerMultiprocessor / block_threads);
-    const std::int64_t splits = std::max<std::int64_t>(1, ceil_div(target, layout.tiles));
-    if (splits >= layout.splits) return;
+                                std::max<std::int64_t>(1, per_multiprocessor / block_threads);
+    const std::int64_t most = std::min<std::int64_t>(
+        kMaxSplits, std::max<std::int64_t>(1, layout.reduce.size / (layout.rows * kSliceLeastPositions)));
+    const std::int64_t splits = std::min(most, std::max<std::int64_t>(1, ceil_div(target, layout.tiles)));
     layout.chunk = ceil_div(layout.reduce.size, splits);
     layout.splits = static_cast<int>(ceil_div(layout.reduce.size, layout.chunk));
 }
 
 // The slices' layout (the shared row planner's, its rows filled and its
-// chunks lengthened for these kernels) and group order.
+// chunks cut for these kernels) and group order.
 GnSlicePlan plan_slices(const GnShape& shape, const SlotTensors& tensors, const DeviceShape& device) {
     const Lengths& len = shape.len;
     const TensorArg& x = *tensors.slot[kSlotX];
     GnSlicePlan plan{};
     plan.layout = plan_row_layout(len, tensors, device);
     fill_slice_rows(plan.layout, device);
-    lengthen_slice_chunks(plan.layout, device);
+    cut_slice_chunks(plan.layout, device);
     plan.order.shape = group_shape(shape);
     plan.order.channel_major = len[kN] > 1 && len[kC] > 1 && x.stride[kC] > x.stride[kN];
     return plan;
