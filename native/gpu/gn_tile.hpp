@@ -74,7 +74,7 @@ constexpr int kGnTileBackwardMostBlocks = 2;
 // again, from L2, for dx in batches of kGnTileBackwardStreamDxBatch (x and
 // dy: twice as many loads in flight).  The sums' batches share the
 // registers with the register slots (and, channels fastest, every lane's
-// sums): batches of 4 there made ptxas spill the register slots (80 to 280
+// sums): batches of 4 there made ptxas spill the register slots (up to 280
 // bytes); dx's batches come after the register slots' dx, with their
 // registers free.
 constexpr int kGnTileBackwardStreamSlots = 32;
