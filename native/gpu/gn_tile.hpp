@@ -19,8 +19,8 @@
 //
 // Inside a block, thread t is (tx, ty) = (t % columns, t / columns); it
 // holds vector tx of rows ty, ty + row_threads, ... of its part: at most
-// `slots` rows (the kernels' register arrays; a streamed forward part,
-// more: GnTileWalk::streamed).  So a thread's data are one
+// `slots` rows (the kernels' register arrays; a streamed part, more:
+// GnTileWalk::streamed).  So a thread's data are one
 // column: its lanes are fixed channels (channels fastest), or its slots are
 // fixed channels (positions fastest), and per-channel sums need no
 // division.  Channels fastest, columns = the tile's vectors (5 in Stable
@@ -65,6 +65,23 @@ constexpr int kGnTileStreamBatch = 4;
 constexpr int kGnTileBackwardThreads = 256;
 constexpr int kGnTileBackwardSlots = 11;
 constexpr int kGnTileBackwardMostBlocks = 2;
+// The backward streams as the forward does (kGnTileStreamSlots, above) where
+// its register-only clusters take more than one round: the two-block form
+// (128 registers a thread, g found again for dx), slots 0 ..
+// kGnTileBackwardStreamRegisterSlots - 1 of x and dy packed in registers,
+// the rest of the part (up to kGnTileBackwardStreamSlots slots in all) read
+// for the sums in batches of kGnTileBackwardStreamBatch slots and read
+// again, from L2, for dx in batches of kGnTileBackwardStreamDxBatch (x and
+// dy: twice as many loads in flight).  The sums' batches share the
+// registers with the register slots (and, channels fastest, every lane's
+// sums): batches of 4 there made ptxas spill the register slots (up to 280
+// bytes); dx's batches come after the register slots' dx, with their
+// registers free.
+constexpr int kGnTileBackwardStreamSlots = 32;
+constexpr int kGnTileBackwardStreamRegisterSlots = 6;
+constexpr int kGnTileBackwardStreamBatch = 3;
+constexpr int kGnTileBackwardStreamDxBatch = 4;
+constexpr int kGnTileBackwardStreamBlocks = 2;
 // The backward of float32 groups under kGnTileExactGroup values runs its
 // element arithmetic in double (GnTileWalk::exact; the slices backward
 // off chip follows the same rule, gn_backward_walks.h): there
@@ -108,7 +125,8 @@ struct GnTileWalk {
     int shared_bytes; // dynamic shared memory per block
     bool exact;       // backward: element arithmetic in double (kGnTileExactGroup)
     int backward_blocks;  // backward: its form, by blocks a multiprocessor (1 or 2; the forward: 0)
-    int streamed;     // forward: the most slots a thread streams past kGnTileStreamRegisterSlots (0: none)
+    int streamed;     // the most slots a thread streams past the registers' (kGnTileStreamRegisterSlots,
+                      // backward kGnTileBackwardStreamRegisterSlots; 0: none)
     double inv_group_size;  // 1 / group_size(): the finishing threads multiply, not divide
     // The kernels' divisors (set with the fields they divide by).
     Divisor by_cluster, by_tiles_per_sample, by_columns, by_row_threads, by_channels;

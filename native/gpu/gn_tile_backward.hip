@@ -11,7 +11,11 @@
 // cluster's shared memory (rank order), which gives the group means, and
 // each block writes dx from its registers: g kept in float (the form of one
 // block a multiprocessor) or found again from x and dy (two blocks; the
-// planner picks, gn_tile_planner.cpp).  dweight and dbias add the
+// planner picks, gn_tile_planner.cpp).  A streamed walk (kStream,
+// GnTileWalk::streamed; the two-block form) holds a thread's first
+// kGnTileBackwardStreamRegisterSlots slots so and reads the rest of x and
+// dy twice: in batches for the sums, and again (from L2, newest first) for
+// dx.  dweight and dbias add the
 // per-sample sums: the first block of each tile stores its sample's sums,
 // and the last tile of the same channels to arrive (gn_arrival.h) adds
 // them in sample order.  Nothing waits for another cluster; every order is
@@ -214,8 +218,11 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
 
 // Launched as tile_shared / launch_tile_kernel say.  dx may be x or dy:
 // each thread reads its elements before it writes them, and no other
-// thread reads them.  A: the element arithmetic, float, or double where
-// the walk is exact (kGnTileExactGroup).
+// thread reads them (a streamed slot too: its thread reads it again, before
+// it writes it; the one address threads share, the tile's first element,
+// which register slots not held load from, is read before the cluster's
+// barrier, and every write comes after it).  A: the element arithmetic,
+// float, or double where the walk is exact (kGnTileExactGroup).
 //
 // kBlocks, the form (gn_tile.hpp): blocks a multiprocessor holds at once.
 // One: g of every element kept in float for dx (x packed 44 registers, g
@@ -226,11 +233,20 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
 // form also each lane's in registers) and finish each channel's sums
 // before the next begins, but for the one-block form with channels
 // fastest, which holds every lane's sums and walks the slots outermost.
-template <typename T, typename P, bool kInner, typename A, int kBlocks>
+// kStream (the walk's streamed > 0, the two-block form in float): slots
+// past the registers' streamed (the sums of a lane, channels fastest, held
+// over every slot).
+template <typename T, typename P, bool kInner, typename A, int kBlocks, bool kStream>
 __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     gn_tile_backward(const T* x, const T* dy, T* dx, GnTileBackwardArgs<P> args) {
+    static_assert(!kStream || (kBlocks == kGnTileBackwardStreamBlocks && std::is_same<A, float>::value),
+                  "the streamed walk is the two-block form's, in float");
     constexpr int W = static_cast<int>(16 / sizeof(T));
-    constexpr int R = std::is_same<A, double>::value ? kGnTileExactBackwardSlots : kGnTileBackwardSlots;
+    constexpr int R = kStream                           ? kGnTileBackwardStreamRegisterSlots
+                      : std::is_same<A, double>::value ? kGnTileExactBackwardSlots
+                                                       : kGnTileBackwardSlots;
+    constexpr int B = kGnTileBackwardStreamBatch;
+    constexpr int BD = kGnTileBackwardStreamDxBatch;
     constexpr bool kKeep = kBlocks == 1;
     extern __shared__ double gn_tile_backward_shared[];
     const GnTileWalk& w = args.walk;
@@ -332,8 +348,8 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     // the two-block form with 16-bit data and channels fastest: there
     // ptxas at 128 registers spilled 88 to 120 bytes with either (the swish
     // is tested per element there, and dx's loop keeps main's form, a held
-    // test a slot).
-    constexpr bool kTrim = kKeep || !kInner || sizeof(T) == 4;
+    // test a slot).  The streamed instances, with fewer register slots, trim.
+    constexpr bool kTrim = kKeep || !kInner || sizeof(T) == 4 || kStream;
     // Sums start at -0.0, which g + (-0.0) = g leaves out of the code; a
     // zero's sign never reaches a result (the block's sums start at +0.0).
     // One copy of the pass with the swish and one without (the flag tested
@@ -359,6 +375,54 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
                     kept[a][j] = g;
                     sum_g[j] += g;
                     sum_gx[j] += g * xhat;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < W; ++j) store_lane_sums<W>(w, at, j, sum_g[j], sum_gx[j], entries);
+        } else if constexpr (kInner && kStream) {
+            // Streamed, channels fastest: every lane's sums held over the
+            // register slots and then the streamed ones, batch by batch (a
+            // batch's loads in flight together), lane by lane within each.
+            A sum_g[W], sum_gx[W];
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+                sum_g[j] = sum_gx[j] = A(-0.0);
+                const GnLaneTerms t = fetch_terms(0, j);
+#pragma unroll
+                for (int a = 0; a < R; ++a) {
+                    if (a >= slots) break;
+                    A xhat, g;
+                    element_gradient<A, kSwish>(args, t, widen_in_pass<1>(raw_x[a].lane[j]),
+                                                widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
+                    sum_g[j] += g;
+                    sum_gx[j] += g * xhat;
+                }
+            }
+            const T* slot_x = x + at.offset(R);
+            const T* slot_dy = dy + at.offset(R);
+            for (int a0 = R; a0 < at.slots; a0 += B) {
+                const int count = at.slots - a0 < B ? at.slots - a0 : B;
+                Pack<T, W> batch_x[B], batch_dy[B];
+#pragma unroll
+                for (int i = 0; i < B; ++i) {
+                    if (i >= count) break;
+                    batch_x[i] = load_pack<W>(slot_x);
+                    batch_dy[i] = load_pack<W>(slot_dy);
+                    slot_x += at.step;
+                    slot_dy += at.step;
+                }
+#pragma unroll
+                for (int j = 0; j < W; ++j) {
+                    const GnLaneTerms t = fetch_terms(0, j);
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        if (i >= count) break;
+                        A xhat, g;
+                        element_gradient<A, kSwish>(args, t, widen(batch_x[i].lane[j]), widen(batch_dy[i].lane[j]),
+                                                    xhat, g);
+                        sum_g[j] += g;
+                        sum_gx[j] += g * xhat;
+                    }
                 }
             }
 #pragma unroll
@@ -414,6 +478,39 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
                     held_gx[a] = sum_gx;
                 } else {
                     store_row_sums(w, at, a, sum_g, sum_gx, entries);
+                }
+            }
+            if constexpr (kStream) {
+                // The streamed slots some thread holds, batch by batch (the
+                // same batches for the whole block: every thread adds and
+                // stores each slot's sums; a batch's loads in flight together).
+                for (int a0 = R; a0 < row_slots; a0 += B) {
+                    Pack<T, W> batch_x[B], batch_dy[B];
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        if (a0 + i < at.slots) {
+                            batch_x[i] = load_pack<W>(x + at.offset(a0 + i));
+                            batch_dy[i] = load_pack<W>(dy + at.offset(a0 + i));
+                        }
+                    }
+#pragma unroll
+                    for (int i = 0; i < B; ++i) {
+                        const int a = a0 + i;
+                        if (a >= row_slots) break;
+                        A sum_g = A(-0.0), sum_gx = A(-0.0);
+                        if (a < at.slots) {
+                            const GnLaneTerms t = element_terms(a, 0);
+#pragma unroll
+                            for (int j = 0; j < W; ++j) {
+                                A xhat, g;
+                                element_gradient<A, kSwish>(args, t, widen(batch_x[i].lane[j]),
+                                                            widen(batch_dy[i].lane[j]), xhat, g);
+                                sum_g += g;
+                                sum_gx += g * xhat;
+                            }
+                        }
+                        store_row_sums(w, at, a, sum_g, sum_gx, entries);
+                    }
                 }
             }
             if constexpr (kKeep) {
@@ -490,6 +587,23 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     // operations a thread for 16-bit data instead of 88).
     auto write_dx = [&](auto with_swish) {
         [[maybe_unused]] constexpr int kSwish = decltype(with_swish)::value;  // (g kept: unused)
+        // dx of slot a from its x and dy (g found again; not in the form
+        // that keeps g).
+        auto dx_of = [&](int a, const Pack<T, W>& in_x, const Pack<T, W>& in_dy, auto widen_pass) {
+            constexpr int kPass = decltype(widen_pass)::value;
+            Pack<T, W> out;
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+                const GnLaneTerms t = element_terms(a, j);
+                const Sums2<A> means = lane_means(j);
+                A xhat, g;
+                element_gradient<A, kSwish>(args, t, widen_in_pass<kPass>(in_x.lane[j]),
+                                            widen_in_pass<kPass>(in_dy.lane[j]), xhat, g);
+                const A v = static_cast<A>(t.rstd) * ((static_cast<A>(t.weight) * g - means.a) - xhat * means.b);
+                out.lane[j] = narrow<T>(v);
+            }
+            return out;
+        };
         T* slot_dx = dx + at.first;
 #pragma unroll
         for (int a = 0; a < R; ++a) {
@@ -498,25 +612,49 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
                 continue;
             }
             Pack<T, W> out;
+            if constexpr (kKeep) {
 #pragma unroll
-            for (int j = 0; j < W; ++j) {
-                const GnLaneTerms t = element_terms(a, j);
-                const Sums2<A> means = lane_means(j);
-                const A mean_wg = means.a;
-                const A mean_wgx = means.b;
-                A xhat, g;
-                if constexpr (kKeep) {
-                    xhat = element_xhat<A>(t, widen_in_pass<2>(raw_x[a].lane[j]));
-                    g = kept[a][j];
-                } else {
-                    element_gradient<A, kSwish>(args, t, widen_in_pass<2>(raw_x[a].lane[j]),
-                                                widen_in_pass<2>(raw_dy[a].lane[j]), xhat, g);
+                for (int j = 0; j < W; ++j) {
+                    const GnLaneTerms t = element_terms(a, j);
+                    const Sums2<A> means = lane_means(j);
+                    const A xhat = element_xhat<A>(t, widen_in_pass<2>(raw_x[a].lane[j]));
+                    const A g = kept[a][j];
+                    const A v = static_cast<A>(t.rstd) * ((static_cast<A>(t.weight) * g - means.a) - xhat * means.b);
+                    out.lane[j] = narrow<T>(v);
                 }
-                const A v = static_cast<A>(t.rstd) * ((static_cast<A>(t.weight) * g - mean_wg) - xhat * mean_wgx);
-                out.lane[j] = narrow<T>(v);
+            } else {
+                out = dx_of(a, raw_x[a], raw_dy[a], std::integral_constant<int, 2>{});
             }
             store_pack(kTrim ? slot_dx : dx + at.offset(a), out);
             slot_dx += at.step;
+        }
+        if constexpr (kStream) {
+            // The streamed slots read again in batches, the last slot first
+            // (what the sums read last is likeliest still in L2), each
+            // written after its own read.  After the register slots' dx, so
+            // that their registers are free for the batches (before it,
+            // ptxas spilled the register slots, 32 to 264 bytes).
+            for (int end = at.slots; end > R; end -= BD) {
+                const int count = end - R < BD ? end - R : BD;
+                Pack<T, W> batch_x[BD], batch_dy[BD];
+                const T* slot_x = x + at.offset(end - 1);
+                const T* slot_dy = dy + at.offset(end - 1);
+#pragma unroll
+                for (int i = 0; i < BD; ++i) {
+                    if (i >= count) break;
+                    batch_x[i] = load_pack<W>(slot_x);
+                    batch_dy[i] = load_pack<W>(slot_dy);
+                    slot_x -= at.step;
+                    slot_dy -= at.step;
+                }
+                T* slot_out = dx + at.offset(end - 1);
+#pragma unroll
+                for (int i = 0; i < BD; ++i) {
+                    if (i >= count) break;
+                    store_pack(slot_out, dx_of(end - 1 - i, batch_x[i], batch_dy[i], std::integral_constant<int, 0>{}));
+                    slot_out -= at.step;
+                }
+            }
         }
     };
     // g kept: no activation here.
@@ -558,12 +696,14 @@ void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTa
     auto* dx = static_cast<T*>(p.dx.data);
     auto launch = [&](auto kernel) { launch_tile_kernel(kernel, walk, target.stream, "gn_tile_backward", x, dy, dx, args); };
     if constexpr (std::is_same<T, float>::value) {
-        if (walk.exact) return launch(gn_tile_backward<T, P, kInner, double, kGnTileExactBackwardBlocks>);
+        if (walk.exact) return launch(gn_tile_backward<T, P, kInner, double, kGnTileExactBackwardBlocks, false>);
     }
-    if (walk.backward_blocks == 1)
-        launch(gn_tile_backward<T, P, kInner, float, 1>);
+    if (walk.streamed > 0)
+        launch(gn_tile_backward<T, P, kInner, float, kGnTileBackwardStreamBlocks, true>);
+    else if (walk.backward_blocks == 1)
+        launch(gn_tile_backward<T, P, kInner, float, 1, false>);
     else
-        launch(gn_tile_backward<T, P, kInner, float, kGnTileBackwardMostBlocks>);
+        launch(gn_tile_backward<T, P, kInner, float, kGnTileBackwardMostBlocks, false>);
 }
 
 }  // namespace
@@ -589,8 +729,9 @@ void run_gn_tile_backward(const GnBackward& p, const GnTileWalk& walk, const Lau
 int gn_tile_backward_resident_clusters(int blocks, int per_multiprocessor) {
 #if MBN_GPU_CUDA
     if (per_multiprocessor == 1)
-        return resident_clusters(gn_tile_backward<__half, float, true, float, 1>, kGnTileBackwardThreads, blocks);
-    return resident_clusters(gn_tile_backward<__half, float, true, float, kGnTileBackwardMostBlocks>,
+        return resident_clusters(gn_tile_backward<__half, float, true, float, 1, false>, kGnTileBackwardThreads,
+                                 blocks);
+    return resident_clusters(gn_tile_backward<__half, float, true, float, kGnTileBackwardMostBlocks, false>,
                              kGnTileBackwardThreads, blocks);
 #else
     // No clusters on AMD; naming the kernel here would ask hipcc for a host

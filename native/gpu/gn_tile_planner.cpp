@@ -95,25 +95,39 @@ BlockShape part_shape(const GnTileWalk& w, int cluster, int threads, int slots) 
 // parts' vectors stay whole).
 int next_cluster_size(const GnTileWalk& w, int k) { return w.channels_inner ? k + 1 : 2 * k; }
 
-// The forward's streamed form (gn_tile.hpp, kGnTileStreamSlots) where its
-// register-only clusters would not all run at once (or do not fit): the
-// largest cluster of which every one runs at once, each block a whole
-// multiprocessor (so the most multiprocessors busy, one round), whose parts
-// a thread holds in at most kGnTileStreamSlots slots, and whose streamed
-// bytes (those past the registers, read twice) fill at most half the L2:
-// they are read again after the rest of x and the other streamed bytes
-// went through it, newest first, while the output's stores go through it
-// too.  0 where none serves (the register-only plan stands).
-int plan_streamed_cluster(const GnTileWalk& w, const DeviceShape& device, int cluster_limit, std::int64_t tiles) {
+// A kernel's streamed form (gn_tile.hpp): its blocks' threads, the slots
+// a thread holds in all and in registers, the data tensors it streams (x;
+// the backward x and dy), and its blocks a multiprocessor (the device's
+// resident clusters of that form; the forward 0).
+struct StreamedForm {
+    int threads, slots, register_slots, tensors, backward_blocks;
+};
+
+constexpr StreamedForm kForwardStream{kGnTileForwardThreads, kGnTileStreamSlots, kGnTileStreamRegisterSlots, 1, 0};
+constexpr StreamedForm kBackwardStream{kGnTileBackwardThreads, kGnTileBackwardStreamSlots,
+                                       kGnTileBackwardStreamRegisterSlots, 2, kGnTileBackwardStreamBlocks};
+
+// A kernel's streamed form where its register-only clusters would not all
+// run at once (or do not fit): the largest cluster of which every one runs
+// at once (the forward's blocks each a whole multiprocessor, the
+// backward's half of one: the most multiprocessors busy, one round), whose
+// parts a thread holds in at most `form.slots` slots, and whose streamed
+// bytes (those past the registers, of every streamed tensor, read twice)
+// fill at most half the L2: they are read again after the rest of the data
+// and the other streamed bytes went through it, newest first, while the
+// output's stores go through it too.  0 where none serves (the
+// register-only plan stands).
+int plan_streamed_cluster(const GnTileWalk& w, const DeviceShape& device, int cluster_limit, std::int64_t tiles,
+                          const StreamedForm& form) {
     const std::int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kUnknownL2Bytes;
     int chosen = 0;
     for (int k = 1; k <= cluster_limit; k = next_cluster_size(w, k)) {
-        if (device.resident_clusters(k) < tiles) continue;
-        const BlockShape s = part_shape(w, k, kGnTileForwardThreads, kGnTileStreamSlots);
+        if (device.resident_clusters(k, form.backward_blocks) < tiles) continue;
+        const BlockShape s = part_shape(w, k, form.threads, form.slots);
         if (s.threads == 0) continue;
-        const std::int64_t in_registers = static_cast<std::int64_t>(kGnTileStreamRegisterSlots) * s.row_threads;
+        const std::int64_t in_registers = static_cast<std::int64_t>(form.register_slots) * s.row_threads;
         const std::int64_t streamed_rows = std::max<std::int64_t>(0, s.rows - in_registers);
-        const std::int64_t streamed_bytes = tiles * k * streamed_rows * s.vectors * 16;
+        const std::int64_t streamed_bytes = tiles * k * streamed_rows * s.vectors * 16 * form.tensors;
         if (streamed_bytes <= l2 / 2) chosen = k;
     }
     return chosen;
@@ -248,23 +262,34 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
         w.backward_blocks = kGnTileBackwardMostBlocks;
         w.cluster = cluster_for(w.backward_blocks);
     }
-    // The forward streams what its registers cannot hold where the
+    // Each kernel streams what its registers cannot hold where the
     // register-only clusters take more than one round (or do not fit), but
-    // only onto at least as many blocks as a round of those clusters keeps
-    // busy: on fewer, each block's streamed bytes outweigh the rounds saved
-    // (H200, run86, forward+swish, streamed against register-only: 64
-    // blocks for 1x1280x64x64 half NCHW's 3 rounds of 120, 0.88x; 96 for
-    // 2x640x64x64 bfloat16 NHWC's 2 rounds of 102, 0.89x; 128 blocks for
-    // 2x640x64x64 NCHW's 3 rounds of 120, 1.32x-1.37x).
+    // only onto at least as many multiprocessors as a round of those
+    // clusters keeps busy: on fewer, each block's streamed bytes outweigh
+    // the rounds saved (H200, run86, forward+swish, streamed against
+    // register-only: 64 blocks for 1x1280x64x64 half NCHW's 3 rounds of
+    // 120, 0.88x; 96 for 2x640x64x64 bfloat16 NHWC's 2 rounds of 102, 0.89x;
+    // 128 blocks for 2x640x64x64 NCHW's 3 rounds of 120, 1.32x-1.37x).  A
+    // forward block takes a whole multiprocessor; the backward's two-block
+    // form half of one in a full round, while its streamed blocks, fewer
+    // than a full round, are taken to spread one a multiprocessor (the
+    // block scheduler's way with idle ones).  The exact walk's groups are
+    // small: it never streams.
     int slots_limit = slots, in_registers = slots;
-    if (!backward && (w.cluster == 0 || device.resident_clusters(w.cluster) < tiles)) {
+    const int form_blocks = std::max(1, w.backward_blocks);
+    if (!w.exact && (w.cluster == 0 || device.resident_clusters(w.cluster, w.backward_blocks) < tiles)) {
         const std::int64_t register_round =
-            w.cluster == 0 ? 0 : static_cast<std::int64_t>(device.resident_clusters(w.cluster)) * w.cluster;
-        const int streamed_cluster = plan_streamed_cluster(w, device, cluster_limit, tiles);
-        if (streamed_cluster != 0 && tiles * streamed_cluster >= register_round) {
+            w.cluster == 0 ? 0
+                           : static_cast<std::int64_t>(device.resident_clusters(w.cluster, w.backward_blocks)) *
+                                 w.cluster / form_blocks;
+        const StreamedForm& form = backward ? kBackwardStream : kForwardStream;
+        const int streamed_cluster = plan_streamed_cluster(w, device, cluster_limit, tiles, form);
+        const std::int64_t streamed_busy = std::min<std::int64_t>(tiles * streamed_cluster, device.multiprocessors);
+        if (streamed_cluster != 0 && streamed_busy >= register_round) {
             w.cluster = streamed_cluster;
-            slots_limit = kGnTileStreamSlots;
-            in_registers = kGnTileStreamRegisterSlots;
+            if (backward) w.backward_blocks = form.backward_blocks;
+            slots_limit = form.slots;
+            in_registers = form.register_slots;
         }
     }
     if (w.cluster == 0) return "its groups are too large to stay on chip";

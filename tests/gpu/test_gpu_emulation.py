@@ -4,8 +4,8 @@ tests/gpu/emulation builds them with the host compiler over a fiber emulator
 of the GPU (threads, barriers, warp shuffles, thread-block clusters with
 their shared memory) and checks every output of the real planner's launches
 against a float64 reference, for 32-lane waves with clusters (H100) and
-64-lane waves without (AMD CDNA); the group-norm forward's streamed tiles on
-a small GPU's model too.  No GPU is needed, only CUDA's fp16/bf16
+64-lane waves without (AMD CDNA); the group-norm streamed tiles (forward
+and backward) on a small GPU's model too.  No GPU is needed, only CUDA's fp16/bf16
 headers.  Stress cases (about two minutes on two cores for group norm,
 under one for batch norm): set MIOPEN_BN_STRESS=1.
 """
@@ -76,10 +76,10 @@ def test_emulated_on_chip_kernels(tmp_path, wave):
     run_check(build(tmp_path, wave), "quick", timeout=1200)
 
 
-def test_forward_tile_plans(tmp_path):
-    """The forward tiles' planner on an H200 model: where the register-only
-    clusters take more than one round, the streamed form in one; every
-    one-round plan as it was (gn_tile_plans.cpp prints both)."""
+def test_tile_plans(tmp_path):
+    """The tiles' planner on an H200 model, forward and backward: where the
+    register-only clusters take more than one round, the streamed form in
+    one; every one-round plan as it was (gn_tile_plans.cpp prints both)."""
     sources = [EMULATION / "gn_tile_plans.cpp", REPO / "native" / "gpu" / "gn_tile_planner.cpp",
                REPO / "native" / "gpu" / "feature_plan.cpp"]
     run_check(build(tmp_path, 32, sources, "gn_tile_plans"))

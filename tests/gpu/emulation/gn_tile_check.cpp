@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,9 +49,13 @@ struct Case {
     bool in_place;
     bool close = false;  // x within 1e-3 of 3, dy near-linear in x: dx cancels
     bool params_unaligned = false;  // weight and bias one element past a 16-byte boundary
-    // On small_device(), the forward only, which must stream (GnTileWalk::streamed):
-    // its register-only clusters would not all run at once there.
+    // On small_device(), where the forward must stream (GnTileWalk::streamed):
+    // its register-only clusters would not all run at once there (but with
+    // forward_in_registers).  The backward streams there or not as its own
+    // clusters fit; main() checks what its streamed runs covered.
     bool streamed = false;
+    bool forward_in_registers = false;
+    bool dx_over_x = false;  // in place, the backward's dx written over x (else over dy)
 };
 
 std::string describe(const Case& k) {
@@ -60,13 +65,30 @@ std::string describe(const Case& k) {
                   static_cast<long long>(k.len[kD]), static_cast<long long>(k.len[kH]),
                   static_cast<long long>(k.len[kW]), static_cast<long long>(k.groups), dtype_name(k.dtype),
                   k.channels_last ? "NHWC" : "NCHW", k.swish ? " swish" : "", k.affine ? "" : " plain",
-                  k.params_like_x ? " params-like-x" : "", k.in_place ? " in-place" : "", k.close ? " close" : "");
+                  k.params_like_x ? " params-like-x" : "",
+                  k.in_place ? (k.dx_over_x ? " in-place (dx over x)" : " in-place") : "", k.close ? " close" : "");
     if (k.params_unaligned) std::strncat(text, " params-unaligned", sizeof text - std::strlen(text) - 1);
     if (k.streamed) std::strncat(text, " small-device", sizeof text - std::strlen(text) - 1);
     return text;
 }
 
 int failures = 0;
+
+// What the backward's streamed runs covered (run_case adds; main checks).
+std::set<std::string> streamed_backward_covered;
+
+void cover_streamed_backward(const Case& k, const GnTileWalk& w) {
+    std::set<std::string>& c = streamed_backward_covered;
+    c.insert("cluster " + std::to_string(w.cluster));
+    c.insert(k.channels_last ? "NHWC" : "NCHW");
+    c.insert(k.swish ? "swish" : "no swish");
+    c.insert(k.affine ? "affine" : "plain");
+    c.insert(dtype_name(k.dtype));
+    if (k.in_place) c.insert(k.dx_over_x ? "dx over x" : "dx over dy");
+    // Streamed slots that fill no whole batch (of the sums' or of dx's).
+    if (w.streamed % kGnTileBackwardStreamBatch != 0 || w.streamed % kGnTileBackwardStreamDxBatch != 0)
+        c.insert("part batch");
+}
 
 std::string walk_text(const GnTileWalk& w) {
     char text[200];
@@ -96,12 +118,13 @@ DeviceShape device_shape() {
     return d;
 }
 
-// A small GPU, so that small tensors take the forward's streamed form
-// (gn_tile.hpp, kGnTileStreamSlots): 4 multiprocessors and clusters of up
-// to 4 blocks, of which 2 pairs or one cluster of 3 or 4 run at once (so
-// tiles past the registers of one round of clusters of 1, 2 or 4); built
-// for 64-lane waves, 4 compute units without clusters (streamed tiles
-// alone, one block each).  An 8 MB L2.
+// A small GPU, so that small tensors take the streamed forms (gn_tile.hpp,
+// kGnTileStreamSlots, kGnTileBackwardStreamSlots): 4 multiprocessors and
+// clusters of up to 4 blocks, of which 2 pairs or one cluster of 3 or 4
+// run at once (so tiles past the registers of one round of clusters of 1,
+// 2 or 4), twice as many of the backward's two-block form; built for
+// 64-lane waves, 4 compute units without clusters (streamed tiles alone,
+// one block each).  An 8 MB L2.
 DeviceShape small_device() {
     DeviceShape d;
     d.wave_size = EMU_WAVE_SIZE;
@@ -110,7 +133,11 @@ DeviceShape small_device() {
     d.cluster_blocks = EMU_WAVE_SIZE == 64 ? 1 : 4;
     if (EMU_WAVE_SIZE != 64) {
         const int resident[] = {0, 0, 2, 1, 1, 0, 0, 0, 0};
-        for (int k = 0; k <= kPortableClusterBlocks; ++k) d.cluster_slots[k] = resident[k];
+        for (int k = 0; k <= kPortableClusterBlocks; ++k) {
+            d.cluster_slots[k] = resident[k];
+            d.backward_cluster_slots[0][k] = resident[k];
+            d.backward_cluster_slots[1][k] = 2 * resident[k];
+        }
     }
     return d;
 }
@@ -208,7 +235,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         if (const char* why = plan_gn_forward_on_chip(p, device, plan))
             fail(miopenStatusNotImplemented, "the on-chip forward cannot take this problem: ", why);
         forward_walk = plan.tiles;
-        if (k.streamed && plan.tiles.streamed == 0) {
+        if (k.streamed && !k.forward_in_registers && plan.tiles.streamed == 0) {
             ++failures;
             std::printf("FAIL %s: the forward did not stream (%s)\n", describe(k).c_str(),
                         walk_text(plan.tiles).c_str());
@@ -232,10 +259,6 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         }
     }
     if (k.in_place) x.assign(x_values);
-    if (k.streamed) {  // the backward has no streamed form
-        std::printf("done %s: forward %s\n", describe(k).c_str(), walk_text(forward_walk).c_str());
-        return;
-    }
 
     // Backward from float32 saved statistics (the reference uses the same).
     Small mean(DType::f32, N, G), rstd(DType::f32, N, G);
@@ -252,8 +275,8 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         for (int round = 0; round < 2; ++round) {
             Tensor dx(k.dtype, k.len, k.channels_last);
             dx.fill_nan();
-            Tensor& out = k.in_place ? dy : dx;
-            if (k.in_place) dy.assign(dy_values);
+            Tensor& out = k.in_place ? (k.dx_over_x ? x : dy) : dx;
+            if (k.in_place) dy.assign(dy_values), x.assign(x_values);
             Small dweight(pt, 1, C), dbias(pt, 1, C);
             for (std::int64_t c = 0; c < C; ++c) dweight.set(c, NAN), dbias.set(c, NAN);
             GnBackward p;
@@ -274,16 +297,24 @@ void run_case(const Case& k, std::mt19937_64& rng) {
             p.activation = k.swish ? Activation::swish : Activation::none;
             p.swish_beta = kBeta;
             GnBackwardPlan plan{};
-            if (const char* why = plan_gn_backward_on_chip(p, device, plan))
+            if (const char* why = plan_gn_backward_on_chip(p, device, plan)) {
+                if (k.streamed) {  // a forward case of the small device: the backward may not fit at all
+                    std::printf("done %s: forward %s; no backward (%s)\n", describe(k).c_str(),
+                                walk_text(forward_walk).c_str(), why);
+                    return;
+                }
                 fail(miopenStatusNotImplemented, "the on-chip backward cannot take this problem: ", why);
+            }
             if (plan.needs.bytes > scratch.size() * sizeof(double) ||
                 plan.needs.counters > static_cast<std::int64_t>(counters.size())) {
                 std::printf("FAIL %s: the checker's scratch is too small\n", describe(k).c_str());
                 ++failures;
                 return;
             }
-            if (plan.tiles.exact && form != plan.tiles.backward_blocks) break;
-            if (form == 1) backward_walk = plan.tiles;  // the planner's pick, for the report
+            // The exact and the streamed walks have one form.
+            if ((plan.tiles.exact || plan.tiles.streamed > 0) && form != plan.tiles.backward_blocks) continue;
+            if (plan.tiles.streamed > 0 && round == 0) cover_streamed_backward(k, plan.tiles);
+            backward_walk = plan.tiles;  // the planner's pick, for the report
             plan.tiles.backward_blocks = form;
             run_gn_tile_backward(p, plan.tiles, LaunchTarget{nullptr, scratch.data(), counters.data()});
             for (unsigned long long v : counters)
@@ -456,6 +487,28 @@ int main(int argc, char** argv) {
         streamed.push_back(k);
         k.channels_last = true;
         streamed.push_back(k);
+        // The backward's dx over x (the cases above write it over dy).
+        k = first;
+        k.in_place = true, k.dx_over_x = true;
+        streamed.push_back(k);
+        k.channels_last = true, k.swish = false;
+        streamed.push_back(k);
+        // 8 tiles of 16 channels: the backward streams onto single blocks
+        // (no cluster of 2 runs 8 at once; pairs of register-only blocks
+        // would take two rounds), while the forward's blocks hold theirs.
+        for (bool last : {false, true}) {
+            k = first;
+            k.groups = 8, k.channels_last = last, k.forward_in_registers = true;
+            streamed.push_back(k);
+        }
+        // float32 tiles of 16 channels of 1024 positions: without clusters
+        // (64-lane waves) no block holds one in registers, so the backward
+        // streams them (with clusters, pairs of blocks hold them).
+        for (bool last : {false, true}) {
+            k = first;
+            k.len = {1, 64, 1, 32, 32}, k.dtype = DType::f32, k.channels_last = last, k.forward_in_registers = true;
+            streamed.push_back(k);
+        }
         cases.insert(cases.end(), streamed.begin(), streamed.end());
     }
     check_divisors(rng);
@@ -476,6 +529,25 @@ int main(int argc, char** argv) {
         std::mt19937_64 more(seed);
         for (const Case& k : cases)
             if (k.close) run(k, more);
+    }
+    // The backward's streamed form ran everywhere it must: clusters of 1, 2
+    // and 4 (1 only without clusters), both layouts, with and without the
+    // swish and the weight, each data type, dx over dy and over x, and
+    // streamed slots past the last whole batch.
+    {
+        std::vector<std::string> wanted = {"cluster 1", "NCHW", "NHWC", "swish", "no swish", "affine", "plain",
+                                           "float16", "float32", "dx over dy", "dx over x", "part batch"};
+        if (EMU_WAVE_SIZE != 64) wanted.insert(wanted.end(), {"cluster 2", "cluster 4"});
+        if (!quick) wanted.push_back("bfloat16");
+        std::string missing, seen;
+        for (const std::string& item : wanted)
+            if (streamed_backward_covered.count(item) == 0) missing += " [" + item + "]";
+        for (const std::string& item : streamed_backward_covered) seen += " [" + item + "]";
+        std::printf("streamed backward covered:%s\n", seen.c_str());
+        if (!missing.empty()) {
+            ++failures;
+            std::printf("FAIL the streamed backward never ran with:%s\n", missing.c_str());
+        }
     }
     std::printf("%d skipped\n", skipped);
     std::printf("%d failure(s) in %zu cases\n", failures, cases.size());

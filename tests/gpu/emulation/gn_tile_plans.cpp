@@ -1,11 +1,12 @@
-// What the on-chip group-norm forward's planner (gn_tile_planner.cpp)
-// picks for the large UNet planes on an H200 model (132 multiprocessors,
-// clusters up to 8 with the H100's resident counts, a 50 MB L2): the
+// What the on-chip group-norm planner (gn_tile_planner.cpp) picks for the
+// large UNet planes on an H200 model (132 multiprocessors, clusters up to 8
+// with the H100's resident counts, a 50 MB L2), forward and backward: the
 // register-only plan it would take without streaming (the same device with
 // no L2 to stream through) beside the plan it takes, with the rounds of
-// clusters each runs in.  Checks that the streamed plans run in one round,
-// within their slot and L2 bounds, and that every plan that ran in one
-// round without streaming is unchanged.  Host only (no kernel runs).
+// clusters each runs in (the backward's by the resident clusters of its
+// form).  Checks that the streamed plans run in one round, within their
+// slot and L2 bounds, and that every plan that ran in one round without
+// streaming is unchanged.  Host only (no kernel runs).
 //
 //   gn_tile_plans            exit status 0 when every check holds
 #include "common/group_norm_problem.hpp"
@@ -52,7 +53,7 @@ TensorArg tensor(DType t, const Lengths& len, bool channels_last) {
 }
 
 std::int64_t rounds(const GnTileWalk& w, const DeviceShape& d) {
-    const std::int64_t resident = d.resident_clusters(w.cluster);
+    const std::int64_t resident = d.resident_clusters(w.cluster, w.backward_blocks);
     return resident > 0 ? (w.tiles() + resident - 1) / resident : -1;
 }
 
@@ -67,15 +68,18 @@ void print(const char* what, const char* why, const GnTileWalk& w, const DeviceS
         std::printf("    %-9s none: %s\n", what, why);
         return;
     }
-    std::printf("    %-9s cluster %d, %d threads (%d x %d), %d slots (%d streamed), %lld tiles, %lld round(s)\n", what,
+    std::printf("    %-9s cluster %d, %d threads (%d x %d), %d slots (%d streamed), %lld tiles, %lld round(s)", what,
                 w.cluster, w.threads, w.columns, w.row_threads, slots(w), w.streamed,
                 static_cast<long long>(w.tiles()), static_cast<long long>(rounds(w, d)));
+    if (w.backward_blocks > 0) std::printf(", %d block(s)/SM", w.backward_blocks);
+    std::printf("\n");
 }
 
 bool same_launch(const GnTileWalk& a, const GnTileWalk& b) {
     return a.tiles() == b.tiles() && a.tile_groups == b.tile_groups && a.cluster == b.cluster &&
            a.threads == b.threads && a.columns == b.columns && a.row_threads == b.row_threads &&
-           a.shared_bytes == b.shared_bytes && a.streamed == b.streamed;
+           a.shared_bytes == b.shared_bytes && a.streamed == b.streamed && a.backward_blocks == b.backward_blocks &&
+           a.exact == b.exact;
 }
 
 void check(bool ok, const char* text, const char* shape) {
@@ -103,25 +107,48 @@ int main() {
                 GnShape s;
                 s.len = len;
                 s.groups = 32;
-                const TensorArg x = tensor(t, len, last), y = tensor(t, len, last);
-                GnTileWalk before{}, after{};
-                const char* why_before = plan_gn_tiles(s, {&x, &y}, false, no_stream, before);
-                const char* why_after = plan_gn_tiles(s, {&x, &y}, false, device, after);
+                const TensorArg x = tensor(t, len, last), y = tensor(t, len, last), dy = tensor(t, len, last);
                 std::printf("%s (x %.1f MB)\n", shape,
                             static_cast<double>(x.element_count()) * (t == DType::f16 ? 2 : 4) / (1 << 20));
-                print("register:", why_before, before, device);
-                print("now:", why_after, after, device);
-                if (why_after != nullptr) continue;
-                if (after.streamed > 0) {
-                    check(rounds(after, device) == 1, "the streamed plan takes more than one round", shape);
-                    check(slots(after) <= kGnTileStreamSlots, "more slots than the bound", shape);
-                    check(slots(after) == kGnTileStreamRegisterSlots + after.streamed,
-                          "slots other than the registers' and the streamed", shape);
-                    check(why_before != nullptr || rounds(before, device) > 1,
-                          "streams where the registers took one round", shape);
-                } else {
-                    check(why_before == nullptr && same_launch(before, after),
-                          "a register-only plan changed", shape);
+                for (bool backward : {false, true}) {
+                    GnTileWalk before{}, after{};
+                    const char* why_before = backward ? plan_gn_tiles(s, {&x, &dy, &y}, true, no_stream, before)
+                                                      : plan_gn_tiles(s, {&x, &y}, false, no_stream, before);
+                    const char* why_after = backward ? plan_gn_tiles(s, {&x, &dy, &y}, true, device, after)
+                                                     : plan_gn_tiles(s, {&x, &y}, false, device, after);
+                    std::printf("  %s\n", backward ? "backward" : "forward");
+                    print("register:", why_before, before, device);
+                    print("now:", why_after, after, device);
+                    if (why_after != nullptr) continue;
+                    const int most = backward ? kGnTileBackwardStreamSlots : kGnTileStreamSlots;
+                    const int in_registers = backward ? kGnTileBackwardStreamRegisterSlots : kGnTileStreamRegisterSlots;
+                    const int tensors = backward ? 2 : 1;
+                    if (after.streamed > 0) {
+                        check(rounds(after, device) == 1, "the streamed plan takes more than one round", shape);
+                        check(slots(after) <= most, "more slots than the bound", shape);
+                        check(slots(after) == in_registers + after.streamed,
+                              "slots other than the registers' and the streamed", shape);
+                        check(why_before != nullptr || rounds(before, device) > 1,
+                              "streams where the registers took one round", shape);
+                        check(!backward || after.backward_blocks == kGnTileBackwardStreamBlocks,
+                              "the streamed backward not in its form", shape);
+                        // The streamed bytes (an upper bound: every thread's
+                        // part as long as the longest) within half the L2.
+                        const std::int64_t rows = after.channels_inner
+                                                      ? (after.rows + after.cluster - 1) / after.cluster
+                                                      : after.rows;
+                        const std::int64_t vectors = after.channels_inner
+                                                         ? after.vectors
+                                                         : (after.vectors + after.cluster - 1) / after.cluster;
+                        const std::int64_t streamed_rows =
+                            rows - static_cast<std::int64_t>(in_registers) * after.row_threads;
+                        check(after.tiles() * after.cluster * streamed_rows * vectors * 16 * tensors <=
+                                  device.l2_bytes / 2,
+                              "streamed bytes past half the L2", shape);
+                    } else {
+                        check(why_before == nullptr && same_launch(before, after),
+                              "a register-only plan changed", shape);
+                    }
                 }
             }
     std::printf("%d failure(s)\n", failures);
