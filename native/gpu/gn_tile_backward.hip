@@ -13,9 +13,9 @@
 // block a multiprocessor) or found again from x and dy (two blocks; the
 // planner picks, gn_tile_planner.cpp).  A streamed walk (kStream,
 // GnTileWalk::streamed; the two-block form) holds a thread's first
-// kGnTileBackwardStreamRegisterSlots slots so and reads the rest of x and
-// dy twice: in batches for the sums, and again (from L2, newest first) for
-// dx.  dweight and dbias add the
+// kGnTileBackwardStreamRegisterSlots slots in registers and reads the rest
+// of x and dy twice: in batches for the sums, and again (from L2, newest
+// first) for dx.  dweight and dbias add the
 // per-sample sums: the first block of each tile stores its sample's sums,
 // and the last tile of the same channels to arrive (gn_arrival.h) adds
 // them in sample order.  Nothing waits for another cluster; every order is
