@@ -75,10 +75,10 @@ struct BlockShape {
 
 BlockShape block_shape(bool channels_inner, std::int64_t rows, std::int64_t vectors, int threads, int slots) {
     const std::int64_t columns = channels_inner ? vectors : pow2_at_least(vectors);
-    if (columns > threads) return BlockShape{0, 0, 0, 0};
+    if (columns > threads) return BlockShape{};
     const std::int64_t row_threads = threads / columns;
     const std::int64_t used = ceil_div(rows, row_threads);
-    if (used > slots) return BlockShape{0, 0, 0, 0};
+    if (used > slots) return BlockShape{};
     return BlockShape{threads, static_cast<int>(columns), static_cast<int>(row_threads), static_cast<int>(used), rows,
                       vectors};
 }
@@ -298,7 +298,7 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     // as a block takes.  The kernels are bound by instruction issue once
     // the data arrive, so a block's work is best spread over many waves;
     // beyond two slots a thread's loads are in flight together anyway.
-    BlockShape chosen{0, 0, 0, 0};
+    BlockShape chosen{};
     const int least = std::max(kGnTileMinThreads, device.wave_size);
     for (int threads = least; threads <= most_threads && chosen.threads == 0; threads *= 2) {
         const BlockShape s = part_shape(w, w.cluster, threads, slots_limit);
