@@ -181,7 +181,8 @@ __device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, co
 
 // dweight and dbias of the tile's channels: the cluster's first block
 // stores this sample's sums; the last tile of these channels to arrive adds
-// every sample's in order (every thread of the block calls).
+// every sample's in order (every thread of the block calls).  With one
+// sample the first block stores the gradients itself.
 template <typename P>
 __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnTileThread& at,
                                     const Sums2<double>* totals, std::int64_t channel0, int* last) {
@@ -190,6 +191,17 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
     const std::int64_t samples = w.samples;
     const GnTileBackwardScratch& s = args.scratch;
     if (at.rank != 0) return;  // the same for the whole block
+    if (samples == 1) {
+        // One sample: the tile's sums are the gradients, with nothing to
+        // add across tiles (the arrival's stores, fences, atomics and
+        // reloads left out; the same values, but for a zero's sign).
+        for (std::int64_t c = threadIdx.x; c < channels; c += w.threads) {
+            const std::int64_t channel = channel0 + c;
+            args.dbias[channel * args.dbias_stride] = narrow<P>(totals[c].a);
+            args.dweight[channel * args.dweight_stride] = narrow<P>(totals[c].b);
+        }
+        return;
+    }
 #pragma unroll 1
     for (std::int64_t c = threadIdx.x; c < channels; c += w.threads) {
         const std::int64_t at_c = (channel0 + c) * samples + at.n;
