@@ -181,7 +181,8 @@ __device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, co
 
 // dweight and dbias of the tile's channels: the cluster's first block
 // stores this sample's sums; the last tile of these channels to arrive adds
-// every sample's in order (every thread of the block calls).
+// every sample's in order (every thread of the block calls).  With one
+// sample the first block stores the gradients itself.
 template <typename P>
 __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnTileThread& at,
                                     const Sums2<double>* totals, std::int64_t channel0, int* last) {
@@ -190,12 +191,23 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
     const std::int64_t samples = w.samples;
     const GnTileBackwardScratch& s = args.scratch;
     if (at.rank != 0) return;  // the same for the whole block
+    // One sample: the tile's sums are the gradients, stored in the same loop
+    // (a loop of their own cost the two-block form 8 bytes of stack), and
+    // the arrival (fences, atomics, reloads) left out; the same values but
+    // for a zero's sign (the arrival's adds start at +0.0).
+    const bool one_sample = samples == 1;
 #pragma unroll 1
     for (std::int64_t c = threadIdx.x; c < channels; c += w.threads) {
         const std::int64_t at_c = (channel0 + c) * samples + at.n;
-        s.sum_g[at_c] = totals[c].a;
-        s.sum_g_xhat[at_c] = totals[c].b;
+        if (one_sample) {
+            args.dbias[(channel0 + c) * args.dbias_stride] = narrow<P>(totals[c].a);
+            args.dweight[(channel0 + c) * args.dweight_stride] = narrow<P>(totals[c].b);
+        } else {
+            s.sum_g[at_c] = totals[c].a;
+            s.sum_g_xhat[at_c] = totals[c].b;
+        }
     }
+    if (one_sample) return;
     __threadfence();  // each thread's stores before the block's arrival
     __syncthreads();
     ArrivalCounter* counter = s.arrivals + at.tile;
