@@ -3,7 +3,8 @@
 //
 // Each block stores its partial results, then arrives at a counter; the
 // block whose arrival completes the count (the last one, whichever it is)
-// reads every partial, finalizes, and releases the counter back to zero.
+// reads every partial, finalizes, and releases the counter back to zero
+// (release_to_zero).
 // The finalizing order is fixed by the partials' indices, never by arrival
 // order, so results are deterministic.  Every counter a launch uses is
 // completed and released exactly once, so all are zero again when it ends,
@@ -32,7 +33,7 @@ __device__ __forceinline__ V load_coherent(const V* p) {
 
 // One thread per block, after the block's partial results are stored.
 // True for the arrival that completes `target`: that block finalizes and
-// then calls release().
+// then calls release_to_zero().
 __device__ __forceinline__ bool arrive(ArrivalCounter* counter, ArrivalCounter target) {
     __threadfence();  // this block's partials before its arrival
     if (atomicAdd(counter, 1ull) + 1 != target) return false;
@@ -40,14 +41,17 @@ __device__ __forceinline__ bool arrive(ArrivalCounter* counter, ArrivalCounter t
     return true;
 }
 
-// The finalizer, after storing what the others may wait for.
-__device__ __forceinline__ void release(ArrivalCounter* counter) {
+// The finalizer, after storing what the others may wait for: the counter
+// back to zero.  (Named apart from grid_barrier.h's release, one more
+// count, so that a kernel may use both headers.)
+__device__ __forceinline__ void release_to_zero(ArrivalCounter* counter) {
     __threadfence();
     atomicExch(counter, 0ull);
 }
 
-// Eases the polling of a waiting thread (plain spinning before sm_70).
-__device__ __forceinline__ void pause_briefly() {
+// Eases the polling of a waiting thread (plain spinning before sm_70); a
+// longer pause than grid_barrier.h's pause_briefly.
+__device__ __forceinline__ void pause_awaiting() {
 #if MBN_GPU_CUDA
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
     __nanosleep(64);
@@ -60,7 +64,7 @@ __device__ __forceinline__ void pause_briefly() {
 // One thread per block, after its own arrival (so the counter is not zero
 // until the finalizer releases it).
 __device__ __forceinline__ void await_release(const ArrivalCounter* counter) {
-    while (load_coherent(counter) != 0) pause_briefly();
+    while (load_coherent(counter) != 0) pause_awaiting();
     __threadfence();  // the finalizer's results before the reads that follow
 }
 

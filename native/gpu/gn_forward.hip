@@ -223,7 +223,7 @@ __device__ GnGroupStats hand_over(const GnForwardArgs<P>& a, const GnChunk& c, c
         if (threadIdx.x == 0) {
             s.stats[c.group] = stats;
             write_group_stats(a, c, stats);
-            release(counter);
+            release_to_zero(counter);
         }
     } else if (a.pass == GnPass::resident) {
         if (threadIdx.x == 0) await_release(counter);

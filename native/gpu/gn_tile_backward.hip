@@ -225,7 +225,7 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
         args.dbias[channel * args.dbias_stride] = narrow<P>(g);
         args.dweight[channel * args.dweight_stride] = narrow<P>(gx);
     }
-    if (threadIdx.x == 0) release(counter);
+    if (threadIdx.x == 0) release_to_zero(counter);
 }
 
 // Launched as tile_shared / launch_tile_kernel say.  dx may be x or dy:
