@@ -104,6 +104,13 @@ __device__ __forceinline__ void element_gradient(const GnTileBackwardArgs<P>& a,
                                           : dy;
 }
 
+// dx of one element from its g and xhat, with `means` its group's mean of
+// w g and of w g xhat: rstd (w g - mean(w g) - xhat mean(w g xhat)).
+template <typename A>
+__device__ __forceinline__ A element_dx(const GnLaneTerms& t, const Sums2<A>& means, A g, A xhat) {
+    return static_cast<A>(t.rstd) * ((static_cast<A>(t.weight) * g - means.a) - xhat * means.b);
+}
+
 // Channels fastest: lane j's sums of g and g * xhat over the thread's
 // slots, to its entry (a row of threads per entry row).
 template <int W, typename A>
@@ -611,8 +618,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
                 A xhat, g;
                 element_gradient<A, kSwish>(args, t, widen_in_pass<kPass>(in_x.lane[j]),
                                             widen_in_pass<kPass>(in_dy.lane[j]), xhat, g);
-                const A v = static_cast<A>(t.rstd) * ((static_cast<A>(t.weight) * g - means.a) - xhat * means.b);
-                out.lane[j] = narrow<T>(v);
+                out.lane[j] = narrow<T>(element_dx(t, means, g, xhat));
             }
             return out;
         };
@@ -630,9 +636,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
                     const GnLaneTerms t = element_terms(a, j);
                     const Sums2<A> means = lane_means(j);
                     const A xhat = element_xhat<A>(t, widen_in_pass<2>(raw_x[a].lane[j]));
-                    const A g = kept[a][j];
-                    const A v = static_cast<A>(t.rstd) * ((static_cast<A>(t.weight) * g - means.a) - xhat * means.b);
-                    out.lane[j] = narrow<T>(v);
+                    out.lane[j] = narrow<T>(element_dx(t, means, kept[a][j], xhat));
                 }
             } else {
                 out = dx_of(a, raw_x[a], raw_dy[a], std::integral_constant<int, 2>{});
