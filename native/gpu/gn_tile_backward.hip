@@ -203,12 +203,15 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
     // the arrival (fences, atomics, reloads) left out; the same values but
     // for a zero's sign (the arrival's adds start at +0.0).
     const bool one_sample = samples == 1;
+    auto store_gradients = [&](std::int64_t channel, double g, double gx) {
+        args.dbias[channel * args.dbias_stride] = narrow<P>(g);
+        args.dweight[channel * args.dweight_stride] = narrow<P>(gx);
+    };
 #pragma unroll 1
     for (std::int64_t c = threadIdx.x; c < channels; c += w.threads) {
         const std::int64_t at_c = (channel0 + c) * samples + at.n;
         if (one_sample) {
-            args.dbias[(channel0 + c) * args.dbias_stride] = narrow<P>(totals[c].a);
-            args.dweight[(channel0 + c) * args.dweight_stride] = narrow<P>(totals[c].b);
+            store_gradients(channel0 + c, totals[c].a, totals[c].b);
         } else {
             s.sum_g[at_c] = totals[c].a;
             s.sum_g_xhat[at_c] = totals[c].b;
@@ -229,8 +232,7 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
             g += load_coherent(s.sum_g + channel * samples + n);
             gx += load_coherent(s.sum_g_xhat + channel * samples + n);
         }
-        args.dbias[channel * args.dbias_stride] = narrow<P>(g);
-        args.dweight[channel * args.dweight_stride] = narrow<P>(gx);
+        store_gradients(channel, g, gx);
     }
     if (threadIdx.x == 0) release_to_zero(counter);
 }
