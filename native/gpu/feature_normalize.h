@@ -7,6 +7,7 @@
 #pragma once
 
 #include "common/problem.hpp"
+#include "gpu/dependent_launch.h"
 #include "gpu/feature_layout.hpp"
 #include "gpu/feature_phases.h"
 #include "gpu/feature_scratch.hpp"
@@ -26,6 +27,7 @@ __global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<acc_t<T
     using A = acc_t<T>;
     const ThreadShare share = thread_share<VF>(layout, second_pass_place());
     if (!share.active) return;
+    wait_for_prior_kernel();  // the factors (a dependent launch on the linear walk)
     A shift[VF], mean_offset[VF], factor[VF], bias[VF];
 #pragma unroll
     for (int j = 0; j < VF; ++j) {
@@ -41,7 +43,8 @@ __global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<acc_t<T
 // feature_normalize over the coefficients in the scratch, with the epilogue
 // make(TypeTag<A>{}) returns for accumulation type A; Fused (batch norm's
 // activation) picks the walks instantiated (with_walk_shape_for), Linear
-// the linear walk for packed layouts (PackedWalk, feature_passes.hpp).
+// the linear walk for packed layouts (PackedWalk, feature_passes.hpp), the
+// group-norm slices' last launch, a dependent launch (dependent_launch.h).
 template <bool Fused, bool Linear = false, typename MakeEpilogue>
 void launch_feature_normalize(const TensorArg& x, const TensorArg& y, const FeatureLayout& layout, const Blend& out,
                               const LaunchTarget& target, MakeEpilogue&& make) {
@@ -51,11 +54,19 @@ void launch_feature_normalize(const TensorArg& x, const TensorArg& y, const Feat
         using T = typename decltype(x_tag)::type;
         auto launch = [&](auto rank, auto vr, auto vf) {
             auto epilogue = make(TypeTag<acc_t<T>>{});
-            feature_normalize<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value, decltype(epilogue)>
-                <<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(
-                    static_cast<const T*>(x.data), static_cast<T*>(y.data), layout, scratch, out.alpha, out.beta,
-                    epilogue);
-            check_launch("feature_normalize");
+            auto kernel =
+                feature_normalize<T, decltype(rank)::value, decltype(vr)::value, decltype(vf)::value, decltype(epilogue)>;
+            const T* from = static_cast<const T*>(x.data);
+            T* to = static_cast<T*>(y.data);
+            if constexpr (Linear) {
+                // Group norm's slices: right behind their terms kernel.
+                launch_dependent(kernel, walk_grid(layout), walk_block(layout), 0, target.stream, "feature_normalize",
+                                 from, to, layout, scratch, out.alpha, out.beta, epilogue);
+            } else {
+                kernel<<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(from, to, layout, scratch, out.alpha,
+                                                                                    out.beta, epilogue);
+                check_launch("feature_normalize");
+            }
         };
         if constexpr (Linear)
             with_linear_walk_shape_of<T>(layout, launch);

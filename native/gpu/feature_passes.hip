@@ -11,6 +11,7 @@
 //      scratch's per-feature factors, plain or with group norm's swish.
 #include "gpu/feature_passes.hpp"
 
+#include "gpu/dependent_launch.h"
 #include "gpu/feature_normalize.h"
 #include "gpu/feature_phases.h"
 #include "gpu/feature_scratch.hpp"
@@ -25,6 +26,7 @@ template <typename T, int Rank, int VR, int VF>
 __global__ void __launch_bounds__(kBlockThreads, (linear_walk_min_blocks<acc_t<T>, Rank>()))
     feature_stats_partial(const T* __restrict__ x, FeatureLayout layout, FeatureArrays scratch) {
     using A = acc_t<T>;
+    allow_dependent_launch();  // group norm's slice terms (batch norm launches its next kernel plainly)
     // The linear walk reduces its VF features over the rows together.
     __shared__ ShiftedMoments<A> shared[Rank == 1 ? VF : 1][kBlockThreads];
     const ThreadShare share = thread_share<VF>(layout, launch_place());

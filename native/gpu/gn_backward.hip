@@ -34,13 +34,15 @@ namespace {
 template <typename P>
 __global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(GnFinalizeArgs<P> f) {
     __shared__ Sums2<double> wave_totals[kBlockThreads / MBN_WAVE_SIZE];
+    allow_dependent_launch();  // the apply
+    wait_for_prior_kernel();   // the slices' sums
     finalize_block(f, wave_totals);
 }
 
 template <typename P>
 void launch_finalize(const GnFinalizeArgs<P>& f, hipStream_t stream) {
-    gn_backward_finalize<P><<<dim3(f.blocks), dim3(kBlockThreads), 0, stream>>>(f);
-    check_launch("gn_backward_finalize");
+    launch_dependent(gn_backward_finalize<P>, dim3(f.blocks), dim3(kBlockThreads), 0, stream, "gn_backward_finalize",
+                     f);
 }
 }  // namespace
 
@@ -51,8 +53,8 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
                             slices<<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(x, dy, layout, a);
                             check_launch("gn_backward_slices");
                             launch_finalize(finalize, target.stream);
-                            apply<<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(x, dy, dx, layout, a);
-                            check_launch("gn_backward_apply");
+                            launch_dependent(apply, walk_grid(layout), walk_block(layout), 0, target.stream,
+                                             "gn_backward_apply", x, dy, dx, layout, a);
                         });
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "gpu/block_reduce.h"
+#include "gpu/dependent_launch.h"
 #include "gpu/feature_share.h"
 #include "gpu/gn_activation.h"
 #include "gpu/gn_backward_finalize.h"
@@ -157,6 +158,7 @@ __global__ void __launch_bounds__(kBlockThreads, (slices_min_blocks<T, E, Rank, 
     constexpr int kLoad = load_positions<T, E, Rank, VF, V>();
     static_assert(kLoad % kBatch == 0, "whole batches");
     __shared__ Sums2<double> shared[VF][kBlockThreads];
+    allow_dependent_launch();  // the finalize
     const std::int64_t slices = layout.feature.size;
     const std::int64_t slice0 = (static_cast<std::int64_t>(blockIdx.x) * layout.tile_features + threadIdx.x) * VF;
     const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * layout.chunk;
@@ -234,6 +236,7 @@ __global__ void __launch_bounds__(kBlockThreads, (apply_min_blocks<E, Rank, Swis
     constexpr int kLoad = load_positions<T, E, Rank, VF, V>();
     const ThreadShare share = thread_share<VF>(layout, second_pass_place());
     if (!share.active) return;
+    wait_for_prior_kernel();  // the finalize's group terms (a dependent launch)
     const std::int64_t slice0 = share.feature0;
     const std::int64_t end = share.end;
     const std::int64_t step = layout.rows;

@@ -10,10 +10,12 @@
 //      order into the group's mean and rstd (written out), and sets each
 //      slice's normalize factors in the scratch;
 //   3. run_normalize: y = act(((x - shift) - mean_offset) * coef0 + coef1).
+// Launches 2 and 3 are dependent launches (dependent_launch.h).
 // x is read twice (3B moved, against 2B for the chunk walk's single read),
 // but as whole lines.  Launches 1 and 3 take the linear walk on packed
 // layouts (PackedWalk::linear, feature_passes.hpp): about 64 bytes of x
 // loaded a thread before the math, as the backward's slices.
+#include "gpu/dependent_launch.h"
 #include "gpu/feature_passes.hpp"
 #include "gpu/feature_scratch.hpp"
 #include "gpu/gn_launch.hpp"
@@ -29,6 +31,8 @@ template <typename P>
 __global__ void __launch_bounds__(kSliceTermsMaxThreads)
     gn_forward_slice_terms(FeatureLayout layout, FeatureArrays scratch, GnSliceTermsArgs<P> a) {
     __shared__ Total<double> wave_totals[kSliceTermsMaxThreads / MBN_WAVE_SIZE];
+    allow_dependent_launch();  // the normalize
+    wait_for_prior_kernel();   // the statistics' partials
     slice_terms_block(layout, scratch, a, wave_totals);
 }
 
@@ -55,10 +59,9 @@ void run_gn_forward_slices(const GnForward& p, const GnSlicePlan& plan, const La
             a.epsilon = p.epsilon;
             set_slice_terms_counts(a, layout);
             const std::int64_t groups = plan.order.shape.group_count();
-            gn_forward_slice_terms<P>
-                <<<dim3(static_cast<unsigned>(groups)), dim3(static_cast<unsigned>(plan.terms_threads)), 0,
-                   target.stream>>>(layout, carve_scratch(target.scratch, layout), a);
-            check_launch("gn_forward_slice_terms");
+            launch_dependent(gn_forward_slice_terms<P>, dim3(static_cast<unsigned>(groups)),
+                             dim3(static_cast<unsigned>(plan.terms_threads)), 0, target.stream,
+                             "gn_forward_slice_terms", layout, carve_scratch(target.scratch, layout), a);
         });
     });
     run_normalize(p.x, p.y, layout, Blend{}, p.activation, p.swish_beta, target, PackedWalk::linear);
