@@ -49,6 +49,11 @@ __device__ __forceinline__ void release_to_zero(ArrivalCounter* counter) {
     atomicExch(counter, 0ull);
 }
 
+// The same for a counter no block of the launch waits on: no fence first,
+// since only the next launch reads it again, and a launch's end orders every
+// store of it before the next one's start.
+__device__ __forceinline__ void reset_counter(ArrivalCounter* counter) { atomicExch(counter, 0ull); }
+
 // Eases the polling of a waiting thread (plain spinning before sm_70); a
 // longer pause than grid_barrier.h's pause_briefly.
 __device__ __forceinline__ void pause_awaiting() {

@@ -218,7 +218,10 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
         }
     }
     if (one_sample) return;
-    __threadfence();  // each thread's stores before the block's arrival
+    // The barrier orders every thread's stores before thread 0's fence in
+    // arrive(), which makes them visible with its own (cumulativity, as in a
+    // grid barrier): no fence per thread.  Every fence and round trip here
+    // is on the path of the last block, before its dx.
     __syncthreads();
     ArrivalCounter* counter = s.arrivals + at.tile;
     if (threadIdx.x == 0) *last = arrive(counter, static_cast<ArrivalCounter>(samples));
@@ -226,15 +229,25 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
     if (!*last) return;
     for (std::int64_t c = threadIdx.x; c < channels; c += w.threads) {
         const std::int64_t channel = channel0 + c;
+        const double* sum_g = s.sum_g + channel * samples;
+        const double* sum_gx = s.sum_g_xhat + channel * samples;
         double g = 0.0, gx = 0.0;
+        // Two samples' loads in flight together, added in sample order.
+        std::int64_t n = 0;
 #pragma unroll 1
-        for (std::int64_t n = 0; n < samples; ++n) {
-            g += load_coherent(s.sum_g + channel * samples + n);
-            gx += load_coherent(s.sum_g_xhat + channel * samples + n);
+        for (; n + 1 < samples; n += 2) {
+            const double g0 = load_coherent(sum_g + n), g1 = load_coherent(sum_g + n + 1);
+            const double gx0 = load_coherent(sum_gx + n), gx1 = load_coherent(sum_gx + n + 1);
+            g = g + g0 + g1;
+            gx = gx + gx0 + gx1;
+        }
+        if (n < samples) {
+            g += load_coherent(sum_g + n);
+            gx += load_coherent(sum_gx + n);
         }
         store_gradients(channel, g, gx);
     }
-    if (threadIdx.x == 0) release_to_zero(counter);
+    if (threadIdx.x == 0) reset_counter(counter);
 }
 
 // Launched as tile_shared / launch_tile_kernel say.  dx may be x or dy:
