@@ -3,8 +3,9 @@
 //
 // Each block stores its partial results, then arrives at a counter; the
 // block whose arrival completes the count (the last one, whichever it is)
-// reads every partial, finalizes, and releases the counter back to zero
-// (release_to_zero).
+// reads every partial, finalizes, and puts the counter back to zero
+// (release_to_zero where other blocks wait for it, reset_counter where none
+// does).
 // The finalizing order is fixed by the partials' indices, never by arrival
 // order, so results are deterministic.  Every counter a launch uses is
 // completed and released exactly once, so all are zero again when it ends,
