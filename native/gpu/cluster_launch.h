@@ -7,6 +7,7 @@
 
 #include "gpu/hip_compat.h"
 #include "gpu/launch.hpp"
+#include "gpu/launch_config.h"
 
 namespace mbn {
 namespace gpu {
@@ -21,14 +22,7 @@ inline cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, std::size_t shar
     attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
     attribute.val.clusterDim.y = 1;
     attribute.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = grid;
-    config.blockDim = block;
-    config.dynamicSmemBytes = shared;
-    config.stream = stream;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    return config;
+    return config_with(grid, block, shared, stream, attribute);
 }
 #endif
 

@@ -12,6 +12,7 @@
 
 #include "gpu/hip_compat.h"
 #include "gpu/launch.hpp"
+#include "gpu/launch_config.h"
 
 #include <atomic>
 
@@ -66,13 +67,7 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::siz
         cudaLaunchAttribute attribute{};
         attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attribute.val.programmaticStreamSerializationAllowed = 1;
-        cudaLaunchConfig_t config{};
-        config.gridDim = grid;
-        config.blockDim = block;
-        config.dynamicSmemBytes = shared;
-        config.stream = stream;
-        config.attrs = &attribute;
-        config.numAttrs = 1;
+        const cudaLaunchConfig_t config = config_with(grid, block, shared, stream, attribute);
         check_runtime(cudaLaunchKernelEx(&config, kernel, args...), name);
         return;
     }
