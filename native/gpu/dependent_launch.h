@@ -14,8 +14,6 @@
 #include "gpu/launch.hpp"
 #include "gpu/launch_config.h"
 
-#include <atomic>
-
 namespace mbn {
 namespace gpu {
 
@@ -38,41 +36,25 @@ __device__ __forceinline__ void allow_dependent_launch() {
 #endif
 }
 
-// Host side (not in the emulator's builds, which run kernels themselves).
+// Host side (not in the emulator's builds, which run kernels themselves):
+// `kernel` behind this call's previous kernel in target.stream, as a
+// dependent launch where the device takes them (asked once, with the
+// handle's other device facts: DeviceShape::dependent_launches).
 #if !defined(MBN_EMULATION)
-#if MBN_GPU_CUDA
-// Whether the current device takes programmatic dependent launches (compute
-// capability 9.0 and later), asked once per device.
-inline bool dependent_launches() {
-    constexpr int kDevices = 64;
-    static std::atomic<int> known[kDevices];  // 0 unknown, 1 no, 2 yes
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return false;
-    const bool cached = device >= 0 && device < kDevices;
-    if (cached && known[device].load() != 0) return known[device].load() == 2;
-    int major = 0;
-    const bool yes = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                     major >= 9;
-    if (cached) known[device].store(yes ? 2 : 1);
-    return yes;
-}
-#endif
-
-// Host side: `kernel` behind this call's previous kernel in `stream`.
 template <typename... Params, typename... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared, hipStream_t stream,
-                      const char* name, Args... args) {
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared,
+                      const LaunchTarget& target, const char* name, Args... args) {
 #if MBN_GPU_CUDA
-    if (dependent_launches()) {
+    if (target.dependent_launches) {
         cudaLaunchAttribute attribute{};
         attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attribute.val.programmaticStreamSerializationAllowed = 1;
-        const cudaLaunchConfig_t config = config_with(grid, block, shared, stream, attribute);
+        const cudaLaunchConfig_t config = config_with(grid, block, shared, target.stream, attribute);
         check_runtime(cudaLaunchKernelEx(&config, kernel, args...), name);
         return;
     }
 #endif
-    kernel<<<grid, block, shared, stream>>>(args...);
+    kernel<<<grid, block, shared, target.stream>>>(args...);
     check_launch(name);
 }
 #endif  // !MBN_EMULATION

@@ -60,7 +60,7 @@ void launch_feature_normalize(const TensorArg& x, const TensorArg& y, const Feat
             T* to = static_cast<T*>(y.data);
             if constexpr (Linear) {
                 // Group norm's slices: right behind their terms kernel.
-                launch_dependent(kernel, walk_grid(layout), walk_block(layout), 0, target.stream, "feature_normalize",
+                launch_dependent(kernel, walk_grid(layout), walk_block(layout), 0, target, "feature_normalize",
                                  from, to, layout, scratch, out.alpha, out.beta, epilogue);
             } else {
                 kernel<<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(from, to, layout, scratch, out.alpha,

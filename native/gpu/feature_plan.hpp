@@ -27,6 +27,7 @@ struct DeviceShape {
     int shared_bytes_per_block = 0;  // the most dynamic shared memory one block may use
     int l2_bytes = 0;                // the L2 cache (0: unknown)
     int cluster_blocks = 1;          // blocks (a power of two) one thread-block cluster may hold (1: no clusters)
+    bool dependent_launches = false; // programmatic dependent launches (NVIDIA, compute capability 9.0 and later)
     // Clusters of k blocks (k = 2 .. kPortableClusterBlocks) of the
     // group-norm forward tiles that run at once, each block a whole
     // multiprocessor: fewer than the multiprocessors / k, since a cluster

@@ -40,8 +40,8 @@ __global__ void __launch_bounds__(kBlockThreads) gn_backward_finalize(GnFinalize
 }
 
 template <typename P>
-void launch_finalize(const GnFinalizeArgs<P>& f, hipStream_t stream) {
-    launch_dependent(gn_backward_finalize<P>, dim3(f.blocks), dim3(kBlockThreads), 0, stream, "gn_backward_finalize",
+void launch_finalize(const GnFinalizeArgs<P>& f, const LaunchTarget& target) {
+    launch_dependent(gn_backward_finalize<P>, dim3(f.blocks), dim3(kBlockThreads), 0, target, "gn_backward_finalize",
                      f);
 }
 }  // namespace
@@ -52,8 +52,8 @@ void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const Laun
                         [&](auto slices, auto apply, const auto& a, const auto& finalize, auto x, auto dy, auto dx) {
                             slices<<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(x, dy, layout, a);
                             check_launch("gn_backward_slices");
-                            launch_finalize(finalize, target.stream);
-                            launch_dependent(apply, walk_grid(layout), walk_block(layout), 0, target.stream,
+                            launch_finalize(finalize, target);
+                            launch_dependent(apply, walk_grid(layout), walk_block(layout), 0, target,
                                              "gn_backward_apply", x, dy, dx, layout, a);
                         });
 }

@@ -60,7 +60,7 @@ void run_gn_forward_slices(const GnForward& p, const GnSlicePlan& plan, const La
             set_slice_terms_counts(a, layout);
             const std::int64_t groups = plan.order.shape.group_count();
             launch_dependent(gn_forward_slice_terms<P>, dim3(static_cast<unsigned>(groups)),
-                             dim3(static_cast<unsigned>(plan.terms_threads)), 0, target.stream,
+                             dim3(static_cast<unsigned>(plan.terms_threads)), 0, target,
                              "gn_forward_slice_terms", layout, carve_scratch(target.scratch, layout), a);
         });
     });

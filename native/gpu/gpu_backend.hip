@@ -216,7 +216,7 @@ private:
 
         const hipStream_t stream = static_cast<hipStream_t>(stream_);
         if (profiling_) check_runtime(hipEventRecord(start_, stream), "hipEventRecord");
-        op(LaunchTarget{stream, scratch_, counters_});
+        op(LaunchTarget{stream, scratch_, counters_, shape_.dependent_launches});
         if (profiling_) {
             check_runtime(hipEventRecord(stop_, stream), "hipEventRecord");
             timed_ = true;
@@ -303,6 +303,13 @@ std::unique_ptr<Backend> make_gpu_backend(void* stream) {
         (void)hipGetLastError();
         shape.l2_bytes = 0;
     }
+#if MBN_GPU_CUDA
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess)
+        shape.dependent_launches = major >= 9;
+    else
+        (void)cudaGetLastError();
+#endif
     gpu::measure_gn_tile_clusters(device, shape);
     return std::make_unique<gpu::GpuBackend>(device, shape, stream);
 }

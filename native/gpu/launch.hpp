@@ -51,6 +51,7 @@ struct LaunchTarget {
     hipStream_t stream;
     void* scratch;  // at least the bytes the op asked for (scratch_bytes(layout) for batch norm)
     unsigned long long* counters;  // zero-initialized, as many as the op asked for (group norm)
+    bool dependent_launches;       // DeviceShape::dependent_launches (dependent_launch.h)
 };
 
 }  // namespace gpu
