@@ -127,11 +127,19 @@ struct GnTileWalk {
     int backward_blocks;  // backward: its form, by blocks a multiprocessor (1 or 2; the forward: 0)
     int streamed;     // the most slots a thread streams past the registers' (kGnTileStreamRegisterSlots,
                       // backward kGnTileBackwardStreamRegisterSlots; 0: none)
+    // Backward with dweight/dbias and one block a tile: the tile's N samples
+    // as one thread-block cluster (N blocks, 2 <= N <= kGnTileMaxCluster),
+    // whose first block adds their sums from the others' shared memory in
+    // place of the arrival through global memory (0 or 1: none; the host
+    // sets it where clusters launch).
+    int sample_cluster;
     double inv_group_size;  // 1 / group_size(): the finishing threads multiply, not divide
     // The kernels' divisors (set with the fields they divide by).
-    Divisor by_cluster, by_tiles_per_sample, by_columns, by_row_threads, by_channels;
+    Divisor by_cluster, by_tiles_per_sample, by_columns, by_row_threads, by_channels, by_sample_cluster;
 
     MBN_HOST_DEVICE std::int64_t tiles() const { return samples * tiles_per_sample; }
+    // Blocks of one hardware cluster: the tile's, or the samples'.
+    MBN_HOST_DEVICE int launch_cluster() const { return sample_cluster > 1 ? sample_cluster : cluster; }
     MBN_HOST_DEVICE std::int64_t group_size() const { return channels * positions; }
     MBN_HOST_DEVICE std::int64_t tile_channels() const { return channels * tile_groups; }
     // Offset of the tile's first element (channel 0, position 0).

@@ -15,11 +15,12 @@
 // GnTileWalk::streamed; the two-block form) holds a thread's first
 // kGnTileBackwardStreamRegisterSlots slots in registers and reads the rest
 // of x and dy twice: in batches for the sums, and again (from L2, newest
-// first) for dx.  dweight and dbias add the
-// per-sample sums: the first block of each tile stores its sample's sums,
-// and the last tile of the same channels to arrive (gn_arrival.h) adds
-// them in sample order.  Nothing waits for another cluster; every order is
-// fixed, so results are bitwise repeatable.
+// first) for dx.  dweight and dbias add the per-sample sums: the first
+// block of each tile stores its sample's sums, and the last tile of the
+// same channels to arrive (gn_arrival.h) adds them in sample order; where
+// a one-block tile's samples make one cluster, its first block adds them
+// from the others' shared memory.  Nothing waits for another cluster;
+// every order is fixed, so results are bitwise repeatable.
 #include "gpu/gn_activation.h"
 #include "gpu/gn_arrival.h"
 #include "gpu/gn_launch.hpp"
@@ -189,7 +190,9 @@ __device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, co
 // dweight and dbias of the tile's channels: the cluster's first block
 // stores this sample's sums; the last tile of these channels to arrive adds
 // every sample's in order (every thread of the block calls).  With one
-// sample the first block stores the gradients itself.
+// sample the first block stores the gradients itself; with a cluster of
+// samples (GnTileWalk::sample_cluster) the first block adds them from the
+// others' shared memory.
 template <typename P>
 __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnTileThread& at,
                                     const Sums2<double>* totals, std::int64_t channel0, int* last) {
@@ -218,6 +221,27 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
         }
     }
     if (one_sample) return;
+    if (w.sample_cluster > 1) {
+        // The samples are the cluster's blocks, rank n sample n (rank order
+        // is sample order): the first adds every block's totals from their
+        // shared memory.  cluster_sync publishes them; each block arrives
+        // again once done with the others' memory (the first after its
+        // reads) and waits before it exits (the kernel's end).
+        cluster_sync();
+        if (at.n == 0) {
+            for (std::int64_t c = threadIdx.x; c < channels; c += w.threads) {
+                double g = 0.0, gx = 0.0;
+                for (int n = 0; n < w.sample_cluster; ++n) {
+                    const Sums2<double> t = *cluster_peer(totals + c, n);
+                    g += t.a;
+                    gx += t.b;
+                }
+                store_gradients(channel0 + c, g, gx);
+            }
+        }
+        cluster_arrive_relaxed();
+        return;
+    }
     // The barrier orders every thread's stores before thread 0's fence in
     // arrive(), which makes them visible with its own (cumulativity, as in a
     // grid barrier): no fence per thread.  Every fence and round trip here
@@ -284,7 +308,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
     constexpr bool kKeep = kBlocks == 1;
     extern __shared__ double gn_tile_backward_shared[];
     const GnTileWalk& w = args.walk;
-    require_cluster_support(w.cluster);
+    require_cluster_support(w.launch_cluster());
     const GnTileShared& layout = args.layout;
     const GnTileThread at(w, W);
     // The thread holds slots 0 .. slots - 1 (held_slots is a prefix): every
@@ -697,7 +721,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
         write_dx(SwishOff{});
     else
         write_dx(SwishTested{});
-    if (w.cluster > 1) cluster_wait();
+    if (w.launch_cluster() > 1) cluster_wait();
 }
 
 template <typename T, typename P, bool kInner>
@@ -717,6 +741,12 @@ void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTa
         }
         args.scratch = carve_tile_backward_scratch(target.scratch, target.counters, walk);
     }
+    if (args.dweight == nullptr) {
+        // No dweight / dbias to add up: no cluster of samples (the kernel
+        // meets its barriers only on the way to them).
+        args.walk.sample_cluster = 1;
+        args.walk.by_sample_cluster = make_divisor(1);
+    }
     args.mean = stat_tensor(p.mean);
     args.rstd = stat_tensor(p.rstd);
     args.swish = p.activation == Activation::swish;
@@ -725,7 +755,9 @@ void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTa
     const auto* x = static_cast<const T*>(p.x.data);
     const auto* dy = static_cast<const T*>(p.dy.data);
     auto* dx = static_cast<T*>(p.dx.data);
-    auto launch = [&](auto kernel) { launch_tile_kernel(kernel, walk, target.stream, "gn_tile_backward", x, dy, dx, args); };
+    auto launch = [&](auto kernel) {
+        launch_tile_kernel(kernel, args.walk, target.stream, "gn_tile_backward", x, dy, dx, args);
+    };
     if constexpr (std::is_same<T, float>::value) {
         if (walk.exact) return launch(gn_tile_backward<T, P, kInner, double, kGnTileExactBackwardBlocks, false>);
     }

@@ -33,10 +33,17 @@ struct GnTileThread {
     // `width`: the kernel's elements per vector.
     __device__ GnTileThread(const GnTileWalk& w, int width) {
         const int block = static_cast<int>(blockIdx.x);
-        const int tile_index = w.by_cluster.divide(block);
-        rank = block - tile_index * w.cluster;
-        n = w.by_tiles_per_sample.divide(tile_index);
-        tile = tile_index - n * static_cast<int>(w.tiles_per_sample);
+        if (w.sample_cluster > 1) {
+            // Clusters of samples: block t * N + n holds tile t of sample n.
+            rank = 0;
+            tile = w.by_sample_cluster.divide(block);
+            n = block - tile * w.sample_cluster;
+        } else {
+            const int tile_index = w.by_cluster.divide(block);
+            rank = block - tile_index * w.cluster;
+            n = w.by_tiles_per_sample.divide(tile_index);
+            tile = tile_index - n * static_cast<int>(w.tiles_per_sample);
+        }
         part = tile_part(w, rank);
         const int thread = static_cast<int>(threadIdx.x);
         ty = w.by_columns.divide(thread);

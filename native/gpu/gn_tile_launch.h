@@ -37,7 +37,7 @@ template <typename... Params, typename... Args>
 void launch_tile_kernel(void (*kernel)(Params...), const GnTileWalk& w, hipStream_t stream, const char* name,
                         Args... args) {
     launch_clustered(kernel, dim3(static_cast<unsigned>(w.tiles() * w.cluster)), dim3(static_cast<unsigned>(w.threads)),
-                     static_cast<std::size_t>(w.shared_bytes), w.cluster, stream, name, args...);
+                     static_cast<std::size_t>(w.shared_bytes), w.launch_cluster(), stream, name, args...);
 }
 
 }  // namespace gpu

@@ -76,6 +76,8 @@ int failures = 0;
 
 // What the backward's streamed runs covered (run_case adds; main checks).
 std::set<std::string> streamed_backward_covered;
+// The sizes of the backward's clusters of samples that ran (GnTileWalk::sample_cluster).
+std::set<int> sample_clusters_run;
 
 void cover_streamed_backward(const Case& k, const GnTileWalk& w) {
     std::set<std::string>& c = streamed_backward_covered;
@@ -314,6 +316,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
             // The exact and the streamed walks have one form.
             if ((plan.tiles.exact || plan.tiles.streamed > 0) && form != plan.tiles.backward_blocks) continue;
             if (plan.tiles.streamed > 0 && round == 0) cover_streamed_backward(k, plan.tiles);
+            if (plan.tiles.sample_cluster > 1 && k.affine) sample_clusters_run.insert(plan.tiles.sample_cluster);
             backward_walk = plan.tiles;  // the planner's pick, for the report
             plan.tiles.backward_blocks = form;
             run_gn_tile_backward(p, plan.tiles, LaunchTarget{nullptr, scratch.data(), counters.data()});
@@ -547,6 +550,16 @@ int main(int argc, char** argv) {
         if (!missing.empty()) {
             ++failures;
             std::printf("FAIL the streamed backward never ran with:%s\n", missing.c_str());
+        }
+    }
+    // With clusters, the backward's samples made clusters of two and of more.
+    if (EMU_WAVE_SIZE != 64) {
+        std::string seen;
+        for (int size : sample_clusters_run) seen += " " + std::to_string(size);
+        std::printf("sample clusters run:%s\n", seen.c_str());
+        if (sample_clusters_run.count(2) == 0 || sample_clusters_run.upper_bound(2) == sample_clusters_run.end()) {
+            ++failures;
+            std::printf("FAIL the backward's clusters of samples did not run with 2 and with more samples\n");
         }
     }
     std::printf("%d skipped\n", skipped);

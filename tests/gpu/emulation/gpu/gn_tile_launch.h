@@ -23,14 +23,15 @@ template <typename... Params, typename... Args>
 void launch_tile_kernel(void (*kernel)(Params...), const GnTileWalk& w, hipStream_t, const char* name,
                         Args... args) {
     if (w.shared_bytes > kGnTileMaxSharedBytes || w.threads % EMU_WAVE_SIZE != 0 || w.cluster < 1 ||
-        w.cluster > kGnTileMaxCluster) {
-        std::fprintf(stderr, "%s: bad launch (threads %d, cluster %d, shared %d)\n", name, w.threads, w.cluster,
-                     w.shared_bytes);
+        w.cluster > kGnTileMaxCluster || w.launch_cluster() > kGnTileMaxCluster ||
+        (w.sample_cluster > 1 && (w.cluster != 1 || w.sample_cluster != w.samples))) {
+        std::fprintf(stderr, "%s: bad launch (threads %d, cluster %d, sample cluster %d, shared %d)\n", name,
+                     w.threads, w.cluster, w.sample_cluster, w.shared_bytes);
         std::abort();
     }
     emu::register_shared(EMU_SHARED_ARRAY, sizeof(EMU_SHARED_ARRAY));
     emu::run_grid(static_cast<unsigned>(w.tiles() * w.cluster), static_cast<unsigned>(w.threads),
-                  static_cast<unsigned>(w.cluster), static_cast<std::size_t>(w.shared_bytes),
+                  static_cast<unsigned>(w.launch_cluster()), static_cast<std::size_t>(w.shared_bytes),
                   [&] { kernel(args...); });
 }
 
