@@ -229,8 +229,12 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
         // reads) and waits before it exits (the kernel's end).
         cluster_sync();
         if (at.n == 0) {
+            // One read at a time: x, dy and g stay live in registers across
+            // this, and unrolled reads in flight cost up to 36 more.
+#pragma unroll 1
             for (std::int64_t c = threadIdx.x; c < channels; c += w.threads) {
                 double g = 0.0, gx = 0.0;
+#pragma unroll 1
                 for (int n = 0; n < w.sample_cluster; ++n) {
                     const Sums2<double> t = *cluster_peer(totals + c, n);
                     g += t.a;
