@@ -527,10 +527,12 @@ def test_slices_small_float_groups_that_cancel(handle, monkeypatch, layout, acti
     backward_of_cancelling_groups(handle, layout, activation, seed)
 
 
+@pytest.mark.parametrize("shape", ((2, 320, 64, 64), (3, 320, 8, 8)), ids=lambda v: "x".join(map(str, v)))
 @pytest.mark.parametrize("layout", ("nchw", "nhwc"))
-def test_on_chip_is_deterministic(handle, on_chip, layout):
-    """Clusters add their blocks' sums in rank order, dweight in sample order."""
-    shape, groups = (2, 320, 64, 64), 32
+def test_on_chip_is_deterministic(handle, on_chip, layout, shape):
+    """Clusters add their blocks' sums in rank order, dweight in sample order
+    (through the arrival, and for one-block tiles from the samples' cluster)."""
+    groups = 32
     x = random_data(shape, "fp16", 161, layout)
     dy = random_data(shape, "fp16", 162, layout)
     weight, bias = make_params(shape[1], 161, True)
