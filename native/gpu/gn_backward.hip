@@ -16,7 +16,8 @@
 //      group merges its slices' sums into the group's two means, one per
 //      channel writes dbias and dweight, each in a fixed order
 //      (deterministic);
-//   3. gn_backward_apply (gn_backward_walks.h): dx.
+//   3. gn_backward_apply (gn_backward_walks.h): dx; on packed NCHW-like
+//      tensors gn_backward_packed_apply (GnPackedWalk, gn_layout.hpp).
 // The hand-over between 1 and 2 is a launch, not a last-block-done count:
 // with channels innermost (NHWC) every block holds many slices, and counting
 // each (split, slice) serialized on a few counters cost ten times the
@@ -49,12 +50,19 @@ void launch_finalize(const GnFinalizeArgs<P>& f, const LaunchTarget& target) {
 void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const LaunchTarget& target) {
     const FeatureLayout& layout = plan.slices.layout;
     with_backward_walks(p, plan.slices, target.scratch,
-                        [&](auto slices, auto apply, const auto& a, const auto& finalize, auto x, auto dy, auto dx) {
+                        [&](auto slices, auto apply, auto packed_apply, const auto& a, const auto& finalize, auto x,
+                            auto dy, auto dx) {
                             slices<<<walk_grid(layout), walk_block(layout), 0, target.stream>>>(x, dy, layout, a);
                             check_launch("gn_backward_slices");
                             launch_finalize(finalize, target);
-                            launch_dependent(apply, walk_grid(layout), walk_block(layout), 0, target,
-                                             "gn_backward_apply", x, dy, dx, layout, a);
+                            const GnPackedWalk& packed = plan.slices.packed;
+                            if (packed.vectors > 0)
+                                launch_dependent(packed_apply, packed_walk_grid(packed),
+                                                 dim3(static_cast<unsigned>(packed.threads)), 0, target,
+                                                 "gn_backward_packed_apply", x, dy, dx, packed, a);
+                            else
+                                launch_dependent(apply, walk_grid(layout), walk_block(layout), 0, target,
+                                                 "gn_backward_apply", x, dy, dx, layout, a);
                         });
 }
 

@@ -11,6 +11,7 @@
 #include "gpu/gn_activation.h"
 #include "gpu/gn_backward_finalize.h"
 #include "gpu/gn_launch.hpp"
+#include "gpu/gn_packed_walk.h"
 #include "gpu/gn_planner.hpp"
 #include "gpu/gn_scratch.hpp"
 #include "gpu/gn_slices.h"
@@ -284,6 +285,61 @@ __global__ void __launch_bounds__(kBlockThreads, (apply_min_blocks<E, Rank, Swis
     }
 }
 
+// dx over packed x, dy and dx with positions inner (GnPackedWalk): the walk
+// of the forward's packed normalize (gn_forward_slices.hip) with apply's
+// arithmetic.  Block b takes the K * threads vectors from (B - 1 - b) K
+// threads on (the reverse of the sums' order), thread t vectors t,
+// t + threads, ..., x and dy of all K loaded before the group terms are
+// awaited (neither is an earlier kernel's output); each thread keeps the
+// terms of the slice it used last.  dx may be x or dy: each thread reads
+// its vectors before it writes them.
+template <typename T, typename P, typename A, typename E, bool Swish>
+__global__ void __launch_bounds__(kPackedWalkThreads)
+    gn_backward_packed_apply(const T* x, const T* dy, T* dx, GnPackedWalk walk, GnBackwardArgs<P> a) {
+    constexpr int W = static_cast<int>(16 / sizeof(T));
+    constexpr int K = kPackedWalkBatch;
+    const int threads = static_cast<int>(blockDim.x);
+    const int block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+    const int first = block * K * threads + static_cast<int>(threadIdx.x);
+    Pack<T, W> xp[K], dyp[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int v = first + k * threads;
+        if (v < walk.vectors) {
+            xp[k] = load_pack<W>(x + static_cast<std::int64_t>(v) * W);
+            dyp[k] = load_pack<W>(dy + static_cast<std::int64_t>(v) * W);
+        }
+    }
+    wait_for_prior_kernel();  // the finalize's group terms
+    int held = -1;  // the slice whose terms s, mean_wg and mean_wg_xhat hold
+    GnSlice<E> s{};
+    E mean_wg = E(0), mean_wg_xhat = E(0);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int v = first + k * threads;
+        if (v >= walk.vectors) break;
+        const int slice = packed_slice(walk, v, W);
+        if (slice != held) {
+            held = slice;
+            s = slice_at<E, Swish>(a, slice);
+            const double* terms = a.scratch.group_terms + s.group * kGnGroupTerms;
+            mean_wg = static_cast<E>(terms[0]);
+            mean_wg_xhat = static_cast<E>(terms[1]);
+        }
+        A xv[W], dyv[W];
+        widen_pack<A, W>(xp[k], xv);
+        widen_pack<A, W>(dyp[k], dyv);
+        E out[W];
+#pragma unroll
+        for (int e = 0; e < W; ++e) {
+            E xhat, g;
+            element_gradient<Swish>(a, s, static_cast<E>(xv[e]), static_cast<E>(dyv[e]), xhat, g);
+            out[e] = s.rstd * ((s.weight * g - mean_wg) - xhat * mean_wg_xhat);
+        }
+        store_values<T, W>(dx + static_cast<std::int64_t>(v) * W, out, 1.0f, 0.0f);
+    }
+}
+
 // Calls body(TypeTag<E>) with E the slices' element precision: double for
 // double data and for float32 groups under kGnTileExactGroup values (the
 // rule of the on-chip backward, gn_tile.hpp), else acc_t<T>.
@@ -300,10 +356,11 @@ void with_exact_type(std::int64_t group_size, Body&& body) {
 }
 
 // The kernels and arguments of one call of the slices backward: calls
-// launch(slices, apply, a, finalize, x, dy, dx) once, slices and apply the
-// instances of the call's types, walk shape (with_linear_walk_shape_of)
-// and activation, a their arguments and finalize the planned finalize's
-// (gn_backward_finalize.h), run between the two.  The activation is
+// launch(slices, apply, packed_apply, a, finalize, x, dy, dx) once, slices
+// and apply the instances of the call's types, walk shape
+// (with_linear_walk_shape_of) and activation, packed_apply apply's on the
+// packed walk (plan.packed), a their arguments and finalize the planned
+// finalize's (gn_backward_finalize.h), run between the two.  The activation is
 // dispatched here, once: each kernel exists with and without swish.
 template <typename Launch>
 void with_backward_walks(const GnBackward& p, const GnSlicePlan& plan, void* scratch, Launch&& launch) {
@@ -351,7 +408,8 @@ void with_backward_walks(const GnBackward& p, const GnSlicePlan& plan, void* scr
                     auto with_activation = [&](auto swish) {
                         constexpr bool kSwish = decltype(swish)::value;
                         launch(gn_backward_slices<T, P, A, E, kRank, kVr, kVf, kSwish>,
-                               gn_backward_apply<T, P, A, E, kRank, kVr, kVf, kSwish>, a, finalize, x, dy, dx);
+                               gn_backward_apply<T, P, A, E, kRank, kVr, kVf, kSwish>,
+                               gn_backward_packed_apply<T, P, A, E, kSwish>, a, finalize, x, dy, dx);
                     };
                     if (p.activation == Activation::swish)
                         with_activation(std::true_type{});

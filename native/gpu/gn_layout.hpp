@@ -13,6 +13,7 @@
 // innermost in memory and a group's channels are few.
 #pragma once
 
+#include "gpu/divisor.hpp"
 #include "gpu/feature_layout.hpp"
 
 #include <cstdint>
@@ -72,6 +73,30 @@ struct GnSliceOrder {
     MBN_HOST_DEVICE std::int64_t index(std::int64_t n, std::int64_t c) const {
         return channel_major ? c * shape.samples + n : n * (shape.groups * shape.channels) + c;
     }
+};
+
+// The slices' elementwise last launch over packed tensors (NCHW-like or
+// NHWC-like, no gaps, 16-byte aligned, every data tensor of the call alike):
+// one flat walk over the 16-byte vectors, as an elementwise copy runs,
+// where the slices' feature walk moved its bytes at ~70% of the copy's rate
+// (bench/RESULTS.md).  Slice (n, c) is then feature n * C + c (GnSliceOrder,
+// not channel-major).  A block of `threads` takes kPackedWalkBatch vectors a
+// thread, a block's threads apart, all loaded before any is written;
+// channels inner a block is whole rows of C / W vectors where
+// kPackedWalkMostThreads allows, so that each thread's lanes keep their
+// channels (gn_packed_walk.h).
+constexpr int kPackedWalkBatch = 4;
+constexpr int kPackedWalkThreads = 256;
+constexpr int kPackedWalkMostThreads = 512;
+struct GnPackedWalk {
+    int vectors;           // of x; 0: not packed, the feature walk runs
+    int threads;           // a block's
+    bool channels_inner;   // NHWC-like: a vector holds W channels of one position
+    int row_vectors;       // channels inner: C / W
+    int channels;          // C
+    Divisor by_plane;      // positions inner: S / W, a slice's vectors
+    Divisor by_row;        // channels inner: C / W
+    Divisor by_sample;     // channels inner: S * C / W
 };
 
 // A mean or rstd tensor of lengths (N, G): float, or double.

@@ -17,6 +17,7 @@ struct GnSlicePlan {
     FeatureLayout layout;
     GnSliceOrder order;
     int terms_threads;  // the forward's: its group-terms block (slice_terms_threads)
+    GnPackedWalk packed;  // the last launch's where the data tensors are packed (vectors 0: not)
 };
 
 // The forward slices' group-terms block (gn_slice_terms.h): a thread holds

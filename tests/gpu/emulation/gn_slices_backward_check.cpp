@@ -127,6 +127,9 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         p.x = x.arg();
         p.dy = dy.arg();
         p.dx = dx.arg();
+        // The tensors are packed: the planner may take the packed walk.
+        for (TensorArg* t : {&p.x, &p.dy, &p.dx})
+            t->order = k.channels_last ? MemoryOrder::packed_nhwc : MemoryOrder::packed_nchw;
         p.affine = true;
         p.weight = weight.arg();
         p.weight.len[kC] = C;
@@ -143,7 +146,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         GnBackwardPlan plan{};
         plan_gn_backward_slices(p, device, plan);
         const FeatureLayout& layout = plan.slices.layout;
-        const std::string label = describe(k, layout);
+        const std::string label = describe(k, layout) + (plan.slices.packed.vectors > 0 ? " packed" : "");
         if ((layout.tile_features * layout.rows) % EMU_WAVE_SIZE != 0) {
             // The emulator runs whole waves only.
             std::printf("skip %s: blocks of part of a wave\n", label.c_str());
@@ -153,13 +156,19 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         const emu::Index grid{static_cast<unsigned>(layout.tiles), static_cast<unsigned>(layout.splits), 1};
         const emu::Index block{static_cast<unsigned>(layout.tile_features), static_cast<unsigned>(layout.rows), 1};
         with_backward_walks(p, plan.slices, scratch.data(),
-                            [&](auto slices, auto apply, const auto& a, const auto& finalize, auto xp, auto dyp,
-                                auto dxp) {
+                            [&](auto slices, auto apply, auto packed_apply, const auto& a, const auto& finalize,
+                                auto xp, auto dyp, auto dxp) {
                                 run_launch(grid, block, [&] { slices(xp, dyp, layout, a); });
                                 run_launch(emu::Index{finalize.blocks, 1, 1},
                                            emu::Index{static_cast<unsigned>(kBlockThreads), 1, 1},
                                            [&] { finalize_block(finalize, g_wave_totals); });
-                                run_launch(grid, block, [&] { apply(xp, dyp, dxp, layout, a); });
+                                const GnPackedWalk& packed = plan.slices.packed;
+                                if (packed.vectors > 0)
+                                    run_launch(emu::Index{packed_walk_grid(packed).x, 1, 1},
+                                               emu::Index{static_cast<unsigned>(packed.threads), 1, 1},
+                                               [&] { packed_apply(xp, dyp, dxp, packed, a); });
+                                else
+                                    run_launch(grid, block, [&] { apply(xp, dyp, dxp, layout, a); });
                             });
         std::vector<double> got_dw(C), got_db(C);
         for (std::int64_t c = 0; c < C; ++c) got_dw[c] = dweight.get(c), got_db[c] = dbias.get(c);
