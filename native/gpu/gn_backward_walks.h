@@ -73,6 +73,32 @@ __device__ __forceinline__ void element_gradient(const GnBackwardArgs<P>& a, con
         g = dy;
 }
 
+// What dx of a slice's elements needs: the slice, and its group's means of
+// w g and w g xhat (the finalize's group terms).
+template <typename E>
+struct GnSliceTerms {
+    GnSlice<E> s;
+    E mean_wg, mean_wg_xhat;
+};
+
+template <typename E, bool Swish, typename P>
+__device__ __forceinline__ GnSliceTerms<E> slice_terms_at(const GnBackwardArgs<P>& a, std::int64_t slice) {
+    GnSliceTerms<E> t;
+    t.s = slice_at<E, Swish>(a, slice);
+    const double* terms = a.scratch.group_terms + t.s.group * kGnGroupTerms;
+    t.mean_wg = static_cast<E>(terms[0]);
+    t.mean_wg_xhat = static_cast<E>(terms[1]);
+    return t;
+}
+
+// dx of one element: rstd (w g - mean(w g) - xhat mean(w g xhat)).
+template <bool Swish, typename E, typename P>
+__device__ __forceinline__ E element_dx(const GnBackwardArgs<P>& a, const GnSliceTerms<E>& t, E x, E dy) {
+    E xhat, g;
+    element_gradient<Swish>(a, t.s, x, dy, xhat, g);
+    return t.s.rstd * ((t.s.weight * g - t.mean_wg) - xhat * t.mean_wg_xhat);
+}
+
 // Positions a thread sums in E before adding into its double partials: 8
 // to 16 values of each input (the numerics of the sums).
 template <int V>
@@ -243,15 +269,9 @@ __global__ void __launch_bounds__(kBlockThreads, (apply_min_blocks<E, Rank, Swis
     const std::int64_t step = layout.rows;
     // g and dx in E, as the sums (double where dx cancels in small groups;
     // gn_backward_slices).
-    GnSlice<E> s[VF];
-    E mean_wg[VF], mean_wg_xhat[VF];
+    GnSliceTerms<E> t[VF];
 #pragma unroll
-    for (int j = 0; j < VF; ++j) {
-        s[j] = slice_at<E, Swish>(a, slice0 + j);
-        const double* terms = a.scratch.group_terms + s[j].group * kGnGroupTerms;
-        mean_wg[j] = static_cast<E>(terms[0]);
-        mean_wg_xhat[j] = static_cast<E>(terms[1]);
-    }
+    for (int j = 0; j < VF; ++j) t[j] = slice_terms_at<E, Swish>(a, slice0 + j);
 
     std::int64_t base[3];
     nest_offsets<3>(layout.feature, slice0, kSlotX, base);
@@ -274,12 +294,8 @@ __global__ void __launch_bounds__(kBlockThreads, (apply_min_blocks<E, Rank, Swis
             widen_pack<A, V>(dyp[k], dyv);
             E out[V];
 #pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const int j = VF > 1 ? e : 0;
-                E xhat, g;
-                element_gradient<Swish>(a, s[j], static_cast<E>(xv[e]), static_cast<E>(dyv[e]), xhat, g);
-                out[e] = s[j].rstd * ((s[j].weight * g - mean_wg[j]) - xhat * mean_wg_xhat[j]);
-            }
+            for (int e = 0; e < V; ++e)
+                out[e] = element_dx<Swish>(a, t[VF > 1 ? e : 0], static_cast<E>(xv[e]), static_cast<E>(dyv[e]));
             store_values<T, V>(dx + at[k], out, 1.0f, 0.0f);
         }
     }
@@ -311,9 +327,8 @@ __global__ void __launch_bounds__(kPackedWalkThreads)
         }
     }
     wait_for_prior_kernel();  // the finalize's group terms
-    int held = -1;  // the slice whose terms s, mean_wg and mean_wg_xhat hold
-    GnSlice<E> s{};
-    E mean_wg = E(0), mean_wg_xhat = E(0);
+    int held = -1;  // the slice whose terms t holds
+    GnSliceTerms<E> t{};
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const int v = first + k * threads;
@@ -321,21 +336,14 @@ __global__ void __launch_bounds__(kPackedWalkThreads)
         const int slice = packed_slice(walk, v, W);
         if (slice != held) {
             held = slice;
-            s = slice_at<E, Swish>(a, slice);
-            const double* terms = a.scratch.group_terms + s.group * kGnGroupTerms;
-            mean_wg = static_cast<E>(terms[0]);
-            mean_wg_xhat = static_cast<E>(terms[1]);
+            t = slice_terms_at<E, Swish>(a, slice);
         }
         A xv[W], dyv[W];
         widen_pack<A, W>(xp[k], xv);
         widen_pack<A, W>(dyp[k], dyv);
         E out[W];
 #pragma unroll
-        for (int e = 0; e < W; ++e) {
-            E xhat, g;
-            element_gradient<Swish>(a, s, static_cast<E>(xv[e]), static_cast<E>(dyv[e]), xhat, g);
-            out[e] = s.rstd * ((s.weight * g - mean_wg) - xhat * mean_wg_xhat);
-        }
+        for (int e = 0; e < W; ++e) out[e] = element_dx<Swish>(a, t, static_cast<E>(xv[e]), static_cast<E>(dyv[e]));
         store_values<T, W>(dx + static_cast<std::int64_t>(v) * W, out, 1.0f, 0.0f);
     }
 }
