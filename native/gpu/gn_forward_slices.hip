@@ -13,17 +13,18 @@
 //      and y gn_packed_normalize (below; GnPackedWalk), else run_normalize.
 // Launches 2 and 3 are dependent launches (dependent_launch.h).
 // x is read twice (3B moved, against 2B for the chunk walk's single read),
-// but as whole lines.  Launches 1 and 3 take the linear walk on packed
-// layouts (PackedWalk::linear, feature_passes.hpp): about 64 bytes of x
-// loaded a thread before the math, as the backward's slices.
+// but as whole lines.  Launch 1 takes the linear walk on packed layouts
+// (PackedWalk::linear, feature_passes.hpp): about 64 bytes of x loaded a
+// thread before the math, as the backward's slices; so does launch 3 where
+// the packed walk does not serve.
 #include "gpu/dependent_launch.h"
 #include "gpu/feature_passes.hpp"
 #include "gpu/feature_scratch.hpp"
 #include "gpu/gn_activation.h"
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_packed_walk.h"
-#include "gpu/norm_math.h"
 #include "gpu/gn_slice_terms.h"
+#include "gpu/norm_math.h"
 #include "gpu/type_dispatch.hpp"
 
 namespace mbn {
@@ -124,8 +125,9 @@ template <typename T>
 void launch_packed_normalize(const GnForward& p, const GnPackedWalk& walk, const FeatureArrays& scratch,
                              const LaunchTarget& target) {
     auto launch = [&](auto kernel) {
-        launch_dependent(kernel, packed_walk_grid(walk), dim3(static_cast<unsigned>(walk.threads)), 0, target, "gn_packed_normalize", static_cast<const T*>(p.x.data),
-                         static_cast<T*>(p.y.data), walk, scratch, p.swish_beta);
+        launch_dependent(kernel, packed_walk_grid(walk), dim3(static_cast<unsigned>(walk.threads)), 0, target,
+                         "gn_packed_normalize", static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), walk,
+                         scratch, p.swish_beta);
     };
     const bool swish = p.activation == Activation::swish;
     if (walk.channels_inner)

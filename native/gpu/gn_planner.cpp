@@ -236,8 +236,8 @@ namespace {
 // The packed walk (gn_layout.hpp) of the slices' last launch over `data`
 // (x first), vectors 0 where they are not all packed in one order, 16-byte
 // aligned, in whole vectors along the innermost dimension and under 2^31
-// vectors (int indices), or where channels are inner and `channels_inner`
-// is false.
+// vectors and slices (int indices), or where channels are inner and
+// `channels_inner` is false.
 GnPackedWalk plan_packed_walk(const GnShape& shape, std::initializer_list<const TensorArg*> data,
                               bool channels_inner) {
     GnPackedWalk w{};
@@ -253,7 +253,7 @@ GnPackedWalk plan_packed_walk(const GnShape& shape, std::initializer_list<const 
     if ((inner ? channels : positions) % width != 0) return w;
     const std::int64_t vectors = x.element_count() / width;
     const std::int64_t most = INT_MAX - static_cast<std::int64_t>(kPackedWalkBatch) * kPackedWalkMostThreads;
-    if (vectors == 0 || vectors > most) return w;
+    if (vectors == 0 || vectors > most || shape.len[kN] * channels > INT_MAX) return w;
     w.vectors = static_cast<int>(vectors);
     w.channels_inner = inner;
     w.channels = static_cast<int>(channels);
