@@ -26,6 +26,12 @@ using namespace mbn;
 
 // A check program's count of checks and failures: the first 20 failures
 // are printed, and finish() prints the totals and gives the exit status.
+// A group-norm problem's lengths (N, C, D, H, W) and its groups.
+struct GroupShape {
+    Lengths len;
+    std::int64_t groups;
+};
+
 struct Tally {
     int checks = 0;
     int failures = 0;

@@ -64,16 +64,6 @@ std::string describe(const Case& k, const FeatureLayout& l) {
     return text;
 }
 
-// Runs `body` once per thread of a launch of gridDim `grid`, blockDim `block`.
-alignas(16) unsigned char g_unused_shared[16];
-template <typename Body>
-void run_launch(emu::Index grid, emu::Index block, Body&& body) {
-    g_block = block;
-    g_grid = grid;
-    emu::register_static_shared(g_unused_shared, sizeof g_unused_shared);
-    emu::run_grid(grid.x * grid.y, block.x * block.y, 1, sizeof g_unused_shared, body);
-}
-
 Sums2<double> g_wave_totals[kBlockThreads / EMU_WAVE_SIZE];
 
 void run_case(const Case& k, std::mt19937_64& rng) {
@@ -196,19 +186,15 @@ void run_case(const Case& k, std::mt19937_64& rng) {
 
 int main() {
     std::mt19937_64 rng(29);
-    struct Shape {
-        Lengths len;
-        std::int64_t groups;
-    };
     // NCHW planes of vectors (split or not) and odd planes (no vectors);
     // NHWC with several slices a thread; groups under kGnTileExactGroup
     // values (float32: the double instances).
-    const Shape shapes[] = {{{1, 64, 1, 32, 32}, 32}, {{2, 12, 1, 9, 7}, 3}, {{1, 64, 1, 16, 16}, 32},
+    const GroupShape shapes[] = {{{1, 64, 1, 32, 32}, 32}, {{2, 12, 1, 9, 7}, 3}, {{1, 64, 1, 16, 16}, 32},
                             {{2, 8, 1, 4, 4}, 4}, {{1, 32, 1, 5, 6}, 16}, {{1, 32, 1, 8, 8}, 32}};
     for (DType t : {DType::f32, DType::f16, DType::bf16})
         for (bool last : {false, true})
             for (bool swish : {false, true})
-                for (const Shape& s : shapes) {
+                for (const GroupShape& s : shapes) {
                     run_case(Case{s.len, s.groups, t, last, swish, false}, rng);
                     if (t != DType::f32 && s.len[kH] == 32)
                         run_case(Case{s.len, s.groups, t, last, swish, true}, rng);
