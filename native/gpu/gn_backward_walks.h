@@ -302,12 +302,11 @@ __global__ void __launch_bounds__(kBlockThreads, (apply_min_blocks<E, Rank, Swis
 }
 
 // dx over packed x, dy and dx with positions inner (GnPackedWalk): the walk
-// of the forward's packed normalize (gn_forward_slices.hip) with apply's
-// arithmetic.  Block b takes the K * threads vectors from (B - 1 - b) K
-// threads on (the reverse of the sums' order), thread t vectors t,
-// t + threads, ..., x and dy of all K loaded before the group terms are
-// awaited (neither is an earlier kernel's output); each thread keeps the
-// terms of the slice it used last.  dx may be x or dy: each thread reads
+// of the forward's packed normalize (gn_packed_normalize.h) with apply's
+// arithmetic.  Each thread's K vectors (packed_first_vector, blocks in the
+// reverse of the sums' order), x and dy of all K loaded before the group
+// terms are awaited (neither is an earlier kernel's output); each thread
+// keeps the terms of the slice it used last.  dx may be x or dy: each thread reads
 // its vectors before it writes them.
 template <typename T, typename P, typename A, typename E, bool Swish>
 __global__ void __launch_bounds__(kPackedWalkThreads)
@@ -315,8 +314,7 @@ __global__ void __launch_bounds__(kPackedWalkThreads)
     constexpr int W = static_cast<int>(16 / sizeof(T));
     constexpr int K = kPackedWalkBatch;
     const int threads = static_cast<int>(blockDim.x);
-    const int block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
-    const int first = block * K * threads + static_cast<int>(threadIdx.x);
+    const int first = packed_first_vector();
     Pack<T, W> xp[K], dyp[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {

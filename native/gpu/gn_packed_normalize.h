@@ -48,11 +48,10 @@ __device__ __forceinline__ SliceFactors<A, kFold> slice_factors(const FeatureArr
     return f;
 }
 
-// The normalize over packed x and y (GnPackedWalk): block b takes the
-// K * threads vectors from (B - 1 - b) K threads on, the reverse of the
-// statistics' order (their last reads are likeliest still in L2), thread t
-// vectors t, t + threads, ..., all K loaded before the factors are awaited
-// (x is no earlier kernel's output: the loads overlap the terms kernel).
+// The normalize over packed x and y (GnPackedWalk): each thread's K
+// vectors (packed_first_vector, blocks in the reverse of the statistics'
+// order), all loaded before the factors are awaited (x is no earlier
+// kernel's output: the loads overlap the terms kernel).
 // Each thread keeps the factors of the slice (positions inner) or of the W
 // channels (channels inner) it used last.  x may be y: each thread reads
 // its vectors before it writes them.
@@ -65,8 +64,7 @@ __global__ void __launch_bounds__(kPackedWalkMostThreads, 2)
     constexpr int L = kInner ? W : 1;  // factor sets a vector needs
     constexpr bool kFold = sizeof(T) == 2;
     const int threads = static_cast<int>(blockDim.x);
-    const int block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
-    const int first = block * K * threads + static_cast<int>(threadIdx.x);
+    const int first = packed_first_vector();
     Pack<T, W> raw[K];
 #pragma unroll
     for (int k = 0; k < K; ++k)

@@ -1,6 +1,7 @@
-// Device side of GnPackedWalk (gn_layout.hpp): the slice of a vector and
-// the launch's grid, shared by the slices' forward normalize
-// (gn_forward_slices.hip) and backward apply (gn_backward_walks.h).
+// Device side of GnPackedWalk (gn_layout.hpp): the slice of a vector, a
+// thread's first vector and the launch's grid, shared by the slices'
+// forward normalize (gn_packed_normalize.h) and backward apply
+// (gn_backward_walks.h).
 #pragma once
 
 #include "gpu/gn_layout.hpp"
@@ -18,6 +19,15 @@ __device__ __forceinline__ int packed_slice(const GnPackedWalk& walk, int v, int
         return n * walk.channels + row_vector * width;
     }
     return walk.by_plane.divide(v);
+}
+
+// The first of the calling thread's kPackedWalkBatch vectors (t, t +
+// threads, ... of its block's).  Blocks take theirs in the reverse of
+// launch order: the first launch's last reads are likeliest still in L2.
+__device__ __forceinline__ int packed_first_vector() {
+    const int threads = static_cast<int>(blockDim.x);
+    const int block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+    return block * kPackedWalkBatch * threads + static_cast<int>(threadIdx.x);
 }
 
 // Blocks of walk.threads, each kPackedWalkBatch vectors a thread.
