@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <initializer_list>
 #include <cstdint>
+#include <initializer_list>
 
 namespace mbn {
 namespace gpu {
@@ -236,17 +236,14 @@ namespace {
 // The packed walk (gn_layout.hpp) of the slices' last launch over `data`
 // (x first), vectors 0 where they are not all packed in one order, 16-byte
 // aligned, in whole vectors along the innermost dimension and under 2^31
-// vectors and slices (int indices), or where channels are inner and
-// `channels_inner` is false.
-GnPackedWalk plan_packed_walk(const GnShape& shape, std::initializer_list<const TensorArg*> data,
-                              bool channels_inner) {
+// vectors and slices (int indices).
+GnPackedWalk plan_packed_walk(const GnShape& shape, std::initializer_list<const TensorArg*> data) {
     GnPackedWalk w{};
     const TensorArg& x = **data.begin();
     if (x.order == MemoryOrder::strided) return w;
     for (const TensorArg* t : data)
         if (t->dtype != x.dtype || t->order != x.order || !aligned16(*t)) return w;
     const bool inner = x.order == MemoryOrder::packed_nhwc;
-    if (inner && !channels_inner) return w;
     const std::int64_t width = 16 / static_cast<std::int64_t>(dtype_size(x.dtype));
     const std::int64_t channels = shape.len[kC];
     const std::int64_t positions = shape.spatial_size();
@@ -282,7 +279,9 @@ void plan_gn_forward_slices(const GnForward& p, const DeviceShape& device, GnFor
     // Channels inner, 16-bit vectors need 8 channels' factors each, loaded
     // anew for every 4 vectors a thread: the packed walk lost there (H200,
     // 1x128x512x512 and 1x256x256x256 NHWC, 0.65x-0.72x; float 1.04x-1.09x).
-    plan.slices.packed = plan_packed_walk(p.shape, {&p.x, &p.y}, dtype_size(p.x.dtype) >= 4);
+    GnPackedWalk& packed = plan.slices.packed;
+    packed = plan_packed_walk(p.shape, {&p.x, &p.y});
+    if (packed.channels_inner && dtype_size(p.x.dtype) < 4) packed = GnPackedWalk{};
     plan.needs = GnScratchNeeds{scratch_bytes(plan.slices.layout), 0};
 }
 
@@ -298,7 +297,9 @@ void plan_gn_backward_slices(const GnBackward& p, const DeviceShape& device, GnB
     // stays there too: its packed apply (74-78 registers, three blocks a
     // multiprocessor) lost 0.94x-0.95x where float and half gained up to
     // 1.09x (H200, 1x256x256x256 and 1x128x512x512 NCHW, two rounds).
-    if (p.x.dtype != DType::bf16) plan.slices.packed = plan_packed_walk(p.shape, {&p.x, &p.dy, &p.dx}, false);
+    GnPackedWalk& packed = plan.slices.packed;
+    packed = plan_packed_walk(p.shape, {&p.x, &p.dy, &p.dx});
+    if (packed.channels_inner || p.x.dtype == DType::bf16) packed = GnPackedWalk{};
     const FeatureLayout& layout = plan.slices.layout;
     plan.needs = backward_scratch_needs(layout.feature.size, layout.splits, len[kN] * p.shape.groups);
 }
