@@ -196,8 +196,15 @@ const char* plan_gn_forward_on_chip(const GnForward& p, const DeviceShape& devic
 
 const char* plan_gn_backward_on_chip(const GnBackward& p, const DeviceShape& device, GnBackwardPlan& plan) {
     const char* why = plan_gn_tiles(p.shape, {&p.x, &p.dy, &p.dx}, true, device, plan.tiles);
-    if (why == nullptr) plan.needs = tile_backward_scratch_needs(plan.tiles, p.affine);
-    return why;
+    if (why != nullptr) return why;
+    if (!p.affine) {
+        // No dweight / dbias to add up: no cluster of samples (its kernel
+        // meets the cluster's barriers only on the way to them).
+        plan.tiles.sample_cluster = 1;
+        plan.tiles.by_sample_cluster = make_divisor(1);
+    }
+    plan.needs = tile_backward_scratch_needs(plan.tiles, p.affine);
+    return nullptr;
 }
 
 bool plan_gn_forward_walk(const GnForward& p, const DeviceShape& device, GnForwardPlan& plan) {

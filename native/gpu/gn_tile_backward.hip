@@ -745,12 +745,6 @@ void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTa
         }
         args.scratch = carve_tile_backward_scratch(target.scratch, target.counters, walk);
     }
-    if (args.dweight == nullptr) {
-        // No dweight / dbias to add up: no cluster of samples (the kernel
-        // meets its barriers only on the way to them).
-        args.walk.sample_cluster = 1;
-        args.walk.by_sample_cluster = make_divisor(1);
-    }
     args.mean = stat_tensor(p.mean);
     args.rstd = stat_tensor(p.rstd);
     args.swish = p.activation == Activation::swish;
@@ -759,9 +753,7 @@ void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTa
     const auto* x = static_cast<const T*>(p.x.data);
     const auto* dy = static_cast<const T*>(p.dy.data);
     auto* dx = static_cast<T*>(p.dx.data);
-    auto launch = [&](auto kernel) {
-        launch_tile_kernel(kernel, args.walk, target.stream, "gn_tile_backward", x, dy, dx, args);
-    };
+    auto launch = [&](auto kernel) { launch_tile_kernel(kernel, walk, target.stream, "gn_tile_backward", x, dy, dx, args); };
     if constexpr (std::is_same<T, float>::value) {
         if (walk.exact) return launch(gn_tile_backward<T, P, kInner, double, kGnTileExactBackwardBlocks, false>);
     }

@@ -316,7 +316,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
             // The exact and the streamed walks have one form.
             if ((plan.tiles.exact || plan.tiles.streamed > 0) && form != plan.tiles.backward_blocks) continue;
             if (plan.tiles.streamed > 0 && round == 0) cover_streamed_backward(k, plan.tiles);
-            if (plan.tiles.sample_cluster > 1 && k.affine) sample_clusters_run.insert(plan.tiles.sample_cluster);
+            if (plan.tiles.sample_cluster > 1) sample_clusters_run.insert(plan.tiles.sample_cluster);
             backward_walk = plan.tiles;  // the planner's pick, for the report
             plan.tiles.backward_blocks = form;
             run_gn_tile_backward(p, plan.tiles, LaunchTarget{nullptr, scratch.data(), counters.data()});
