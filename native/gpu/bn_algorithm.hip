@@ -222,6 +222,25 @@ GnForwardChoice choose_algorithm(const GnForward& p, const DeviceShape& device) 
             refuse(kOpGnForward, request.algorithm, describe(p.x, "group norm", false),
                    concat("the on-chip group-norm kernels cannot take this problem: ", not_on_chip));
     }
+    // Packed and too large for the tiles: one persistent launch where the
+    // grid holds x on chip and in L2.
+    if (any || request.algorithm == Algorithm::gn_persistent) {
+        const PlanRule rule = any ? PlanRule::size_rule : PlanRule::wherever_it_fits;
+        const char* not_persistent = plan_gn_persistent(p, device, rule, c.plan.persistent);
+        if (not_persistent == nullptr && !gn_persistent_resident(p, c.plan.persistent, device))
+            not_persistent = "its blocks do not all fit the device at once";
+        if (not_persistent == nullptr) {
+            c.algorithm = Algorithm::gn_persistent;
+            c.plan.needs = GnScratchNeeds{gn_persistent_scratch_bytes(c.plan.persistent), 1};
+            log_choice(kOpGnForward, c.algorithm, request.forced,
+                       "packed, x held by one resident grid in registers, shared memory and L2",
+                       any ? why_not_on_chip(not_on_chip) : nullptr);
+            return c;
+        }
+        if (!any)
+            refuse(kOpGnForward, request.algorithm, describe(p.x, "group norm", false),
+                   concat("the persistent group-norm kernel cannot take this problem: ", not_persistent));
+    }
     // Off chip: the slices where they read x better (the size rule), else the chunks.
     const bool slices_better = plan_gn_forward_walk(p, device, c.plan);
     const bool slices = any ? slices_better : request.algorithm == Algorithm::gn_slices;

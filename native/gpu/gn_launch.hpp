@@ -35,6 +35,12 @@ void run_gn_forward(const GnForward& p, const GnForwardPlan& plan, const LaunchT
 std::int64_t gn_forward_chunk_residency(const GnForward& p, const GnForwardPlan& plan, const DeviceShape& device);
 bool chunk_passes_resident(const GnForwardPlan& plan);  // one launch for chunks of several blocks
 
+// Persistent (gn_persistent.hpp): one launch of blocks that must all be
+// resident; gn_persistent_resident says whether they are on `device` (the
+// current one), with the walk's shared memory.
+bool gn_persistent_resident(const GnForward& p, const GnPersistentWalk& walk, const DeviceShape& device);
+void run_gn_forward_persistent(const GnForward& p, const GnPersistentWalk& walk, const LaunchTarget& target);
+
 // By slices (gn_slices, gn_forward_slices.hip): three launches.
 void run_gn_forward_slices(const GnForward& p, const GnSlicePlan& plan, const LaunchTarget& target);
 

@@ -5,6 +5,7 @@
 #include "common/group_norm_problem.hpp"
 #include "gpu/feature_plan.hpp"
 #include "gpu/gn_layout.hpp"
+#include "gpu/gn_persistent.hpp"
 #include "gpu/gn_scratch.hpp"
 #include "gpu/gn_tile.hpp"
 
@@ -34,6 +35,7 @@ int slice_terms_threads(std::int64_t partials, int wave_size);
 // bn_algorithm.hip): each fills its own part.
 struct GnForwardPlan {
     GnTileWalk tiles;    // gn_on_chip (gn_tile.hpp): one launch, data read once
+    GnPersistentWalk persistent;  // gn_persistent (gn_persistent.hpp): one launch, x held on chip and in L2
     GnSlicePlan slices;  // gn_slices: per-slice statistics over the slice layout,
                          // merged per group, and a normalize over the same layout
     GnForwardWalk walk;  // gn_chunks: chunks of each group, held in registers

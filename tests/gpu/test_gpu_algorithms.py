@@ -88,7 +88,7 @@ INFERENCE = {
         "refuses": [],
     },
 }
-GROUP_NORM = {  # forward and backward (gn_chunks: the forward; the backward then chooses as usual)
+GROUP_NORM = {  # forward and backward (gn_chunks, gn_persistent: the forward; the backward then chooses as usual)
     "gn_on_chip": {
         "serves": [((3, 40, 4, 6), 4, "fp32", "nchw"), ((3, 40, 4, 6), 4, "fp16", "nhwc"),
                    ((3, 40, 4, 6), 4, "bf16", "nchw")],
@@ -104,7 +104,17 @@ GROUP_NORM = {  # forward and backward (gn_chunks: the forward; the backward the
                    ((5, 12, 7, 9), 4, "fp64", "strided")],
         "refuses": [],
     },
+    "gn_persistent": {
+        # Blocks inside one group and across two (NCHW); two groups in a half vector, rows of
+        # 12 float vectors (blocks of 480 threads) (NHWC).
+        "serves": [((3, 40, 4, 8), 4, "fp32", "nchw"), ((1, 64, 16, 16), 16, "bf16", "nchw"),
+                   ((2, 32, 8, 8), 8, "fp16", "nhwc"), ((2, 48, 6, 6), 6, "fp32", "nhwc")],
+        "refuses": [((3, 40, 4, 8), 4, "fp64", "nchw"), ((5, 12, 7, 9), 4, "fp32", "strided"),
+                    ((2, 16, 5, 5), 8, "fp16", "nhwc"),  # four groups in a 16-byte vector
+                    ((2, 16, 5, 5), 4, "fp16", "nchw")],  # planes of 25: no whole vectors
+    },
 }
+GROUP_NORM_FORWARD_ONLY = {"gn_chunks", "gn_persistent"}
 ALL = {**TRAINING, **INFERENCE, **GROUP_NORM}
 
 
@@ -125,7 +135,7 @@ def force(monkeypatch, name):
 
 def test_every_algorithm_has_cases():
     expected = {"dense_inference", "nest_walk", "nhwc_columns", "wave_tiles", "channel_tiles", "resident",
-                "single_launch", "multi_pass", "gn_on_chip", "gn_slices", "gn_chunks"}
+                "single_launch", "multi_pass", "gn_on_chip", "gn_slices", "gn_chunks", "gn_persistent"}
     assert set(ALL) == expected and all(entry["serves"] for entry in ALL.values())
 
 
@@ -204,6 +214,9 @@ def test_group_norm_refused(handle, monkeypatch, name, case):
     x = random_data(shape, dtype, 121, layout)
     with refused(name):
         gn.run_forward(handle, x, groups, 121)
+    if name in GROUP_NORM_FORWARD_ONLY:  # the backward chooses as usual
+        gn.run_backward(handle, x, random_data(shape, dtype, 122, layout), groups, 121)
+        return
     with refused(name):
         gn.run_backward(handle, x, random_data(shape, dtype, 122, layout), groups, 121)
 

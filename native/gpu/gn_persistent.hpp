@@ -1,0 +1,100 @@
+// Group-norm forward as one persistent launch over packed tensors too large
+// for the on-chip tiles (the algorithm gn_persistent; the kernel is
+// gn_persistent_forward.h, its launch gn_forward_persistent.hip).
+//
+// One block a multiprocessor, all resident at once.  Each block takes a
+// contiguous share of x's 16-byte vectors (channels inner: whole rows of
+// C / W vectors of one sample) and each thread the vectors start + k *
+// threads + t of it, its slots k.  Slots 0 .. kGnPersistentRegisterSlots - 1
+// stay in registers, the next shared_slots in shared memory; the rest are
+// streamed: read for the sums, read again for the output from L2, where
+// the planner bounds them to half of it.  The block's per-group sums of x
+// minus its group's first element go to the scratch, the grid meets once
+// (grid_barrier.h), each block merges the sums of the groups it touches in
+// block order, then writes y from what it holds: DRAM sees x once where
+// the streamed bytes stay in L2, against twice for the slices.
+#pragma once
+
+#include "common/group_norm_problem.hpp"
+#include "gpu/divisor.hpp"
+#include "gpu/feature_plan.hpp"
+#include "gpu/gn_layout.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+
+constexpr int kGnPersistentThreads = 512;       // the most a block has
+constexpr int kGnPersistentLeastThreads = 128;  // fewer leave the multiprocessor's loads too few
+constexpr int kGnPersistentRegisterSlots = 16;  // 256 bytes of x a thread in registers
+// ... but 12 for bfloat16 channels inner, whose per-lane sums and wider
+// conversions spilled past 128 registers (nvcc sm_90: 184 bytes of stack
+// at 16, 88 at 14, 16 at 12).
+constexpr int kGnPersistentBfloat16InnerSlots = 12;
+MBN_HOST_DEVICE constexpr int gn_persistent_register_slots(bool bfloat16_inner) {
+    return bfloat16_inner ? kGnPersistentBfloat16InnerSlots : kGnPersistentRegisterSlots;
+}
+constexpr int kGnPersistentBatch = 4;           // shared and streamed slots loaded a batch at a time
+// The groups a thread's sums go to: positions inner, the groups its block
+// touches (a block's share is at most one group, so it straddles at most
+// one boundary); channels inner, the groups its W lanes fall in.
+constexpr int kGnPersistentThreadGroups = 2;
+
+struct GnPersistentWalk {
+    int blocks;          // the grid: every block resident at once
+    int threads;         // a block's; channels inner a multiple of row_vectors
+    int vectors;         // of x
+    int block_vectors;   // a block's share (the last of a sample or of x may be shorter)
+    int slots;           // a thread's in all: ceil(block_vectors / threads)
+    int shared_slots;    // of them in shared memory, after the register slots
+    bool channels_inner;
+    int channels;        // C
+    int slices;          // N * C
+    int group_channels;  // C / G
+    int groups;          // G
+    int row_vectors;     // channels inner: C / W
+    int sample_blocks;   // channels inner: blocks a sample (each within one sample)
+    int sample_vectors;  // channels inner: S * C / W
+    int block_groups;    // partials a block stores: positions inner kGnPersistentThreadGroups, channels inner G
+    int block_channels;  // weights and biases a block stages: channels inner C, positions inner 2 C / G (its slices)
+    int group_vectors;   // positions inner: the vectors of a group, C / G * S / W
+    Divisor by_group;    // positions inner: group_vectors
+    Divisor by_plane;    // positions inner: the vectors of a slice, S / W
+    double inv_group_size;
+    std::size_t shared_bytes;  // dynamic: the held vectors, the thread sums, the group statistics
+};
+
+// Bytes of the dynamic shared memory before the held vectors: the threads'
+// sums (two floats per thread group), the groups' statistics, the channels'
+// weights and biases (staged before the grid's barrier, so that the
+// output's first factors wait on no load after it).
+MBN_HOST_DEVICE constexpr std::size_t gn_persistent_sums_bytes(int threads) {
+    return static_cast<std::size_t>(threads) * kGnPersistentThreadGroups * 2 * sizeof(float);
+}
+MBN_HOST_DEVICE constexpr std::size_t gn_persistent_stats_bytes(int groups) {
+    return (static_cast<std::size_t>(groups) * sizeof(GnGroupStats) + 15) / 16 * 16;
+}
+// ... and the weight and bias of each channel the block writes (two floats).
+MBN_HOST_DEVICE constexpr std::size_t gn_persistent_params_bytes(int channels) {
+    return (static_cast<std::size_t>(channels) * 2 * sizeof(float) + 15) / 16 * 16;
+}
+
+// nullptr where the walk serves the call (filled in), else why not.  Under
+// the size rule only tensors the slices would read twice from DRAM: x of
+// at least kGnPersistentLeastBytes.
+const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk);
+
+// Scratch: per block, block_groups pairs of double sums; channels inner
+// then each group's statistics (from 256 bytes on); one barrier counter.
+inline std::size_t gn_persistent_sums_scratch_bytes(const GnPersistentWalk& walk) {
+    return (static_cast<std::size_t>(walk.blocks) * walk.block_groups * 2 * sizeof(double) + 255) / 256 * 256;
+}
+inline std::size_t gn_persistent_scratch_bytes(const GnPersistentWalk& walk) {
+    const std::size_t groups = walk.channels_inner ? static_cast<std::size_t>(walk.blocks / walk.sample_blocks) * walk.groups : 0;
+    return gn_persistent_sums_scratch_bytes(walk) + groups * sizeof(GnGroupStats);
+}
+
+}  // namespace gpu
+}  // namespace mbn

@@ -1,0 +1,116 @@
+#include "gpu/gn_persistent.hpp"
+
+#include "common/dtype.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+namespace mbn {
+namespace gpu {
+namespace {
+
+// Under the size rule, x of at least this many bytes (NCHW-like, NHWC-like),
+// where the slices it replaces lost (H200, forward + swish, the tiles
+// refusing: NCHW float 16-128 MB 1.11x-1.25x, NHWC 4-128 MB 1.07x-1.40x);
+// below, its fixed cost (one barrier, two channels inner, each a chain of
+// latencies) is most of the call.
+constexpr std::int64_t kGnPersistentLeastBytes[2] = {8ll << 20, 4ll << 20};
+// The L2 taken where the device does not say.
+constexpr std::int64_t kUnknownL2Bytes = 24ll << 20;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+std::int64_t gcd(std::int64_t a, std::int64_t b) { return b == 0 ? a : gcd(b, a % b); }
+
+}  // namespace
+
+const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk) {
+    const TensorArg& x = p.x;
+    if (x.dtype != DType::f32 && x.dtype != DType::f16 && x.dtype != DType::bf16) return "its data are float64";
+    if (x.order != MemoryOrder::packed_nchw && x.order != MemoryOrder::packed_nhwc)
+        return "its data are not packed NCHW-like or NHWC-like";
+    if (p.y.dtype != x.dtype || p.y.order != x.order || !aligned16(x) || !aligned16(p.y))
+        return "x and y differ in layout or are not 16-byte aligned";
+    if (device.shared_bytes_per_block <= 0) return "the device's shared memory is unknown";
+    const std::int64_t size = static_cast<std::int64_t>(dtype_size(x.dtype));
+    const std::int64_t width = 16 / size;
+    const std::int64_t samples = p.shape.len[kN];
+    const std::int64_t channels = p.shape.len[kC];
+    const std::int64_t positions = p.shape.spatial_size();
+    const std::int64_t group_channels = p.shape.channels_per_group();
+    const bool inner = x.order == MemoryOrder::packed_nhwc;
+    const std::int64_t vectors = x.element_count() / width;
+    if ((inner ? channels : positions) % width != 0) return "its innermost dimension is not whole 16-byte vectors";
+    if (vectors == 0 || vectors > INT_MAX / 2 || samples * channels > INT_MAX) return "it is too large for int indices";
+    if (rule == PlanRule::size_rule && vectors * 16 < kGnPersistentLeastBytes[inner ? 1 : 0])
+        return "x is small enough for the slices' second read to come from L2";
+
+    GnPersistentWalk w{};
+    w.vectors = static_cast<int>(vectors);
+    w.channels_inner = inner;
+    w.channels = static_cast<int>(channels);
+    w.slices = static_cast<int>(samples * channels);
+    w.group_channels = static_cast<int>(group_channels);
+    w.groups = static_cast<int>(p.shape.groups);
+    const std::int64_t wave = std::max(1, device.wave_size);
+    const std::int64_t processors = std::max(1, device.multiprocessors);
+    std::int64_t threads = kGnPersistentThreads;
+    std::int64_t block_vectors = 0;
+    if (inner) {
+        // A thread's lanes keep their channels: blocks of whole rows, and
+        // a thread's lanes in at most kGnPersistentThreadGroups groups.
+        if (group_channels % width != 0 && width % group_channels != 0)
+            return "its groups' channels neither fill nor divide a 16-byte vector";
+        if (width / group_channels > kGnPersistentThreadGroups) return "a 16-byte vector holds more than two groups";
+        const std::int64_t rows = channels / width;
+        const std::int64_t unit = rows / gcd(rows, wave) * wave;
+        threads = kGnPersistentThreads / unit * unit;
+        if (threads < kGnPersistentLeastThreads) return "its rows of channels are too long for a block";
+        if (samples > processors) return "it has more samples than the device has multiprocessors";
+        w.row_vectors = static_cast<int>(rows);
+        w.sample_blocks = static_cast<int>(processors / samples);
+        w.sample_vectors = static_cast<int>(positions * rows);
+        w.blocks = static_cast<int>(samples) * w.sample_blocks;
+        block_vectors = ceil_div(positions, w.sample_blocks) * rows;
+        w.block_groups = w.groups;
+        w.block_channels = w.channels;
+    } else {
+        const std::int64_t group_vectors = group_channels * positions / width;
+        w.blocks = static_cast<int>(std::min(processors, vectors));
+        block_vectors = ceil_div(vectors, w.blocks);
+        if (block_vectors > group_vectors) return "its groups are smaller than a block's share";
+        w.blocks = static_cast<int>(ceil_div(vectors, block_vectors));
+        w.block_groups = kGnPersistentThreadGroups;
+        w.block_channels = static_cast<int>(kGnPersistentThreadGroups * group_channels);
+        w.group_vectors = static_cast<int>(group_vectors);
+        w.by_group = make_divisor(w.group_vectors);
+        w.by_plane = make_divisor(static_cast<int>(positions / width));
+    }
+    w.threads = static_cast<int>(threads);
+    w.block_vectors = static_cast<int>(block_vectors);
+    w.slots = static_cast<int>(ceil_div(block_vectors, threads));
+    w.inv_group_size = 1.0 / static_cast<double>(p.shape.group_size());
+
+    // Shared memory: the sums and statistics first, then as many slots as fit.
+    const std::size_t fixed = gn_persistent_sums_bytes(w.threads) + gn_persistent_stats_bytes(w.block_groups) +
+                              gn_persistent_params_bytes(w.block_channels);
+    if (fixed > static_cast<std::size_t>(device.shared_bytes_per_block)) return "its groups are too many for shared memory";
+    const std::int64_t room = (static_cast<std::int64_t>(device.shared_bytes_per_block) - static_cast<std::int64_t>(fixed)) /
+                              (threads * 16);
+    const int registers = gn_persistent_register_slots(inner && x.dtype == DType::bf16);
+    const std::int64_t beyond_registers = std::max<std::int64_t>(0, w.slots - registers);
+    w.shared_slots = static_cast<int>(std::min(room, beyond_registers));
+    w.shared_bytes = fixed + static_cast<std::size_t>(w.shared_slots) * threads * 16;
+
+    // The streamed bytes are read again after the whole grid's: they must
+    // still be in L2 then, beside the output's stores.
+    const std::int64_t streamed_slots = beyond_registers - w.shared_slots;
+    const std::int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kUnknownL2Bytes;
+    if (streamed_slots * threads * 16 * w.blocks > l2 / 2) return "what a grid cannot hold on chip exceeds half the L2";
+    walk = w;
+    return nullptr;
+}
+
+}  // namespace gpu
+}  // namespace mbn

@@ -1,0 +1,237 @@
+// Runs gn_persistent's kernel (native/gpu/gn_persistent_forward.h) on the
+// host emulator (emulator.hpp; the grid as one cluster, its barrier the
+// cluster's: gpu/grid_barrier.h here), with the walk of the real planner
+// (plan_gn_persistent) on a small device model whose blocks hold some
+// slots in registers, some in shared memory and stream the rest, and
+// checks y, mean and rstd against float64 under the tolerance table:
+// float32, float16 and bfloat16, NCHW (blocks inside one group, blocks
+// across two, a last block cut short) and NHWC (a group over several
+// vectors, two groups in one vector, rows of a count of vectors that is no
+// power of two, several samples), with and without swish; y starts as NaN,
+// nothing past y is written, and in place (y == x) gives the same bits.
+//
+//   gn_persistent_check    exit status 0 when every case passes
+#include "gpu/hip_compat.h"  // the emulation stand-in (found first)
+
+#include "emulator.hpp"
+
+#include "gpu/gn_persistent.hpp"
+
+namespace mbn {
+namespace gpu {
+namespace {
+alignas(16) float4 gn_persistent_shared[(96 * 1024) / sizeof(float4)];
+}  // namespace
+}  // namespace gpu
+}  // namespace mbn
+
+#include "gpu/gn_persistent_forward.h"
+
+#include "check_support.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace mbn;
+using namespace mbn::gpu;
+using namespace emu_check;
+
+namespace {
+
+Tally tally;
+constexpr float kBeta = 1.25f;
+
+struct Case {
+    GroupShape shape;
+    DType dtype;
+    bool channels_last;
+    bool swish;
+    int multiprocessors;
+};
+
+// The device model: `multiprocessors` blocks at most, each with room for
+// eight shared slots of 512 threads beside its sums and statistics.
+DeviceShape device_model(int multiprocessors) {
+    DeviceShape d;
+    d.wave_size = EMU_WAVE_SIZE;
+    d.multiprocessors = multiprocessors;
+    d.shared_bytes_per_block = 80 * 1024;
+    d.l2_bytes = 1 << 30;
+    return d;
+}
+
+template <typename T>
+void launch(const GnPersistentWalk& walk, const void* x, void* y, GnPersistentArgs<float> a, bool swish) {
+    emu::register_shared(gn_persistent_shared, sizeof gn_persistent_shared);
+    auto run = [&](auto kernel) {
+        emu::run_grid(walk.blocks, walk.threads, walk.blocks, walk.shared_bytes,
+                      [&] { kernel(static_cast<const T*>(x), static_cast<T*>(y), a); });
+    };
+    if (walk.channels_inner)
+        swish ? run(gn_persistent_forward<T, float, true, true>) : run(gn_persistent_forward<T, float, true, false>);
+    else
+        swish ? run(gn_persistent_forward<T, float, false, true>) : run(gn_persistent_forward<T, float, false, false>);
+}
+
+void launch_typed(DType t, const GnPersistentWalk& walk, const void* x, void* y, const GnPersistentArgs<float>& a,
+                  bool swish) {
+    switch (t) {
+        case DType::f32: launch<float>(walk, x, y, a, swish); break;
+        case DType::f16: launch<__half>(walk, x, y, a, swish); break;
+        case DType::bf16: launch<mbn_bfloat16>(walk, x, y, a, swish); break;
+        case DType::f64: break;
+    }
+}
+
+void run_case(const Case& k, std::mt19937_64& rng) {
+    const Lengths& len = k.shape.len;
+    const std::int64_t N = len[kN], C = len[kC], G = k.shape.groups;
+    const std::int64_t S = len[kD] * len[kH] * len[kW], Cg = C / G;
+    char label[160];
+    std::snprintf(label, sizeof label, "%lldx%lldx%lldx%lld G%lld %s %s%s on %d", static_cast<long long>(N),
+                  static_cast<long long>(C), static_cast<long long>(len[kH]), static_cast<long long>(len[kW]),
+                  static_cast<long long>(G), dtype_name(k.dtype), k.channels_last ? "NHWC" : "NCHW",
+                  k.swish ? " swish" : "", k.multiprocessors);
+    Tensor x(k.dtype, len, k.channels_last), y(k.dtype, len, k.channels_last);
+    std::normal_distribution<double> normal;
+    std::uniform_real_distribution<double> uniform;
+    // Each group off centre (its mean well away from zero, as the shift
+    // is there for), weights and biases per channel.
+    std::vector<double> weight(static_cast<std::size_t>(C)), bias(static_cast<std::size_t>(C));
+    for (std::int64_t c = 0; c < C; ++c) {
+        weight[c] = 0.5 + uniform(rng);
+        bias[c] = uniform(rng) - 0.5;
+    }
+    for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t g = 0; g < G; ++g) {
+            const double centre = 8.0 * uniform(rng) - 4.0, spread = 0.5 + uniform(rng);
+            for (std::int64_t c = g * Cg; c < (g + 1) * Cg; ++c)
+                for (std::int64_t s = 0; s < S; ++s) x.set(n, c, s, centre + spread * normal(rng));
+        }
+    Small w(DType::f32, 1, C), b(DType::f32, 1, C), mean(DType::f32, N, G), rstd(DType::f32, N, G);
+    for (std::int64_t c = 0; c < C; ++c) {
+        w.set(c, weight[c]);
+        b.set(c, bias[c]);
+    }
+
+    GnForward p;
+    p.shape.len = len;
+    p.shape.groups = G;
+    p.x = x.arg();
+    p.y = y.arg();
+    for (TensorArg* t : {&p.x, &p.y}) t->order = k.channels_last ? MemoryOrder::packed_nhwc : MemoryOrder::packed_nchw;
+    p.weight = w.arg();
+    p.bias = b.arg();
+    p.mean = mean.arg();
+    p.rstd = rstd.arg();
+    p.activation = k.swish ? Activation::swish : Activation::none;
+    p.swish_beta = kBeta;
+    GnPersistentWalk walk{};
+    if (const char* why = plan_gn_persistent(p, device_model(k.multiprocessors), PlanRule::wherever_it_fits, walk)) {
+        tally.fail(std::string(label) + ": not planned: " + why);
+        return;
+    }
+
+    // float64 reference: each group's mean and biased variance.
+    std::vector<double> expected, group_mean(static_cast<std::size_t>(N * G)), group_rstd(group_mean.size());
+    for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t g = 0; g < G; ++g) {
+            double sum = 0.0, squares = 0.0;
+            for (std::int64_t c = g * Cg; c < (g + 1) * Cg; ++c)
+                for (std::int64_t s = 0; s < S; ++s) sum += x.get(n, c, s);
+            const double m = sum / static_cast<double>(Cg * S);
+            for (std::int64_t c = g * Cg; c < (g + 1) * Cg; ++c)
+                for (std::int64_t s = 0; s < S; ++s) squares += (x.get(n, c, s) - m) * (x.get(n, c, s) - m);
+            group_mean[n * G + g] = m;
+            group_rstd[n * G + g] = 1.0 / std::sqrt(squares / static_cast<double>(Cg * S) + 1e-5);
+        }
+    for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t c = 0; c < C; ++c) {
+            const std::int64_t f = n * G + c / Cg;
+            for (std::int64_t s = 0; s < S; ++s) {
+                const double z = (x.get(n, c, s) - group_mean[f]) * group_rstd[f] * weight[c] + bias[c];
+                expected.push_back(k.swish ? swish(z, kBeta) : z);
+            }
+        }
+
+    std::vector<double> sums(gn_persistent_scratch_bytes(walk) / sizeof(double), NAN);
+    BarrierCounter counter = 0;
+    GnPersistentArgs<float> a{};
+    a.walk = walk;
+    a.weight = static_cast<const float*>(p.weight.data);
+    a.bias = static_cast<const float*>(p.bias.data);
+    a.weight_stride = 1;
+    a.bias_stride = 1;
+    a.mean = GnStatTensor{mean.storage.data(), false, G, 1};
+    a.rstd = GnStatTensor{rstd.storage.data(), false, G, 1};
+    a.epsilon = 1e-5;
+    a.swish_beta = kBeta;
+    a.sums = sums.data();
+    a.stats = reinterpret_cast<GnGroupStats*>(reinterpret_cast<char*>(sums.data()) + gn_persistent_sums_scratch_bytes(walk));
+    a.barrier = &counter;
+    for (std::int64_t i = 0; i < N * G; ++i) {
+        mean.set(i, NAN);
+        rstd.set(i, NAN);
+    }
+    y.fill_nan();
+    launch_typed(k.dtype, walk, x.data(), y.data(), a, k.swish);
+    std::vector<double> got_mean, got_rstd;
+    for (std::int64_t i = 0; i < N * G; ++i) {
+        got_mean.push_back(mean.get(i));
+        got_rstd.push_back(rstd.get(i));
+    }
+    const Tolerance tol = tolerance(k.dtype);
+    tally.checks += 5;
+    if (!compare(label, "y", y.values(), expected, tol.elementwise)) tally.fail(std::string(label) + ": y");
+    if (!compare(label, "mean", got_mean, group_mean, tol.reduction)) tally.fail(std::string(label) + ": mean");
+    if (!compare(label, "rstd", got_rstd, group_rstd, tol.reduction)) tally.fail(std::string(label) + ": rstd");
+    if (!y.slack_intact()) tally.fail(std::string(label) + ": wrote outside y");
+    // In place: the same bits.
+    Tensor z = x;
+    launch_typed(k.dtype, walk, z.data(), z.data(), a, k.swish);
+    if (std::memcmp(z.data(), y.data(), static_cast<std::size_t>(y.count()) * dtype_size(k.dtype)) != 0)
+        tally.fail(std::string(label) + ": in place differs");
+    const int streamed =
+        walk.slots - gn_persistent_register_slots(k.channels_last && k.dtype == DType::bf16) - walk.shared_slots;
+    std::printf("done %s: %d blocks x %d threads, %d slots (%d shared, %d streamed)\n", label, walk.blocks,
+                walk.threads, walk.slots, walk.shared_slots, streamed > 0 ? streamed : 0);
+}
+
+}  // namespace
+
+int main() {
+    std::mt19937_64 rng(32);
+    struct Shape {
+        GroupShape shape;
+        bool channels_last;
+        int multiprocessors;
+    };
+    const Shape shapes[] = {
+        // NCHW: each block inside one group, slots in registers, shared and streamed.
+        {{{1, 6, 1, 192, 192}, 3}, false, 3},
+        // NCHW: blocks across two groups (shared and streamed slots), a last block short.
+        {{{1, 4, 1, 512, 256}, 2}, false, 3},
+        // NCHW: several samples, blocks across groups of two samples.
+        {{{2, 4, 1, 64, 96}, 2}, false, 5},
+        // NHWC: a group spans one vector (half) or two (float), rows of 8 / 16 vectors.
+        {{{1, 64, 1, 96, 96}, 8}, true, 3},
+        // NHWC: two groups in one half vector, two samples.
+        {{{2, 32, 1, 64, 64}, 8}, true, 3},
+        // NHWC: rows of 6 (float) or 3 (half) vectors: blocks of 480 / 384 threads.
+        {{{1, 24, 1, 64, 64}, 3}, true, 3},
+    };
+    for (DType t : {DType::f32, DType::f16, DType::bf16})
+        for (bool swish : {false, true})
+            for (const Shape& s : shapes) {
+                if (s.channels_last && 16 / static_cast<std::int64_t>(dtype_size(t)) >
+                                           2 * (s.shape.len[kC] / s.shape.groups))
+                    continue;  // more than two groups in a vector: not planned (checked below)
+                run_case(Case{s.shape, t, s.channels_last, swish, s.multiprocessors}, rng);
+            }
+    return tally.finish();
+}

@@ -1,0 +1,20 @@
+"""gn_persistent's kernel (native/gpu/gn_persistent_forward.h) on the host
+emulator of test_gpu_emulation.py (tests/gpu/emulation/gn_persistent_check.cpp):
+the grid as one cluster, the walk of the real planner on a small device
+model (slots in registers, shared memory and streamed), y, mean and rstd
+against float64, float32/float16/bfloat16, NCHW and NHWC, with and without
+swish, NaN-poisoned outputs, in place bit for bit.  No GPU is needed, only
+CUDA's fp16/bf16 headers.
+"""
+from __future__ import annotations
+
+import pytest
+from test_gpu_emulation import EMULATION, REPO, build, run_check
+
+SOURCES = [EMULATION / name for name in ("emulator.cpp", "gn_persistent_check.cpp")] + [
+    REPO / "native" / "gpu" / "gn_persistent_planner.cpp"]
+
+
+@pytest.mark.parametrize("wave", (32, 64))
+def test_emulated_gn_persistent(tmp_path, wave):
+    run_check(build(tmp_path, wave, SOURCES, "gn_persistent_check"))
