@@ -205,6 +205,28 @@ inline bool compare(const std::string& label, const char* what, const std::vecto
     return bad == 0;
 }
 
+// Each group's mean and 1 / sqrt(biased variance + epsilon) in float64,
+// two passes over x: [n * G + g].
+struct GroupStatistics {
+    std::vector<double> mean, rstd;
+};
+inline GroupStatistics group_statistics(const Tensor& x, std::int64_t groups, double epsilon) {
+    const std::int64_t N = x.len[kN], Cg = x.len[kC] / groups, S = x.len[kD] * x.len[kH] * x.len[kW];
+    GroupStatistics out;
+    for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t g = 0; g < groups; ++g) {
+            double s1 = 0, s2 = 0;
+            for (std::int64_t c = g * Cg; c < (g + 1) * Cg; ++c)
+                for (std::int64_t s = 0; s < S; ++s) s1 += x.get(n, c, s);
+            const double m = s1 / static_cast<double>(Cg * S);
+            for (std::int64_t c = g * Cg; c < (g + 1) * Cg; ++c)
+                for (std::int64_t s = 0; s < S; ++s) s2 += (x.get(n, c, s) - m) * (x.get(n, c, s) - m);
+            out.mean.push_back(m);
+            out.rstd.push_back(1.0 / std::sqrt(s2 / static_cast<double>(Cg * S) + epsilon));
+        }
+    return out;
+}
+
 // The fused swish z * sigmoid(beta z) and its derivative, in double: the
 // group-norm checks' references.
 inline double swish(double z, double beta) { return z / (1.0 + std::exp(-beta * z)); }

@@ -137,19 +137,11 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         return;
     }
 
-    // float64 reference: each group's mean and biased variance.
-    std::vector<double> expected, group_mean(static_cast<std::size_t>(N * G)), group_rstd(group_mean.size());
-    for (std::int64_t n = 0; n < N; ++n)
-        for (std::int64_t g = 0; g < G; ++g) {
-            double sum = 0.0, squares = 0.0;
-            for (std::int64_t c = g * Cg; c < (g + 1) * Cg; ++c)
-                for (std::int64_t s = 0; s < S; ++s) sum += x.get(n, c, s);
-            const double m = sum / static_cast<double>(Cg * S);
-            for (std::int64_t c = g * Cg; c < (g + 1) * Cg; ++c)
-                for (std::int64_t s = 0; s < S; ++s) squares += (x.get(n, c, s) - m) * (x.get(n, c, s) - m);
-            group_mean[n * G + g] = m;
-            group_rstd[n * G + g] = 1.0 / std::sqrt(squares / static_cast<double>(Cg * S) + 1e-5);
-        }
+    // float64 reference.
+    const GroupStatistics stats = group_statistics(x, G, 1e-5);
+    const std::vector<double>& group_mean = stats.mean;
+    const std::vector<double>& group_rstd = stats.rstd;
+    std::vector<double> expected;
     for (std::int64_t n = 0; n < N; ++n)
         for (std::int64_t c = 0; c < C; ++c) {
             const std::int64_t f = n * G + c / Cg;

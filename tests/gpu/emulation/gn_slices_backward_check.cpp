@@ -88,17 +88,11 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     }
     // Saved statistics (float32) from the stored x; the reference reads the same.
     Small mean(DType::f32, N, G), rstd(DType::f32, N, G);
-    for (std::int64_t n = 0; n < N; ++n)
-        for (std::int64_t g = 0; g < G; ++g) {
-            double s1 = 0, s2 = 0;
-            for (std::int64_t c = g * Cg; c < (g + 1) * Cg; ++c)
-                for (std::int64_t s = 0; s < S; ++s) s1 += x.get(n, c, s);
-            const double m = s1 / static_cast<double>(Cg * S);
-            for (std::int64_t c = g * Cg; c < (g + 1) * Cg; ++c)
-                for (std::int64_t s = 0; s < S; ++s) s2 += (x.get(n, c, s) - m) * (x.get(n, c, s) - m);
-            mean.set(n * G + g, m);
-            rstd.set(n * G + g, 1.0 / std::sqrt(s2 / static_cast<double>(Cg * S) + kEpsilon));
-        }
+    const GroupStatistics stats = group_statistics(x, G, kEpsilon);
+    for (std::int64_t i = 0; i < N * G; ++i) {
+        mean.set(i, stats.mean[i]);
+        rstd.set(i, stats.rstd[i]);
+    }
     const GnBackwardReference ref = gn_backward_reference(
         x, dy, mean, rstd, G, [&](std::int64_t c) { return weight.get(c); }, [&](std::int64_t c) { return bias.get(c); },
         k.swish, kBeta);
