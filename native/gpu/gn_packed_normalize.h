@@ -48,6 +48,23 @@ __device__ __forceinline__ SliceFactors<A, kFold> slice_factors(const FeatureArr
     return f;
 }
 
+// One vector's output: lane e through its own factors (L == W: channels
+// inner) or the vector's one set (L == 1), then the swish where asked.
+template <typename T, typename A, int W, int L, bool kFold, bool kSwish>
+__device__ __forceinline__ Pack<T, W> normalize_vector(const Pack<T, W>& raw, const SliceFactors<A, kFold> (&f)[L],
+                                                       A beta) {
+    A value[W];
+    widen_pack<A, W>(raw, value);
+    Pack<T, W> out;
+#pragma unroll
+    for (int e = 0; e < W; ++e) {
+        A z = f[L == W ? e : 0].apply(value[e]);
+        if constexpr (kSwish) z = swish_of(z, beta);
+        out.lane[e] = narrow<T>(z);
+    }
+    return out;
+}
+
 // The normalize over packed x and y (GnPackedWalk): each thread's K
 // vectors (packed_first_vector, blocks in the reverse of the statistics'
 // order), all loaded before the factors are awaited (x is no earlier
@@ -84,16 +101,7 @@ __global__ void __launch_bounds__(kPackedWalkMostThreads, 2)
 #pragma unroll
             for (int j = 0; j < L; ++j) f[j] = slice_factors<A, kFold>(scratch, feature + j);
         }
-        A value[W];
-        widen_pack<A, W>(raw[k], value);
-        Pack<T, W> out;
-#pragma unroll
-        for (int e = 0; e < W; ++e) {
-            A z = f[kInner ? e : 0].apply(value[e]);
-            if constexpr (kSwish) z = swish_of(z, beta);
-            out.lane[e] = narrow<T>(z);
-        }
-        store_pack(y + static_cast<std::int64_t>(v) * W, out);
+        store_pack(y + static_cast<std::int64_t>(v) * W, normalize_vector<T, A, W, L, kFold, kSwish>(raw[k], f, beta));
     }
 }
 

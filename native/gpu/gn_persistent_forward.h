@@ -377,16 +377,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
                 f[0] = channel_factors<kFold>(stats[w.by_group.divide(first + k * threads) - share.first], wb.x, wb.y);
             }
         }
-        float value[W];
-        widen_pack<float, W>(in, value);
-        Pack<T, W> out;
-#pragma unroll
-        for (int e = 0; e < W; ++e) {
-            float z = f[kInner ? e : 0].apply(value[e]);
-            if constexpr (kSwish) z = swish_of(z, beta);
-            out.lane[e] = narrow<T>(z);
-        }
-        store_pack(y + at(k), out);
+        store_pack(y + at(k), normalize_vector<T, float, W, kInner ? W : 1, kFold, kSwish>(in, f, beta));
     };
 #pragma unroll
     for (int k = R - 1; k >= 0; --k)
