@@ -65,7 +65,8 @@ void run_gn_forward_persistent(const GnForward& p, const GnPersistentWalk& walk,
         a.epsilon = p.epsilon;
         a.swish_beta = p.swish_beta;
         a.sums = static_cast<double*>(target.scratch);
-        a.stats = reinterpret_cast<GnGroupStats*>(static_cast<char*>(target.scratch) + gn_persistent_sums_scratch_bytes(walk));
+        char* scratch = static_cast<char*>(target.scratch);
+        a.stats = reinterpret_cast<GnGroupStats*>(scratch + gn_persistent_sums_scratch_bytes(walk));
         a.barrier = target.counters;
         kernel<<<dim3(static_cast<unsigned>(walk.blocks)), dim3(static_cast<unsigned>(walk.threads)), walk.shared_bytes,
                  target.stream>>>(static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), a);

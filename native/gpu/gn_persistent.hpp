@@ -92,7 +92,8 @@ inline std::size_t gn_persistent_sums_scratch_bytes(const GnPersistentWalk& walk
     return (static_cast<std::size_t>(walk.blocks) * walk.block_groups * 2 * sizeof(double) + 255) / 256 * 256;
 }
 inline std::size_t gn_persistent_scratch_bytes(const GnPersistentWalk& walk) {
-    const std::size_t groups = walk.channels_inner ? static_cast<std::size_t>(walk.blocks / walk.sample_blocks) * walk.groups : 0;
+    const std::size_t samples = walk.channels_inner ? static_cast<std::size_t>(walk.blocks / walk.sample_blocks) : 0;
+    const std::size_t groups = samples * static_cast<std::size_t>(walk.groups);
     return gn_persistent_sums_scratch_bytes(walk) + groups * sizeof(GnGroupStats);
 }
 

@@ -70,7 +70,8 @@ __device__ __forceinline__ GnPersistentShare persistent_share(const GnPersistent
 __device__ __forceinline__ std::int64_t persistent_sums_at(const GnPersistentWalk& w, int block, int local) {
     if (w.channels_inner) {
         const int sample = block / w.sample_blocks;
-        return ((static_cast<std::int64_t>(sample) * w.groups + local) * w.sample_blocks + (block - sample * w.sample_blocks)) * 2;
+        return ((static_cast<std::int64_t>(sample) * w.groups + local) * w.sample_blocks +
+                (block - sample * w.sample_blocks)) * 2;
     }
     return (static_cast<std::int64_t>(block) * w.block_groups + local) * 2;
 }

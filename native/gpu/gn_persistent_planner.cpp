@@ -92,12 +92,13 @@ const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, Pl
     w.slots = static_cast<int>(ceil_div(block_vectors, threads));
     w.inv_group_size = 1.0 / static_cast<double>(p.shape.group_size());
 
-    // Shared memory: the sums and statistics first, then as many slots as fit.
+    // Shared memory: the sums, statistics, weights and biases first, then as
+    // many slots as fit.
     const std::size_t fixed = gn_persistent_sums_bytes(w.threads) + gn_persistent_stats_bytes(w.block_groups) +
                               gn_persistent_params_bytes(w.block_channels);
-    if (fixed > static_cast<std::size_t>(device.shared_bytes_per_block)) return "its groups are too many for shared memory";
-    const std::int64_t room = (static_cast<std::int64_t>(device.shared_bytes_per_block) - static_cast<std::int64_t>(fixed)) /
-                              (threads * 16);
+    const std::int64_t shared = device.shared_bytes_per_block;
+    if (static_cast<std::int64_t>(fixed) > shared) return "its groups are too many for shared memory";
+    const std::int64_t room = (shared - static_cast<std::int64_t>(fixed)) / (threads * 16);
     const int registers = gn_persistent_register_slots(inner && x.dtype == DType::bf16);
     const std::int64_t beyond_registers = std::max<std::int64_t>(0, w.slots - registers);
     w.shared_slots = static_cast<int>(std::min(room, beyond_registers));

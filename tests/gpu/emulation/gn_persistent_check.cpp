@@ -164,7 +164,8 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     a.epsilon = 1e-5;
     a.swish_beta = kBeta;
     a.sums = sums.data();
-    a.stats = reinterpret_cast<GnGroupStats*>(reinterpret_cast<char*>(sums.data()) + gn_persistent_sums_scratch_bytes(walk));
+    char* scratch = reinterpret_cast<char*>(sums.data());
+    a.stats = reinterpret_cast<GnGroupStats*>(scratch + gn_persistent_sums_scratch_bytes(walk));
     a.barrier = &counter;
     for (std::int64_t i = 0; i < N * G; ++i) {
         mean.set(i, NAN);
