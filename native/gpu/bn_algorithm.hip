@@ -9,6 +9,7 @@
 #include "gpu/bn_fused.hpp"
 #include "gpu/feature_scratch.hpp"
 #include "gpu/gn_launch.hpp"
+#include "gpu/gn_tile_planner.hpp"
 
 namespace mbn {
 namespace gpu {
@@ -211,22 +212,30 @@ GnForwardChoice choose_algorithm(const GnForward& p, const DeviceShape& device) 
     const AlgorithmRequest request = requested_algorithm(kOpGnForward);
     const bool any = !request.forced;
     const char* not_on_chip = nullptr;
+    const auto choose_tiles = [&] {
+        c.algorithm = Algorithm::gn_on_chip;
+        log_choice(kOpGnForward, c.algorithm, request.forced, "the groups fit the registers of a block or a cluster");
+        return c;
+    };
+    bool tiles_run_long = false;
     if (any || request.algorithm == Algorithm::gn_on_chip) {
         not_on_chip = plan_gn_forward_on_chip(p, device, c.plan);
         if (not_on_chip == nullptr) {
-            c.algorithm = Algorithm::gn_on_chip;
-            log_choice(kOpGnForward, c.algorithm, request.forced, "the groups fit the registers of a block or a cluster");
-            return c;
+            tiles_run_long = gn_tiles_run_long(c.plan.tiles, device);
+            if (!any || !tiles_run_long) return choose_tiles();
         }
         if (!any)
             refuse(kOpGnForward, request.algorithm, describe(p.x, "group norm", false),
                    concat("the on-chip group-norm kernels cannot take this problem: ", not_on_chip));
     }
-    // Packed and too large for the tiles: one persistent launch where the
+    // Packed and too large for the tiles, or where the tiles would run long
+    // and the persistent blocks are full: one persistent launch where the
     // grid holds x on chip and in L2.
     if (any || request.algorithm == Algorithm::gn_persistent) {
         const PlanRule rule = any ? PlanRule::size_rule : PlanRule::wherever_it_fits;
         const char* not_persistent = plan_gn_persistent(p, device, rule, c.plan.persistent);
+        if (not_persistent == nullptr && tiles_run_long && c.plan.persistent.threads < kGnPersistentFullThreads)
+            not_persistent = "its blocks are not full";
         if (not_persistent == nullptr && !gn_persistent_resident(p, c.plan.persistent, device))
             not_persistent = "its blocks do not all fit the device at once";
         if (not_persistent == nullptr) {
@@ -234,13 +243,14 @@ GnForwardChoice choose_algorithm(const GnForward& p, const DeviceShape& device) 
             c.plan.needs = GnScratchNeeds{gn_persistent_scratch_bytes(c.plan.persistent), 1};
             log_choice(kOpGnForward, c.algorithm, request.forced,
                        "packed, x held by one resident grid in registers, shared memory and L2",
-                       any ? why_not_on_chip(not_on_chip) : nullptr);
+                       !any ? nullptr : tiles_run_long ? "the tiles would run long" : why_not_on_chip(not_on_chip));
             return c;
         }
         if (!any)
             refuse(kOpGnForward, request.algorithm, describe(p.x, "group norm", false),
                    concat("the persistent group-norm kernel cannot take this problem: ", not_persistent));
     }
+    if (tiles_run_long) return choose_tiles();
     // Off chip: the slices where they read x better (the size rule), else the chunks.
     const bool slices_better = plan_gn_forward_walk(p, device, c.plan);
     const bool slices = any ? slices_better : request.algorithm == Algorithm::gn_slices;

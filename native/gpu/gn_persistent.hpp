@@ -28,6 +28,10 @@ namespace gpu {
 
 constexpr int kGnPersistentThreads = 512;       // the most a block has
 constexpr int kGnPersistentLeastThreads = 128;  // fewer leave the multiprocessor's loads too few
+// Blocks of at least this many threads take a forward the tiles would run
+// long (gn_tiles_run_long): 1x1280x64x64 float NHWC, whose rows of 320
+// vectors leave 320 threads, lost to its tiles (24.0 -> 28.0 us).
+constexpr int kGnPersistentFullThreads = 448;
 constexpr int kGnPersistentRegisterSlots = 16;  // 256 bytes of x a thread in registers
 // ... but 12 for bfloat16 channels inner, whose per-lane sums and wider
 // conversions spilled past 128 registers (nvcc sm_90: 184 bytes of stack

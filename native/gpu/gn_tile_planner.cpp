@@ -28,6 +28,8 @@ constexpr std::int64_t kWholeForwardTileBytes = 48 * 1024;
 // The slots a thread holds at most where its rows can spread wider (over
 // more threads, or a forward tile over more blocks: plan_gn_tiles).
 constexpr int kSpreadSlots = 2;
+// A forward plan of this many rounds of clusters runs long (gn_tiles_run_long).
+constexpr std::int64_t kGnTilesLongRounds = 3;
 // The L2 taken where the device does not say (DeviceShape::l2_bytes 0):
 // smaller than the data-centre parts' (40-50 MB), so that streamed tiles
 // (plan_streamed_cluster) stay where their second reads are likely hits.
@@ -331,6 +333,12 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     w.by_channels = make_divisor(static_cast<int>(w.channels));
     walk = w;
     return nullptr;
+}
+
+bool gn_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device) {
+    const std::int64_t resident = device.resident_clusters(walk.cluster, walk.backward_blocks);
+    const std::int64_t rounds = resident > 0 ? ceil_div(walk.tiles(), resident) : 0;
+    return rounds >= kGnTilesLongRounds || walk.streamed > 2 * kGnTileStreamRegisterSlots;
 }
 
 }  // namespace gpu

@@ -17,5 +17,12 @@ namespace gpu {
 const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const TensorArg*> data, bool backward,
                           const DeviceShape& device, GnTileWalk& walk);
 
+// Whether a forward plan's clusters run long: three rounds or more of
+// register-only clusters, or streamed parts of more than twice the slots
+// its registers hold.  There the persistent forward (gn_persistent.hpp), one
+// round with one fixed chain of latencies, ran faster where its blocks are
+// full (H200, bench/RESULTS.md, thirty-second session).
+bool gn_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device);
+
 }  // namespace gpu
 }  // namespace mbn
