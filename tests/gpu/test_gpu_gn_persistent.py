@@ -3,8 +3,9 @@ emulator of test_gpu_emulation.py (tests/gpu/emulation/gn_persistent_check.cpp):
 the grid as one cluster, the walk of the real planner on a small device
 model (slots in registers, shared memory and streamed), y, mean and rstd
 against float64, float32/float16/bfloat16, NCHW and NHWC, with and without
-swish, NaN-poisoned outputs, in place bit for bit.  No GPU is needed, only
-CUDA's fp16/bf16 headers.
+swish, with and without weights, NaN-poisoned outputs, in place bit for bit,
+and the planner's refusals.  No GPU is needed, only CUDA's fp16/bf16
+headers.
 """
 from __future__ import annotations
 

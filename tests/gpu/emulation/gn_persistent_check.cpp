@@ -7,8 +7,9 @@
 // float32, float16 and bfloat16, NCHW (blocks inside one group, blocks
 // across two, a last block cut short) and NHWC (a group over several
 // vectors, two groups in one vector, rows of a count of vectors that is no
-// power of two, several samples), with and without swish; y starts as NaN,
-// nothing past y is written, and in place (y == x) gives the same bits.
+// power of two, several samples), with and without swish, with and without
+// weights; y starts as NaN, nothing past y is written, and in place (y == x)
+// gives the same bits; and the planner refuses what the kernel cannot serve.
 //
 //   gn_persistent_check    exit status 0 when every case passes
 #include "gpu/hip_compat.h"  // the emulation stand-in (found first)
@@ -51,6 +52,7 @@ struct Case {
     DType dtype;
     bool channels_last;
     bool swish;
+    bool affine;  // false: no weight and bias (1 and 0)
     int multiprocessors;
 };
 
@@ -96,7 +98,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     std::snprintf(label, sizeof label, "%lldx%lldx%lldx%lld G%lld %s %s%s on %d", static_cast<long long>(N),
                   static_cast<long long>(C), static_cast<long long>(len[kH]), static_cast<long long>(len[kW]),
                   static_cast<long long>(G), dtype_name(k.dtype), k.channels_last ? "NHWC" : "NCHW",
-                  k.swish ? " swish" : "", k.multiprocessors);
+                  k.swish ? (k.affine ? " swish" : " swish, no weights") : "", k.multiprocessors);
     Tensor x(k.dtype, len, k.channels_last), y(k.dtype, len, k.channels_last);
     std::normal_distribution<double> normal;
     std::uniform_real_distribution<double> uniform;
@@ -104,8 +106,8 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     // is there for), weights and biases per channel.
     std::vector<double> weight(static_cast<std::size_t>(C)), bias(static_cast<std::size_t>(C));
     for (std::int64_t c = 0; c < C; ++c) {
-        weight[c] = 0.5 + uniform(rng);
-        bias[c] = uniform(rng) - 0.5;
+        weight[c] = k.affine ? 0.5 + uniform(rng) : 1.0;
+        bias[c] = k.affine ? uniform(rng) - 0.5 : 0.0;
     }
     for (std::int64_t n = 0; n < N; ++n)
         for (std::int64_t g = 0; g < G; ++g) {
@@ -155,8 +157,8 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     BarrierCounter counter = 0;
     GnPersistentArgs<float> a{};
     a.walk = walk;
-    a.weight = static_cast<const float*>(p.weight.data);
-    a.bias = static_cast<const float*>(p.bias.data);
+    a.weight = k.affine ? static_cast<const float*>(p.weight.data) : nullptr;
+    a.bias = k.affine ? static_cast<const float*>(p.bias.data) : nullptr;
     a.weight_stride = 1;
     a.bias_stride = 1;
     a.mean = GnStatTensor{mean.storage.data(), false, G, 1};
@@ -218,13 +220,40 @@ int main() {
         // NHWC: rows of 6 (float) or 3 (half) vectors: blocks of 480 / 384 threads.
         {{{1, 24, 1, 64, 64}, 3}, true, 3},
     };
+    const struct {
+        bool swish, affine;
+    } outputs[] = {{false, true}, {true, true}, {true, false}};
     for (DType t : {DType::f32, DType::f16, DType::bf16})
-        for (bool swish : {false, true})
+        for (const auto& o : outputs)
             for (const Shape& s : shapes) {
                 if (s.channels_last && 16 / static_cast<std::int64_t>(dtype_size(t)) >
                                            2 * (s.shape.len[kC] / s.shape.groups))
-                    continue;  // more than two groups in a vector: not planned (checked below)
-                run_case(Case{s.shape, t, s.channels_last, swish, s.multiprocessors}, rng);
+                    continue;  // more than two groups in a vector: refused (below)
+                run_case(Case{s.shape, t, s.channels_last, o.swish, o.affine, s.multiprocessors}, rng);
             }
+    // Refused: more than two groups in a half vector, planes that are not
+    // whole vectors, float64.
+    const struct {
+        GroupShape shape;
+        DType dtype;
+        bool channels_last;
+    } refused[] = {{{{1, 32, 1, 16, 16}, 16}, DType::f16, true},
+                   {{{1, 8, 1, 5, 5}, 2}, DType::f16, false},
+                   {{{1, 8, 1, 16, 16}, 2}, DType::f64, false}};
+    for (const auto& r : refused) {
+        Tensor x(r.dtype, r.shape.len, r.channels_last);
+        GnForward p;
+        p.shape.len = r.shape.len;
+        p.shape.groups = r.shape.groups;
+        p.x = p.y = x.arg();
+        const MemoryOrder order = r.channels_last ? MemoryOrder::packed_nhwc : MemoryOrder::packed_nchw;
+        p.x.order = p.y.order = order;
+        GnPersistentWalk walk{};
+        tally.checks += 1;
+        if (const char* why = plan_gn_persistent(p, device_model(3), PlanRule::wherever_it_fits, walk))
+            std::printf("refused %s: %s\n", dtype_name(r.dtype), why);
+        else
+            tally.fail(std::string("planned what it cannot serve: ") + dtype_name(r.dtype));
+    }
     return tally.finish();
 }
