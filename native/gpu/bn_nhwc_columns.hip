@@ -608,9 +608,7 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     ColumnPlan plan;
     if (geom.mode != BnMode::spatial) return plan;
     if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return plan;
-    if (x.order != MemoryOrder::packed_nhwc) return plan;
-    for (const TensorArg* t : data)
-        if (t->dtype != x.dtype || t->order != x.order || !aligned16(*t)) return plan;
+    if (x.order != MemoryOrder::packed_nhwc || !packed_alike(data)) return plan;  // data: x first
     const std::int64_t elements = x.element_count();
     const std::int64_t channels = geom.len[kC];
     const std::int64_t rows = geom.len[kN] * geom.spatial_size();

@@ -741,9 +741,7 @@ ResidentPlan plan_geometry(const BnGeometry& geom, const TensorArg& x, std::init
     if (geom.mode != BnMode::spatial || device.shared_bytes_per_block <= 0)
         return plan;
     if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return plan;
-    if (x.order != MemoryOrder::packed_nchw && x.order != MemoryOrder::packed_nhwc) return plan;
-    for (const TensorArg* t : data)
-        if (t->dtype != x.dtype || t->order != x.order || !aligned16(*t)) return plan;
+    if (!packed_alike(data)) return plan;  // data: x first
     const std::int64_t elements = x.element_count();
     const std::int64_t channels = geom.len[kC];
     const std::int64_t spatial = geom.spatial_size();

@@ -7,6 +7,7 @@
 #include "gpu/feature_layout.hpp"
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace mbn {
 namespace gpu {
@@ -55,6 +56,17 @@ enum class PlanRule { size_rule, wherever_it_fits };
 
 // Whether a tensor's data may be moved as 16-byte vectors.
 inline bool aligned16(const TensorArg& t) { return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0; }
+
+// Whether the data tensors (x first) are packed alike: x NCHW-like or
+// NHWC-like without gaps, each tensor of x's type and memory order and
+// 16-byte aligned (the flat walks over 16-byte vectors need all three).
+inline bool packed_alike(std::initializer_list<const TensorArg*> data) {
+    const TensorArg& x = **data.begin();
+    if (x.order != MemoryOrder::packed_nchw && x.order != MemoryOrder::packed_nhwc) return false;
+    for (const TensorArg* t : data)
+        if (t->dtype != x.dtype || t->order != x.order || !aligned16(*t)) return false;
+    return true;
+}
 
 // The layout whose features are the logical dimensions feature_dims[0 ..
 // feature_count) and whose reduction runs over reduce_dims[0 ..

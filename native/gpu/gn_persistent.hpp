@@ -67,7 +67,7 @@ struct GnPersistentWalk {
     Divisor by_group;    // positions inner: group_vectors
     Divisor by_plane;    // positions inner: the vectors of a slice, S / W
     double inv_group_size;
-    std::size_t shared_bytes;  // dynamic: the held vectors, the thread sums, the group statistics
+    std::size_t shared_bytes;  // dynamic: the thread sums, group statistics, weights and biases, held vectors
 };
 
 // Bytes of the dynamic shared memory before the held vectors: the threads'
@@ -86,8 +86,8 @@ MBN_HOST_DEVICE constexpr std::size_t gn_persistent_params_bytes(int channels) {
 }
 
 // nullptr where the walk serves the call (filled in), else why not.  Under
-// the size rule only tensors the slices would read twice from DRAM: x of
-// at least kGnPersistentLeastBytes.
+// the size rule only x of at least kGnPersistentLeastBytes
+// (gn_persistent_planner.cpp: below, the fixed cost is most of the call).
 const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk);
 
 // Scratch: per block, block_groups pairs of double sums; channels inner

@@ -30,8 +30,7 @@ const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, Pl
     if (x.dtype != DType::f32 && x.dtype != DType::f16 && x.dtype != DType::bf16) return "its data are float64";
     if (x.order != MemoryOrder::packed_nchw && x.order != MemoryOrder::packed_nhwc)
         return "its data are not packed NCHW-like or NHWC-like";
-    if (p.y.dtype != x.dtype || p.y.order != x.order || !aligned16(x) || !aligned16(p.y))
-        return "x and y differ in layout or are not 16-byte aligned";
+    if (!packed_alike({&x, &p.y})) return "x and y differ in layout or are not 16-byte aligned";
     if (device.shared_bytes_per_block <= 0) return "the device's shared memory is unknown";
     const std::int64_t size = static_cast<std::int64_t>(dtype_size(x.dtype));
     const std::int64_t width = 16 / size;

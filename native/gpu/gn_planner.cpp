@@ -247,9 +247,7 @@ namespace {
 GnPackedWalk plan_packed_walk(const GnShape& shape, std::initializer_list<const TensorArg*> data) {
     GnPackedWalk w{};
     const TensorArg& x = **data.begin();
-    if (x.order == MemoryOrder::strided) return w;
-    for (const TensorArg* t : data)
-        if (t->dtype != x.dtype || t->order != x.order || !aligned16(*t)) return w;
+    if (!packed_alike(data)) return w;
     const bool inner = x.order == MemoryOrder::packed_nhwc;
     const std::int64_t width = 16 / static_cast<std::int64_t>(dtype_size(x.dtype));
     const std::int64_t channels = shape.len[kC];
