@@ -76,8 +76,14 @@ constexpr int kGnTileBackwardMostBlocks = 2;
 // registers with the register slots (and, channels fastest, every lane's
 // sums): batches of 4 there made ptxas spill the register slots (up to 280
 // bytes); dx's batches come after the register slots' dx, with their
-// registers free.
+// registers free.  Its wide form runs the same code in blocks of
+// kGnTileBackwardWideThreads threads, one a multiprocessor (the same 128
+// registers a thread), where a round of such clusters takes every tile:
+// twice the waves, so twice the loads in flight, of two-block-form blocks
+// spread one a multiprocessor over idle ones (gn_tile_planner.cpp says
+// where each form is taken).
 constexpr int kGnTileBackwardStreamSlots = 32;
+constexpr int kGnTileBackwardWideThreads = 512;
 constexpr int kGnTileBackwardStreamRegisterSlots = 6;
 constexpr int kGnTileBackwardStreamBatch = 3;
 constexpr int kGnTileBackwardStreamDxBatch = 4;

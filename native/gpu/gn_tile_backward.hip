@@ -295,21 +295,22 @@ __device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnT
 // form also each lane's in registers) and finish each channel's sums
 // before the next begins, but for the one-block form with channels
 // fastest, which holds every lane's sums and walks the slots outermost.
-// kStream (the walk's streamed > 0, the two-block form in float): slots
-// past the registers' streamed (the sums of a lane, channels fastest, held
-// over every slot).
+// kStream (the walk's streamed > 0, the two-block form's code in float):
+// slots past the registers' streamed (the sums of a lane, channels fastest,
+// held over every slot); kBlocks 1 there: blocks of
+// kGnTileBackwardWideThreads, one a multiprocessor.
 template <typename T, typename P, bool kInner, typename A, int kBlocks, bool kStream>
-__global__ void __launch_bounds__(kGnTileBackwardThreads, kBlocks)
+__global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideThreads : kGnTileBackwardThreads,
+                                  kBlocks)
     gn_tile_backward(const T* x, const T* dy, T* dx, GnTileBackwardArgs<P> args) {
-    static_assert(!kStream || (kBlocks == kGnTileBackwardStreamBlocks && std::is_same<A, float>::value),
-                  "the streamed walk is the two-block form's, in float");
+    static_assert(!kStream || std::is_same<A, float>::value, "the streamed walk is in float");
     constexpr int W = static_cast<int>(16 / sizeof(T));
     constexpr int R = kStream                           ? kGnTileBackwardStreamRegisterSlots
                       : std::is_same<A, double>::value ? kGnTileExactBackwardSlots
                                                        : kGnTileBackwardSlots;
     constexpr int B = kGnTileBackwardStreamBatch;
     constexpr int BD = kGnTileBackwardStreamDxBatch;
-    constexpr bool kKeep = kBlocks == 1;
+    constexpr bool kKeep = kBlocks == 1 && !kStream;
     extern __shared__ double gn_tile_backward_shared[];
     const GnTileWalk& w = args.walk;
     require_cluster_support(w.launch_cluster());
@@ -757,7 +758,9 @@ void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTa
     if constexpr (std::is_same<T, float>::value) {
         if (walk.exact) return launch(gn_tile_backward<T, P, kInner, double, kGnTileExactBackwardBlocks, false>);
     }
-    if (walk.streamed > 0)
+    if (walk.streamed > 0 && walk.backward_blocks == 1)
+        launch(gn_tile_backward<T, P, kInner, float, 1, true>);
+    else if (walk.streamed > 0)
         launch(gn_tile_backward<T, P, kInner, float, kGnTileBackwardStreamBlocks, true>);
     else if (walk.backward_blocks == 1)
         launch(gn_tile_backward<T, P, kInner, float, 1, false>);

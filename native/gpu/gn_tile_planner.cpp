@@ -108,6 +108,8 @@ struct StreamedForm {
 constexpr StreamedForm kForwardStream{kGnTileForwardThreads, kGnTileStreamSlots, kGnTileStreamRegisterSlots, 1, 0};
 constexpr StreamedForm kBackwardStream{kGnTileBackwardThreads, kGnTileBackwardStreamSlots,
                                        kGnTileBackwardStreamRegisterSlots, 2, kGnTileBackwardStreamBlocks};
+constexpr StreamedForm kBackwardWideStream{kGnTileBackwardWideThreads, kGnTileBackwardStreamSlots,
+                                           kGnTileBackwardStreamRegisterSlots, 2, 1};
 
 // A kernel's streamed form where its register-only clusters would not all
 // run at once (or do not fit): the largest cluster of which every one runs
@@ -277,21 +279,42 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     // than a full round, are taken to spread one a multiprocessor (the
     // block scheduler's way with idle ones).  The exact walk's groups are
     // small: it never streams.
-    int slots_limit = slots, in_registers = slots;
+    // The backward's two streamed forms (gn_tile.hpp): positions fastest,
+    // the wide one first (H200, run123-124, against the two-block form:
+    // 2x640x64x64, 2x320x64x64 float and 2x1280x32x32 float NCHW
+    // 1.09x-1.13x); channels fastest, the two-block form, and the wide one
+    // only where no register-only plan exists either (1x320x128x128 16-bit
+    // NHWC: 1.21x over the slices; in place of a register-only plan of
+    // several rounds it measured 0.96x-0.98x: 2x640x64x64 and 2x1280x32x32
+    // float).
+    const StreamedForm* forms[2] = {&kForwardStream, nullptr};
+    if (backward && !w.channels_inner) {
+        forms[0] = &kBackwardWideStream;
+        forms[1] = &kBackwardStream;
+    } else if (backward) {
+        forms[0] = &kBackwardStream;
+        forms[1] = w.cluster == 0 ? &kBackwardWideStream : nullptr;
+    }
+    int slots_limit = slots, in_registers = slots, block_threads = most_threads;
     const int form_blocks = std::max(1, w.backward_blocks);
     if (!w.exact && (w.cluster == 0 || device.resident_clusters(w.cluster, w.backward_blocks) < tiles)) {
         const std::int64_t register_round =
             w.cluster == 0 ? 0
                            : static_cast<std::int64_t>(device.resident_clusters(w.cluster, w.backward_blocks)) *
                                  w.cluster / form_blocks;
-        const StreamedForm& form = backward ? kBackwardStream : kForwardStream;
-        const int streamed_cluster = plan_streamed_cluster(w, device, cluster_limit, tiles, form);
-        const std::int64_t streamed_busy = std::min<std::int64_t>(tiles * streamed_cluster, device.multiprocessors);
-        if (streamed_cluster != 0 && streamed_busy >= register_round) {
-            w.cluster = streamed_cluster;
-            if (backward) w.backward_blocks = form.backward_blocks;
-            slots_limit = form.slots;
-            in_registers = form.register_slots;
+        for (const StreamedForm* form : forms) {
+            if (form == nullptr) break;
+            const int streamed_cluster = plan_streamed_cluster(w, device, cluster_limit, tiles, *form);
+            const std::int64_t streamed_busy =
+                std::min<std::int64_t>(tiles * streamed_cluster, device.multiprocessors);
+            if (streamed_cluster != 0 && streamed_busy >= register_round) {
+                w.cluster = streamed_cluster;
+                if (backward) w.backward_blocks = form->backward_blocks;
+                slots_limit = form->slots;
+                in_registers = form->register_slots;
+                block_threads = form->threads;
+                break;
+            }
         }
     }
     if (w.cluster == 0) return "its groups are too large to stay on chip";
@@ -302,11 +325,11 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     // beyond two slots a thread's loads are in flight together anyway.
     BlockShape chosen{};
     const int least = std::max(kGnTileMinThreads, device.wave_size);
-    for (int threads = least; threads <= most_threads && chosen.threads == 0; threads *= 2) {
+    for (int threads = least; threads <= block_threads && chosen.threads == 0; threads *= 2) {
         const BlockShape s = part_shape(w, w.cluster, threads, slots_limit);
         if (s.threads != 0 && s.slots_used <= kSpreadSlots) chosen = s;
     }
-    if (chosen.threads == 0) chosen = part_shape(w, w.cluster, most_threads, slots_limit);
+    if (chosen.threads == 0) chosen = part_shape(w, w.cluster, block_threads, slots_limit);
     w.threads = chosen.threads;
     w.columns = chosen.columns;
     w.row_threads = chosen.row_threads;

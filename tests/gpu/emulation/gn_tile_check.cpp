@@ -87,6 +87,7 @@ void cover_streamed_backward(const Case& k, const GnTileWalk& w) {
     c.insert(k.affine ? "affine" : "plain");
     c.insert(dtype_name(k.dtype));
     if (k.in_place) c.insert(k.dx_over_x ? "dx over x" : "dx over dy");
+    c.insert(w.backward_blocks == 1 ? "wide blocks" : "two-block form");
     // Streamed slots that fill no whole batch (of the sums' or of dx's).
     if (w.streamed % kGnTileBackwardStreamBatch != 0 || w.streamed % kGnTileBackwardStreamDxBatch != 0)
         c.insert("part batch");
@@ -535,11 +536,13 @@ int main(int argc, char** argv) {
     }
     // The backward's streamed form ran everywhere it must: clusters of 1, 2
     // and 4 (1 only without clusters), both layouts, with and without the
-    // swish and the weight, each data type, dx over dy and over x, and
-    // streamed slots past the last whole batch.
+    // swish and the weight, each data type, dx over dy and over x,
+    // streamed slots past the last whole batch, and both its forms (wide
+    // blocks, one a multiprocessor; the two-block form).
     {
         std::vector<std::string> wanted = {"cluster 1", "NCHW", "NHWC", "swish", "no swish", "affine", "plain",
-                                           "float16", "float32", "dx over dy", "dx over x", "part batch"};
+                                           "float16", "float32", "dx over dy", "dx over x", "part batch",
+                                           "wide blocks", "two-block form"};
         if (EMU_WAVE_SIZE != 64) wanted.insert(wanted.end(), {"cluster 2", "cluster 4"});
         if (!quick) wanted.push_back("bfloat16");
         std::string missing, seen;
