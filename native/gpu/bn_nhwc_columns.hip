@@ -149,7 +149,7 @@ __device__ __forceinline__ void add_deviation(const A (&xv)[V], const float (&cx
 // mean's rounding is multiplied by sum(dy), which a dy with a large mean
 // makes large), or where a float sum overflowed or met Inf/NaN (bfloat16 and
 // float data near 1e19 and beyond).
-template <typename T, int V, int K, bool kExact>
+template <typename T, int V, int K, bool kExact, bool kStream>
 __device__ void statistics_sums(const ColumnArgs& a, const ThreadMap& m, const Bits (&xr)[K],
                                 const float (&cx)[V], double (&s)[V][2]) {
     const T* x = static_cast<const T*>(a.x);
@@ -170,7 +170,7 @@ __device__ void statistics_sums(const ColumnArgs& a, const ThreadMap& m, const B
         }
         add_float_batch<V>(f, s, finite);
     }
-    for (int r0 = m.first_row + K * m.stride; r0 < m.r_end; r0 += kStreamBatch * m.stride) {
+    for (int r0 = m.first_row + K * m.stride; kStream && r0 < m.r_end; r0 += kStreamBatch * m.stride) {
         Bits b[kStreamBatch];
 #pragma unroll
         for (int j = 0; j < kStreamBatch; ++j) {
@@ -203,7 +203,7 @@ __device__ void statistics_sums(const ColumnArgs& a, const ThreadMap& m, const B
 #pragma unroll
     for (int i = 0; i < K; ++i)
         if (m.first_row + i * m.stride < m.r_end) add(xr[i]);
-    for (int r = m.first_row + K * m.stride; r < m.r_end; r += m.stride) add(load_bits(x + r * C + m.c0));
+    for (int r = m.first_row + K * m.stride; kStream && r < m.r_end; r += m.stride) add(load_bits(x + r * C + m.c0));
 }
 
 template <typename T, int V>
@@ -219,7 +219,7 @@ __device__ __forceinline__ void add_gradients(const Bits& xp, const Bits& dp, co
 
 // Sums of dy and dy * (x - cx) over the thread's rows, in double per value:
 // the second often cancels to a small value from large terms.
-template <typename T, int V, int K>
+template <typename T, int V, int K, bool kStream>
 __device__ void gradient_sums(const ColumnArgs& a, const ThreadMap& m, const Bits (&xr)[K],
                               const Bits (&dr)[K], const float (&cx)[V], double (&g)[V][2]) {
     const T* x = static_cast<const T*>(a.x);
@@ -234,7 +234,7 @@ __device__ void gradient_sums(const ColumnArgs& a, const ThreadMap& m, const Bit
         }
     }
     constexpr int B = kStreamBatch;
-    for (int r0 = m.first_row + K * m.stride; r0 < m.r_end; r0 += B * m.stride) {
+    for (int r0 = m.first_row + K * m.stride; kStream && r0 < m.r_end; r0 += B * m.stride) {
         Bits bx[B], bd[B];
 #pragma unroll
         for (int j = 0; j < B; ++j) {
@@ -433,7 +433,17 @@ constexpr int column_min_blocks() {
     return kBackward && K > 4 ? 1 : 2;
 }
 
-template <typename T, bool kBackward, int K>
+// The register rows past which a block's rows stream (the planner's most).
+template <bool kBackward>
+constexpr int column_streamed_rows() {
+    return kBackward ? 4 : 8;
+}
+
+// kStream: rows past the K register rows streamed (K the most there are);
+// without it the instance has no streamed loops, whose registers made the
+// 16-bit instances spill (training with 8 register rows 32 bytes, stalling
+// its loads behind the spill's store; backward with 4 and 2, 16 and 8).
+template <typename T, bool kBackward, int K, bool kStream>
 __global__ void __launch_bounds__(kThreads, (column_min_blocks<kBackward, K>())) bn_nhwc_columns(ColumnArgs a) {
     constexpr int V = 16 / sizeof(T);
     __shared__ ColumnShared sh;
@@ -481,7 +491,7 @@ __global__ void __launch_bounds__(kThreads, (column_min_blocks<kBackward, K>()))
     const int c = m.column_first + t;
     if (!saved) {
         double s[V][2];
-        statistics_sums<T, V, K, kBackward>(a, m, xr, cx, s);
+        statistics_sums<T, V, K, kBackward, kStream>(a, m, xr, cx, s);
         store_block_sums<V>(a, m, s, sh, ++round);
         column_totals(a, m, sh, round);
         if (t < m.cw) {
@@ -493,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, (column_min_blocks<kBackward, K>()))
     }
     if (kBackward) {
         double g[V][2];
-        gradient_sums<T, V, K>(a, m, xr, dr, cx, g);
+        gradient_sums<T, V, K, kStream>(a, m, xr, dr, cx, g);
         store_block_sums<V>(a, m, g, sh, ++round);
         column_totals(a, m, sh, round);
         if (t < m.cw) finish_backward(a, c, ch, sh);
@@ -513,7 +523,7 @@ __global__ void __launch_bounds__(kThreads, (column_min_blocks<kBackward, K>()))
     }
     // The streamed rows again, latest first: those are the likeliest still in L2.
     const int streamed = m.first_row + K * m.stride;
-    if (streamed >= m.r_end) return;
+    if (!kStream || streamed >= m.r_end) return;
     const int last = streamed + (m.r_end - 1 - streamed) / m.stride * m.stride;
     constexpr int B = kStreamBatch;
     for (int r0 = last; r0 >= streamed; r0 -= B * m.stride) {
@@ -587,7 +597,7 @@ void with_register_rows(int k, Body&& body) {
 
 // Blocks of one kernel instance a multiprocessor holds, asked once per
 // (instance, device): the query costs microseconds of host time.
-template <typename T, bool kBackward, int K>
+template <typename T, bool kBackward, int K, bool kStream>
 int blocks_per_multiprocessor() {
     constexpr int kDevices = 64;
     static std::atomic<int> known[kDevices];
@@ -596,7 +606,7 @@ int blocks_per_multiprocessor() {
     const bool cached = device >= 0 && device < kDevices;
     if (cached && known[device].load() > 0) return known[device].load();
     int blocks = 0;
-    check_runtime(hipOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, bn_nhwc_columns<T, kBackward, K>, kThreads, 0),
+    check_runtime(hipOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, bn_nhwc_columns<T, kBackward, K, kStream>, kThreads, 0),
                   "hipOccupancyMaxActiveBlocksPerMultiprocessor");
     if (cached) known[device].store(blocks);
     return blocks;
@@ -628,13 +638,18 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     if (columns > 65535) return plan;
     const std::int64_t stride = kThreads / lanes;
 
-    // Blocks of the instance with k register rows the device holds at once.
+    // Blocks of the instance with k register rows the device holds at once
+    // (with the most register rows, of either instance, streamed or not).
     auto resident_blocks = [&](int k) {
         int per_multiprocessor = 0;
         with_column_type(x.dtype, [&](auto tag) {
             using T = typename decltype(tag)::type;
             with_register_rows(k, [&](auto kk) {
-                per_multiprocessor = blocks_per_multiprocessor<T, kBackward, decltype(kk)::value>();
+                constexpr int K = decltype(kk)::value;
+                per_multiprocessor = blocks_per_multiprocessor<T, kBackward, K, false>();
+                if constexpr (K == column_streamed_rows<kBackward>())
+                    per_multiprocessor =
+                        std::min(per_multiprocessor, blocks_per_multiprocessor<T, kBackward, K, true>());
             });
         });
         return static_cast<std::int64_t>(per_multiprocessor) * device.multiprocessors;
@@ -644,7 +659,7 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     // instance's occupancy allows; the most there are where none does
     // (the rest are streamed; backward's 8-row instance, at one block a
     // multiprocessor, only serves the flat folds below).
-    const int most = kBackward ? 4 : 8;
+    const int most = column_streamed_rows<kBackward>();
     for (int k = 1; k <= most; k *= 2) {
         const std::int64_t resident = resident_blocks(k);
         if (resident < 1) return plan;
@@ -675,6 +690,7 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
             plan.rows_per_block = static_cast<int>(per_block);
         }
     }
+    plan.streamed = plan.rows_per_block > plan.register_rows * stride;
     const int B = plan.blocks_per_column;
     plan.team_size = B;
     plan.teams = 1;
@@ -719,7 +735,14 @@ void launch(const ColumnArgs& a, const ColumnPlan& plan, DType dtype, const Laun
     with_column_type(dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         with_register_rows(plan.register_rows, [&](auto k) {
-            bn_nhwc_columns<T, kBackward, decltype(k)::value><<<grid, kThreads, 0, target.stream>>>(a);
+            constexpr int K = decltype(k)::value;
+            if constexpr (K == column_streamed_rows<kBackward>()) {
+                if (plan.streamed) {
+                    bn_nhwc_columns<T, kBackward, K, true><<<grid, kThreads, 0, target.stream>>>(a);
+                    return;
+                }
+            }
+            bn_nhwc_columns<T, kBackward, K, false><<<grid, kThreads, 0, target.stream>>>(a);
         });
         check_launch("bn_nhwc_columns");
     });

@@ -36,6 +36,7 @@ struct ColumnPlan {
     int blocks_per_column = 0;  // gridDim.x
     int rows_per_block = 0;
     int register_rows = 0;      // rows a thread holds in registers (the kernel instance)
+    bool streamed = false;      // rows past the register rows streamed (the instance with the streamed loops)
     int team_size = 0;          // columns of many blocks fold in teams of this many
     int teams = 0;              // per column (1: every block folds all partials)
     std::size_t scratch_bytes = 0;
