@@ -606,8 +606,9 @@ int blocks_per_multiprocessor() {
     const bool cached = device >= 0 && device < kDevices;
     if (cached && known[device].load() > 0) return known[device].load();
     int blocks = 0;
-    check_runtime(hipOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, bn_nhwc_columns<T, kBackward, K, kStream>, kThreads, 0),
-                  "hipOccupancyMaxActiveBlocksPerMultiprocessor");
+    check_runtime(
+        hipOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, bn_nhwc_columns<T, kBackward, K, kStream>, kThreads, 0),
+        "hipOccupancyMaxActiveBlocksPerMultiprocessor");
     if (cached) known[device].store(blocks);
     return blocks;
 }

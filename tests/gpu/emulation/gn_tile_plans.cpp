@@ -130,10 +130,10 @@ int main() {
                               "slots other than the registers' and the streamed", shape);
                         check(why_before != nullptr || rounds(before, device) > 1,
                               "streams where the registers took one round", shape);
-                        check(!backward || (after.backward_blocks == 1 && after.threads <= kGnTileBackwardWideThreads) ||
-                                  (after.backward_blocks == kGnTileBackwardStreamBlocks &&
-                                   after.threads <= kGnTileBackwardThreads),
-                              "the streamed backward in neither of its forms", shape);
+                        const bool wide = after.backward_blocks == 1 && after.threads <= kGnTileBackwardWideThreads;
+                        const bool narrow = after.backward_blocks == kGnTileBackwardStreamBlocks &&
+                                            after.threads <= kGnTileBackwardThreads;
+                        check(!backward || wide || narrow, "the streamed backward in neither of its forms", shape);
                         // The streamed bytes (an upper bound: every thread's
                         // part as long as the longest) within half the L2.
                         const std::int64_t rows = after.channels_inner
