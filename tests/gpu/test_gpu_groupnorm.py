@@ -480,6 +480,22 @@ def test_on_chip_unet(handle, on_chip, shape, dtype, layout):
     run_on_chip(run_both, handle, shape, 32, dtype, layout, 141, activation="swish")
 
 
+# Shapes whose on-chip backward streams on an H100 or H200 (gn_tile.hpp):
+# the wide blocks with positions fastest (2x640x64x64) and with channels
+# fastest where no register-only plan exists (1x320x128x128), the two-block
+# form (1x1280x64x64).  Other devices may plan them otherwise; every plan
+# must still hold.
+STREAMED_SHAPES = [((2, 640, 64, 64), "nchw"), ((1, 1280, 64, 64), "nchw"), ((1, 320, 128, 128), "nhwc"),
+                   ((1, 1280, 64, 64), "nhwc")]
+
+
+@pytest.mark.parametrize("dtype", ON_CHIP_DTYPES)
+@pytest.mark.parametrize("shape, layout", STREAMED_SHAPES,
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else v)
+def test_on_chip_streamed(handle, on_chip, shape, layout, dtype):
+    run_on_chip(run_both, handle, shape, 32, dtype, layout, 145, activation="swish")
+
+
 def test_on_chip_in_place(handle, on_chip):
     x = random_data((2, 640, 32, 32), "fp16", 151, "nhwc")
     run_forward(handle, x, 32, 151, activation="swish", y=x)
