@@ -39,6 +39,12 @@ struct DeviceShape {
     // [b - 1] the form of b blocks a multiprocessor (gn_tile.hpp).
     int backward_cluster_slots[2][kPortableClusterBlocks + 1] = {};
 
+    // The L2 a planner counts on: the device's, or where it does not say, a
+    // size smaller than the data-centre parts' (40-50 MB), so that what a
+    // plan reads again from L2 (streamed tiles, the persistent forward) is
+    // likely still there.
+    std::int64_t l2_or_assumed() const { return l2_bytes > 0 ? l2_bytes : std::int64_t(24) << 20; }
+
     // The same for any k, 1 included (a single block: at least one a
     // multiprocessor, b of the backward form of b): the forward's
     // (backward_blocks 0) or the backward form's of backward_blocks.

@@ -16,8 +16,6 @@ namespace {
 // below, its fixed cost (one barrier, two channels inner, each a chain of
 // latencies) is most of the call.
 constexpr std::int64_t kGnPersistentLeastBytes[2] = {8ll << 20, 4ll << 20};
-// The L2 taken where the device does not say.
-constexpr std::int64_t kUnknownL2Bytes = 24ll << 20;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -106,7 +104,7 @@ const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, Pl
     // The streamed bytes are read again after the whole grid's: they must
     // still be in L2 then, beside the output's stores.
     const std::int64_t streamed_slots = beyond_registers - w.shared_slots;
-    const std::int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kUnknownL2Bytes;
+    const std::int64_t l2 = device.l2_or_assumed();
     if (streamed_slots * threads * 16 * w.blocks > l2 / 2) return "what a grid cannot hold on chip exceeds half the L2";
     walk = w;
     return nullptr;

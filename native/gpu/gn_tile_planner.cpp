@@ -30,10 +30,6 @@ constexpr std::int64_t kWholeForwardTileBytes = 48 * 1024;
 constexpr int kSpreadSlots = 2;
 // A forward plan of this many rounds of clusters runs long (gn_tiles_run_long).
 constexpr std::int64_t kGnTilesLongRounds = 3;
-// The L2 taken where the device does not say (DeviceShape::l2_bytes 0):
-// smaller than the data-centre parts' (40-50 MB), so that streamed tiles
-// (plan_streamed_cluster) stay where their second reads are likely hits.
-constexpr std::int64_t kUnknownL2Bytes = 24ll << 20;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -123,7 +119,7 @@ constexpr StreamedForm kBackwardWideStream{kGnTileBackwardWideThreads, kGnTileBa
 // register-only plan stands).
 int plan_streamed_cluster(const GnTileWalk& w, const DeviceShape& device, int cluster_limit, std::int64_t tiles,
                           const StreamedForm& form) {
-    const std::int64_t l2 = device.l2_bytes > 0 ? device.l2_bytes : kUnknownL2Bytes;
+    const std::int64_t l2 = device.l2_or_assumed();
     int chosen = 0;
     for (int k = 1; k <= cluster_limit; k = next_cluster_size(w, k)) {
         if (device.resident_clusters(k, form.backward_blocks) < tiles) continue;
