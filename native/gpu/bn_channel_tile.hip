@@ -555,11 +555,6 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     const T* x = static_cast<const T*>(a.x);
     const T* dy = static_cast<const T*>(a.dy);
 
-    auto offset_of = [&](int u) {
-        if (kNhwc) return u * a.channels + channel;
-        const int n = a.by_plane.divide(u);
-        return ((n * a.channels + channel) * a.plane_units + (u - n * a.plane_units)) * V;
-    };
     // Block tiles: thread t < tile_channels owns channel first_channel + t in
     // tile_sum, finishes it (its statistics kept between the rounds, in its
     // registers or its own slot of sh.coef: kPark below) and hands the
@@ -575,11 +570,34 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
     Pack<T, V> gv[kBackward ? K : 1];
     bool valid[K];
     int at[K];  // each slot's offset, for the loads and the output
+    // NCHW: the slots' units are `rows` apart; one division for the first,
+    // then steps (a slot's division and index products had made most of
+    // the ~270 instructions a wave tile issued before its first load).
+    int plane_base = 0, plane_s = 0, step_planes = 0, step_rest = 0;
+    if constexpr (!kNhwc) {
+        const int u0 = begin + row0;
+        const int n0 = a.by_plane.divide(u0);
+        plane_s = u0 - n0 * a.plane_units;
+        plane_base = (n0 * a.channels + channel) * a.plane_units;
+        step_planes = a.by_plane.divide(rows);
+        step_rest = rows - step_planes * a.plane_units;
+    }
+    const int plane_stride = a.channels * a.plane_units;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const int u = begin + row0 + k * rows;
         valid[k] = lane_used && u < end;
-        at[k] = valid[k] ? offset_of(u) : 0;
+        if constexpr (kNhwc) {
+            at[k] = valid[k] ? u * a.channels + channel : 0;
+        } else {
+            at[k] = valid[k] ? (plane_base + plane_s) * V : 0;
+            plane_s += step_rest;
+            plane_base += step_planes * plane_stride;
+            if (plane_s >= a.plane_units) {
+                plane_s -= a.plane_units;
+                plane_base += plane_stride;
+            }
+        }
         if (valid[k]) {
             xv[k] = load_pack<V>(x + at[k]);
             if (kBackward) gv[kBackward ? k : 0] = load_pack<V>(dy + at[k]);
