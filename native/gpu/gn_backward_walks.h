@@ -49,14 +49,19 @@ struct GnSlice : GnSlicePlace {
 };
 
 template <typename A, bool Swish, typename P>
-__device__ GnSlice<A> slice_at(const GnBackwardArgs<P>& a, std::int64_t slice) {
+__device__ GnSlice<A> slice_of(const GnBackwardArgs<P>& a, const GnSlicePlace& place) {
     GnSlice<A> s;
-    static_cast<GnSlicePlace&>(s) = slice_place(a.order, slice);
+    static_cast<GnSlicePlace&>(s) = place;
     s.mean = static_cast<A>(read_stat(a.mean, s.n, s.g));
     s.rstd = static_cast<A>(read_stat(a.rstd, s.n, s.g));
     s.weight = a.params.weight != nullptr ? static_cast<A>(widen(a.params.weight[s.c * a.params.weight_stride])) : A(1);
     s.bias = Swish && a.bias != nullptr ? static_cast<A>(widen(a.bias[s.c * a.bias_stride])) : A(0);
     return s;
+}
+
+template <typename A, bool Swish, typename P>
+__device__ GnSlice<A> slice_at(const GnBackwardArgs<P>& a, std::int64_t slice) {
+    return slice_of<A, Swish>(a, slice_place(a.order, slice));
 }
 
 // xhat and the pre-activation gradient g of one element.  Swish is a
@@ -82,13 +87,39 @@ struct GnSliceTerms {
 };
 
 template <typename E, bool Swish, typename P>
-__device__ __forceinline__ GnSliceTerms<E> slice_terms_at(const GnBackwardArgs<P>& a, std::int64_t slice) {
+__device__ __forceinline__ GnSliceTerms<E> slice_terms_of(const GnBackwardArgs<P>& a, const GnSlicePlace& place) {
     GnSliceTerms<E> t;
-    t.s = slice_at<E, Swish>(a, slice);
+    t.s = slice_of<E, Swish>(a, place);
     const double* terms = a.scratch.group_terms + t.s.group * kGnGroupTerms;
     t.mean_wg = static_cast<E>(terms[0]);
     t.mean_wg_xhat = static_cast<E>(terms[1]);
     return t;
+}
+
+template <typename E, bool Swish, typename P>
+__device__ __forceinline__ GnSliceTerms<E> slice_terms_at(const GnBackwardArgs<P>& a, std::int64_t slice) {
+    return slice_terms_of<E, Swish>(a, slice_place(a.order, slice));
+}
+
+// The terms of L consecutive channels of one sample from `slice` on (the
+// lanes of a channels-inner vector; C / W whole vectors a row, so never past
+// the sample): one slice_place, then steps through the groups.
+template <typename E, bool Swish, int L, typename P>
+__device__ __forceinline__ void lane_terms_at(const GnBackwardArgs<P>& a, std::int64_t slice,
+                                              GnSliceTerms<E> (&t)[L]) {
+    GnSlicePlace place = slice_place(a.order, slice);
+    const std::int64_t channels = a.order.shape.channels;
+    std::int64_t k = place.c - place.g * channels;  // the channel within its group
+#pragma unroll
+    for (int j = 0; j < L; ++j) {
+        t[j] = slice_terms_of<E, Swish>(a, place);
+        ++place.c;
+        if (++k == channels) {
+            k = 0;
+            ++place.g;
+            ++place.group;
+        }
+    }
 }
 
 // dx of one element: rstd (w g - mean(w g) - xhat mean(w g xhat)).
@@ -301,48 +332,57 @@ __global__ void __launch_bounds__(kBlockThreads, (apply_min_blocks<E, Rank, Swis
     }
 }
 
-// dx over packed x, dy and dx with positions inner (GnPackedWalk): the walk
-// of the forward's packed normalize (gn_packed_normalize.h) with apply's
-// arithmetic.  Each thread's K vectors (packed_first_vector, blocks in the
-// reverse of the sums' order), x and dy of all K loaded before the group
-// terms are awaited (neither is an earlier kernel's output); each thread
-// keeps the terms of the slice it used last.  dx may be x or dy: each thread reads
-// its vectors before it writes them.
-template <typename T, typename P, typename A, typename E, bool Swish>
-__global__ void __launch_bounds__(kPackedWalkThreads)
+// dx over packed x, dy and dx (GnPackedWalk): the walk of the forward's
+// packed normalize (gn_packed_normalize.h) with apply's arithmetic.  Each
+// thread takes walk.batches batches of K vectors (packed_first_vector,
+// blocks in the reverse of the sums' order), a batch's x and dy loaded
+// before any is used (the first batch's before the group terms are
+// awaited: neither input is an earlier kernel's output).  Positions inner
+// a vector is one slice; channels inner (kInner) its W lanes are W
+// channels of one position, the same W for every vector of a thread
+// (walk.threads holds whole rows of C / W vectors), so a thread finds its
+// lanes' terms once a sample.  dx may be x or dy: each thread reads a
+// batch's vectors before it writes them.
+template <typename T, typename P, typename A, typename E, bool Swish, bool kInner>
+__global__ void __launch_bounds__(kPackedWalkMostThreads)
     gn_backward_packed_apply(const T* x, const T* dy, T* dx, GnPackedWalk walk, GnBackwardArgs<P> a) {
     constexpr int W = static_cast<int>(16 / sizeof(T));
     constexpr int K = kPackedWalkBatch;
+    constexpr int L = kInner ? W : 1;  // term sets a vector needs
     const int threads = static_cast<int>(blockDim.x);
-    const int first = packed_first_vector();
-    Pack<T, W> xp[K], dyp[K];
+    int held = -1;  // the slice of lane 0 whose terms t hold
+    GnSliceTerms<E> t[L];
+    for (int batch = 0; batch < walk.batches; ++batch) {
+        const int first = packed_first_vector(walk) + batch * K * threads;
+        if (first >= walk.vectors) break;
+        Pack<T, W> xp[K], dyp[K];
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-        const int v = first + k * threads;
-        if (v < walk.vectors) {
-            xp[k] = load_pack<W>(x + static_cast<std::int64_t>(v) * W);
-            dyp[k] = load_pack<W>(dy + static_cast<std::int64_t>(v) * W);
+        for (int k = 0; k < K; ++k) {
+            const int v = first + k * threads;
+            if (v < walk.vectors) {
+                xp[k] = load_pack<W>(x + static_cast<std::int64_t>(v) * W);
+                dyp[k] = load_pack<W>(dy + static_cast<std::int64_t>(v) * W);
+            }
         }
-    }
-    wait_for_prior_kernel();  // the finalize's group terms
-    int held = -1;  // the slice whose terms t holds
-    GnSliceTerms<E> t{};
+        if (batch == 0) wait_for_prior_kernel();  // the finalize's group terms
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-        const int v = first + k * threads;
-        if (v >= walk.vectors) break;
-        const int slice = packed_slice(walk, v, W);
-        if (slice != held) {
-            held = slice;
-            t = slice_terms_at<E, Swish>(a, slice);
+        for (int k = 0; k < K; ++k) {
+            const int v = first + k * threads;
+            if (v >= walk.vectors) break;
+            const int slice = packed_slice(walk, v, W);
+            if (slice != held) {
+                held = slice;
+                lane_terms_at<E, Swish>(a, slice, t);
+            }
+            A xv[W], dyv[W];
+            widen_pack<A, W>(xp[k], xv);
+            widen_pack<A, W>(dyp[k], dyv);
+            E out[W];
+#pragma unroll
+            for (int e = 0; e < W; ++e)
+                out[e] = element_dx<Swish>(a, t[L == W ? e : 0], static_cast<E>(xv[e]), static_cast<E>(dyv[e]));
+            store_values<T, W>(dx + static_cast<std::int64_t>(v) * W, out, 1.0f, 0.0f);
         }
-        A xv[W], dyv[W];
-        widen_pack<A, W>(xp[k], xv);
-        widen_pack<A, W>(dyp[k], dyv);
-        E out[W];
-#pragma unroll
-        for (int e = 0; e < W; ++e) out[e] = element_dx<Swish>(a, t, static_cast<E>(xv[e]), static_cast<E>(dyv[e]));
-        store_values<T, W>(dx + static_cast<std::int64_t>(v) * W, out, 1.0f, 0.0f);
     }
 }
 
@@ -365,9 +405,10 @@ void with_exact_type(std::int64_t group_size, Body&& body) {
 // launch(slices, apply, packed_apply, a, finalize, x, dy, dx) once, slices
 // and apply the instances of the call's types, walk shape
 // (with_linear_walk_shape_of) and activation, packed_apply apply's on the
-// packed walk (plan.packed), a their arguments and finalize the planned
-// finalize's (gn_backward_finalize.h), run between the two.  The activation is
-// dispatched here, once: each kernel exists with and without swish.
+// packed walk (plan.packed, its instance for the walk's order), a their
+// arguments and finalize the planned finalize's (gn_backward_finalize.h),
+// run between the two.  The activation is dispatched here, once: each
+// kernel exists with and without swish.
 template <typename Launch>
 void with_backward_walks(const GnBackward& p, const GnSlicePlan& plan, void* scratch, Launch&& launch) {
     const FeatureLayout& layout = plan.layout;
@@ -415,7 +456,9 @@ void with_backward_walks(const GnBackward& p, const GnSlicePlan& plan, void* scr
                         constexpr bool kSwish = decltype(swish)::value;
                         launch(gn_backward_slices<T, P, A, E, kRank, kVr, kVf, kSwish>,
                                gn_backward_apply<T, P, A, E, kRank, kVr, kVf, kSwish>,
-                               gn_backward_packed_apply<T, P, A, E, kSwish>, a, finalize, x, dy, dx);
+                               plan.packed.channels_inner ? gn_backward_packed_apply<T, P, A, E, kSwish, true>
+                                                          : gn_backward_packed_apply<T, P, A, E, kSwish, false>,
+                               a, finalize, x, dy, dx);
                     };
                     if (p.activation == Activation::swish)
                         with_activation(std::true_type{});

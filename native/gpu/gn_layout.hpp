@@ -84,13 +84,17 @@ struct GnSliceOrder {
 // thread, a block's threads apart, all loaded before any is written;
 // channels inner a block is whole rows of C / W vectors where
 // kPackedWalkMostThreads allows, so that each thread's lanes keep their
-// channels (gn_packed_walk.h).
+// channels (gn_packed_walk.h).  A thread may take `batches` such batches
+// one after another: the backward's channels-inner apply, whose thread
+// finds its W lanes' terms once for all of them.
 constexpr int kPackedWalkBatch = 4;
 constexpr int kPackedWalkThreads = 256;
 constexpr int kPackedWalkMostThreads = 512;
+constexpr int kPackedInnerBatches = 4;  // the backward's channels-inner apply
 struct GnPackedWalk {
     int vectors;           // of x; 0: not packed, the feature walk runs
     int threads;           // a block's
+    int batches;           // of kPackedWalkBatch vectors a thread
     bool channels_inner;   // NHWC-like: a vector holds W channels of one position
     int row_vectors;       // channels inner: C / W
     int channels;          // C

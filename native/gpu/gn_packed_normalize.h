@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kPackedWalkMostThreads, 2)
     constexpr int L = kInner ? W : 1;  // factor sets a vector needs
     constexpr bool kFold = sizeof(T) == 2;
     const int threads = static_cast<int>(blockDim.x);
-    const int first = packed_first_vector();
+    const int first = packed_first_vector(walk);
     Pack<T, W> raw[K];
 #pragma unroll
     for (int k = 0; k < K; ++k)

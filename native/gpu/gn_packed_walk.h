@@ -21,18 +21,19 @@ __device__ __forceinline__ int packed_slice(const GnPackedWalk& walk, int v, int
     return walk.by_plane.divide(v);
 }
 
-// The first of the calling thread's kPackedWalkBatch vectors (t, t +
-// threads, ... of its block's).  Blocks take theirs in the reverse of
-// launch order: the first launch's last reads are likeliest still in L2.
-__device__ __forceinline__ int packed_first_vector() {
+// The first of the calling thread's vectors (t, t + threads, ... of its
+// block's kPackedWalkBatch * walk.batches a thread).  Blocks take theirs in
+// the reverse of launch order: the first launch's last reads are likeliest
+// still in L2.
+__device__ __forceinline__ int packed_first_vector(const GnPackedWalk& walk) {
     const int threads = static_cast<int>(blockDim.x);
     const int block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
-    return block * kPackedWalkBatch * threads + static_cast<int>(threadIdx.x);
+    return block * kPackedWalkBatch * walk.batches * threads + static_cast<int>(threadIdx.x);
 }
 
-// Blocks of walk.threads, each kPackedWalkBatch vectors a thread.
+// Blocks of walk.threads, each kPackedWalkBatch * walk.batches vectors a thread.
 inline dim3 packed_walk_grid(const GnPackedWalk& walk) {
-    const long long per_block = static_cast<long long>(kPackedWalkBatch) * walk.threads;
+    const long long per_block = static_cast<long long>(kPackedWalkBatch) * walk.batches * walk.threads;
     return dim3(static_cast<unsigned>((walk.vectors + per_block - 1) / per_block));
 }
 
