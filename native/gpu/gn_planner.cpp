@@ -255,7 +255,9 @@ GnPackedWalk plan_packed_walk(const GnShape& shape, std::initializer_list<const 
     const std::int64_t positions = shape.spatial_size();
     if ((inner ? channels : positions) % width != 0) return w;
     const std::int64_t vectors = x.element_count() / width;
-    const std::int64_t most = INT_MAX - static_cast<std::int64_t>(kPackedWalkBatch) * kPackedWalkMostThreads;
+    // Vector indices past the last (a thread's whole batches) stay in int.
+    const std::int64_t most =
+        INT_MAX - static_cast<std::int64_t>(kPackedWalkBatch) * kPackedInnerBatches * kPackedWalkMostThreads;
     if (vectors == 0 || vectors > most || shape.len[kN] * channels > INT_MAX) return w;
     w.vectors = static_cast<int>(vectors);
     w.channels_inner = inner;
