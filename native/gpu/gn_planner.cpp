@@ -119,17 +119,21 @@ constexpr std::int64_t kSlicesFromParts = 16;
 // batch norm's fused single launch, which the slices do not have (there it
 // left 1x256x256x256 half NCHW 256 blocks, two a multiprocessor; ncu: the
 // backward's sums at 67% of DRAM bandwidth, 24% occupancy).
-// - Channels fastest (NHWC-like slices, several a thread): 1536, six blocks
-//   of 256, whole waves at two and three resident blocks.  Fewer splits
-//   than 2048 let each thread walk more positions per block: with 2048 a
-//   thread walked 16-32 positions and the block's setup and row reduction
-//   were a large part of it; 4096 lost up to 24% (1x256x256x256 half).
+// - Channels fastest (NHWC-like slices, several a thread): 768, three
+//   blocks of 256.  Fewer splits let each thread walk more positions per
+//   block (with 2048 a thread walked 16-32 positions and the block's setup
+//   and row reduction were a large part of it; 4096 lost up to 24%,
+//   1x256x256x256 half), and halve the partials the backward's finalize
+//   merges (ncu, 1x128x512x512 half: 8.6 us against NCHW's 4.4).  H200,
+//   against 1536 (thirty-fourth session): backward of 1x128x512x512,
+//   1x256x256x256 and 1x128x256x256 NHWC 1.03x-1.14x (1x128x256x256 half
+//   43.8 -> 38.4 us), forced slices forward 1.03x-1.09x.
 // - Along the planes (NCHW-like): 4096, blocks in four rounds and more,
 //   whose short tails suit these walks (H200, against 1536: backward of
 //   1x128x512x512 and 1x256x256x256 1.03x-1.08x, forward + swish of
 //   1x128x512x512 half and bfloat16 1.02x-1.04x; 1024 and 2048 lost).
-// (bench/RESULTS.md, twenty-eighth session.)
-constexpr int kSliceThreadsPerMultiprocessor = 1536;
+// (bench/RESULTS.md, twenty-eighth and thirty-fourth sessions.)
+constexpr int kSliceThreadsPerMultiprocessor = 768;
 constexpr int kPlaneSliceThreadsPerMultiprocessor = 4096;
 // Where the count asks for more splits, each thread still walks at least
 // this many positions of its slice: two batches of loads.
