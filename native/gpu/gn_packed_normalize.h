@@ -66,9 +66,11 @@ __device__ __forceinline__ Pack<T, W> normalize_vector(const Pack<T, W>& raw, co
 }
 
 // The normalize over packed x and y (GnPackedWalk): each thread's K
-// vectors (packed_first_vector, blocks in the reverse of the statistics'
-// order), all loaded before the factors are awaited (x is no earlier
-// kernel's output: the loads overlap the terms kernel).
+// vectors, one batch (the forward's walks are planned with walk.batches 1;
+// packed_first_vector and packed_walk_grid count in them), blocks in the
+// reverse of the statistics' order, all loaded before the factors are
+// awaited (x is no earlier kernel's output: the loads overlap the terms
+// kernel).
 // Each thread keeps the factors of the slice (positions inner) or of the W
 // channels (channels inner) it used last.  x may be y: each thread reads
 // its vectors before it writes them.
