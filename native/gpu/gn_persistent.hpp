@@ -7,12 +7,14 @@
 // C / W vectors of one sample) and each thread the vectors start + k *
 // threads + t of it, its slots k.  Slots 0 .. kGnPersistentRegisterSlots - 1
 // stay in registers, the next shared_slots in shared memory; the rest are
-// streamed: read for the sums, read again for the output from L2, where
-// the planner bounds them to half of it.  The block's per-group sums of x
+// streamed: read for the sums, read again for the output, newest first,
+// from L2 as far as it holds them (the planner bounds them to
+// kGnPersistentStreamedL2s times its size).  The block's per-group sums of x
 // minus its group's first element go to the scratch, the grid meets once
 // (grid_barrier.h), each block merges the sums of the groups it touches in
 // block order, then writes y from what it holds: DRAM sees x once where
-// the streamed bytes stay in L2, against twice for the slices.
+// the streamed bytes stay in L2, and x plus the streamed bytes L2 no
+// longer holds beyond, against twice x for the slices.
 #pragma once
 
 #include "common/group_norm_problem.hpp"
@@ -27,6 +29,13 @@ namespace mbn {
 namespace gpu {
 
 constexpr int kGnPersistentThreads = 512;       // the most a block has
+// The grid's streamed bytes, at most this many times the L2.  Past half the
+// L2 their second read comes partly from DRAM, but the slices read all of
+// x twice.  H200 (50 MB L2, bench/RESULTS.md, thirty-fifth session), the
+// persistent launch against the slices: x of 128 MB (streamed ~1.7 L2)
+// 1.02x-1.16x, 160 MB (~2.3) 0.99x-1.01x, 192 MB float NCHW (~2.9) 0.95x,
+// 256 MB float NCHW (~4.2) 0.90x.
+constexpr int kGnPersistentStreamedL2s = 2;
 constexpr int kGnPersistentLeastThreads = 128;  // fewer leave the multiprocessor's loads too few
 // Blocks of at least this many threads take a forward the tiles would run
 // long (gn_tiles_run_long): 1x1280x64x64 float NHWC, whose rows of 320

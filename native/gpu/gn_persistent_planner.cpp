@@ -101,11 +101,12 @@ const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, Pl
     w.shared_slots = static_cast<int>(std::min(room, beyond_registers));
     w.shared_bytes = fixed + static_cast<std::size_t>(w.shared_slots) * threads * 16;
 
-    // The streamed bytes are read again after the whole grid's: they must
-    // still be in L2 then, beside the output's stores.
+    // The streamed bytes are read again after the whole grid's: from L2 as
+    // far as it still holds them, the rest from DRAM (kGnPersistentStreamedL2s).
     const std::int64_t streamed_slots = beyond_registers - w.shared_slots;
     const std::int64_t l2 = device.l2_or_assumed();
-    if (streamed_slots * threads * 16 * w.blocks > l2 / 2) return "what a grid cannot hold on chip exceeds half the L2";
+    if (streamed_slots * threads * 16 * w.blocks > kGnPersistentStreamedL2s * l2)
+        return "what a grid cannot hold on chip exceeds twice the L2";
     walk = w;
     return nullptr;
 }
