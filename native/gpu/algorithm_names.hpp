@@ -46,7 +46,7 @@ enum class Algorithm : int {
     gn_on_chip,       // group norm in one launch, groups held in registers (gn_tile_*.hip)
     gn_slices,        // group norm by (sample, channel) slices: sums, merge per group, output (gn_forward_slices.hip, gn_backward.hip)
     gn_chunks,        // group-norm forward by chunks of each group, one launch or two (gn_forward.hip)
-    gn_persistent,    // group-norm forward on packed data in one launch of resident blocks, x held on chip and in L2 (gn_forward_persistent.hip)
+    gn_persistent,    // group norm on packed data in one launch of resident blocks, x (and dy) held on chip and in L2 (gn_forward_persistent.hip, gn_backward_persistent.hip)
 };
 
 struct AlgorithmEntry {
@@ -67,7 +67,7 @@ inline constexpr AlgorithmEntry kAlgorithms[] = {
     {Algorithm::gn_on_chip, "gn_on_chip", kOpGnForward | kOpGnBackward},
     {Algorithm::gn_slices, "gn_slices", kOpGnForward | kOpGnBackward},
     {Algorithm::gn_chunks, "gn_chunks", kOpGnForward},
-    {Algorithm::gn_persistent, "gn_persistent", kOpGnForward},
+    {Algorithm::gn_persistent, "gn_persistent", kOpGnForward | kOpGnBackward},
 };
 
 inline constexpr const char* kAlgorithmVariable = "MIOPEN_BN_GPU_ALGORITHM";

@@ -288,6 +288,25 @@ GnBackwardChoice choose_algorithm(const GnBackward& p, const DeviceShape& device
             refuse(kOpGnBackward, request.algorithm, describe(p.x, "group norm", false),
                    concat("the on-chip group-norm kernels cannot take this problem: ", not_on_chip));
     }
+    // Packed and too large for the tiles: one persistent launch where the
+    // grid holds x and dy on chip and in L2.
+    if (any || request.algorithm == Algorithm::gn_persistent) {
+        const PlanRule rule = any ? PlanRule::size_rule : PlanRule::wherever_it_fits;
+        const char* not_persistent = plan_gn_persistent_backward(p, device, rule, c.plan.persistent);
+        if (not_persistent == nullptr && !gn_persistent_backward_resident(p, c.plan.persistent, device))
+            not_persistent = "its blocks do not all fit the device at once";
+        if (not_persistent == nullptr) {
+            c.algorithm = Algorithm::gn_persistent;
+            c.plan.needs = GnScratchNeeds{gn_persistent_backward_scratch_bytes(c.plan.persistent), 1};
+            log_choice(kOpGnBackward, c.algorithm, request.forced,
+                       "packed, x and dy held by one resident grid in registers, shared memory and L2",
+                       any ? why_not_on_chip(not_on_chip) : nullptr);
+            return c;
+        }
+        if (!any)
+            refuse(kOpGnBackward, request.algorithm, describe(p.x, "group norm", false),
+                   concat("the persistent group-norm kernel cannot take this problem: ", not_persistent));
+    }
     c.algorithm = Algorithm::gn_slices;
     plan_gn_backward_slices(p, device, c.plan);
     log_choice(kOpGnBackward, c.algorithm, request.forced, "the slices take every problem",

@@ -36,14 +36,7 @@ void with_persistent_kernel(const GnForward& p, const GnPersistentWalk& walk, Bo
 bool gn_persistent_resident(const GnForward& p, const GnPersistentWalk& walk, const DeviceShape& device) {
     int per_multiprocessor = 0;
     with_persistent_kernel(p, walk, [&](auto kernel, auto, auto) {
-#if MBN_GPU_CUDA
-        check_runtime(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(walk.shared_bytes)),
-                      "cudaFuncSetAttribute");
-#endif
-        check_runtime(hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, walk.threads,
-                                                                   walk.shared_bytes),
-                      "hipOccupancyMaxActiveBlocksPerMultiprocessor");
+        per_multiprocessor = resident_blocks_of(kernel, walk);
     });
     return static_cast<std::int64_t>(per_multiprocessor) * device.multiprocessors >= walk.blocks;
 }

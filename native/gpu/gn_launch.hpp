@@ -40,11 +40,30 @@ bool chunk_passes_resident(const GnForwardPlan& plan);  // one launch for chunks
 // current one), with the walk's shared memory.
 bool gn_persistent_resident(const GnForward& p, const GnPersistentWalk& walk, const DeviceShape& device);
 void run_gn_forward_persistent(const GnForward& p, const GnPersistentWalk& walk, const LaunchTarget& target);
+bool gn_persistent_backward_resident(const GnBackward& p, const GnPersistentWalk& walk, const DeviceShape& device);
+void run_gn_backward_persistent(const GnBackward& p, const GnPersistentWalk& walk, const LaunchTarget& target);
+
+// The blocks of a persistent kernel a multiprocessor holds with the walk's
+// threads and dynamic shared memory (which it is first allowed).
+template <typename Kernel>
+int resident_blocks_of(Kernel kernel, const GnPersistentWalk& walk) {
+    int per_multiprocessor = 0;
+#if MBN_GPU_CUDA
+    check_runtime(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(walk.shared_bytes)),
+                  "cudaFuncSetAttribute");
+#endif
+    check_runtime(
+        hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, walk.threads, walk.shared_bytes),
+        "hipOccupancyMaxActiveBlocksPerMultiprocessor");
+    return per_multiprocessor;
+}
 
 // By slices (gn_slices, gn_forward_slices.hip): three launches.
 void run_gn_forward_slices(const GnForward& p, const GnSlicePlan& plan, const LaunchTarget& target);
 
-// Three launches: per-row sums; their merge per group and per channel; dx.
+// By slices (gn_slices, gn_backward.hip), three launches: per-row sums;
+// their merge per group and per channel; dx.
 void run_gn_backward(const GnBackward& p, const GnBackwardPlan& plan, const LaunchTarget& target);
 
 inline GnStatTensor stat_tensor(const TensorArg& t) {

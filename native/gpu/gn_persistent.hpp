@@ -1,6 +1,7 @@
-// Group-norm forward as one persistent launch over packed tensors too large
-// for the on-chip tiles (the algorithm gn_persistent; the kernel is
-// gn_persistent_forward.h, its launch gn_forward_persistent.hip).
+// Group norm as one persistent launch over packed tensors too large for the
+// on-chip tiles (the algorithm gn_persistent): the forward's kernel is
+// gn_persistent_forward.h (launched by gn_forward_persistent.hip), the
+// backward's gn_persistent_backward.h (gn_backward_persistent.hip).
 //
 // One block a multiprocessor, all resident at once.  Each block takes a
 // contiguous share of x's 16-byte vectors (channels inner: whole rows of
@@ -15,6 +16,11 @@
 // block order, then writes y from what it holds: DRAM sees x once where
 // the streamed bytes stay in L2, and x plus the streamed bytes L2 no
 // longer holds beyond, against twice x for the slices.
+//
+// The backward walks the same shares holding x and dy a slot: the sums of
+// g and g * xhat per slice (positions inner) or per channel (channels
+// inner) before the barrier, dx from what the block holds after, against
+// x and dy read twice by the slices.
 #pragma once
 
 #include "common/group_norm_problem.hpp"
@@ -49,6 +55,16 @@ constexpr int kGnPersistentBfloat16InnerSlots = 12;
 MBN_HOST_DEVICE constexpr int gn_persistent_register_slots(bool bfloat16_inner) {
     return bfloat16_inner ? kGnPersistentBfloat16InnerSlots : kGnPersistentRegisterSlots;
 }
+// The backward holds x and dy: 8 slots of each, fewer channels inner, where
+// each lane keeps its sums (and under the activation its weight and bias):
+// the most without stack (nvcc sm_90, 128 registers; one more slot spilled
+// 8-48 bytes).
+MBN_HOST_DEVICE constexpr int gn_persistent_backward_register_slots(bool inner, bool swish) {
+    return !inner ? 8 : swish ? 4 : 6;
+}
+// Positions inner, the backward's threads keep a running sum per slice of
+// the block's share in shared memory: a share may touch at most this many.
+constexpr int kGnPersistentBackwardSlices = 16;
 constexpr int kGnPersistentBatch = 4;           // shared and streamed slots loaded a batch at a time
 // The groups a thread's sums go to: positions inner, the groups its block
 // touches (a block's share is at most one group, so it straddles at most
@@ -56,6 +72,7 @@ constexpr int kGnPersistentBatch = 4;           // shared and streamed slots loa
 constexpr int kGnPersistentThreadGroups = 2;
 
 struct GnPersistentWalk {
+    int inputs;          // tensors held a slot: 1 (x) forward, 2 (x and dy) backward
     int blocks;          // the grid: every block resident at once
     int threads;         // a block's; channels inner a multiple of row_vectors
     int vectors;         // of x
@@ -71,10 +88,13 @@ struct GnPersistentWalk {
     int sample_blocks;   // channels inner: blocks a sample (each within one sample)
     int sample_vectors;  // channels inner: S * C / W
     int block_groups;    // partials a block stores: positions inner kGnPersistentThreadGroups, channels inner G
-    int block_channels;  // weights and biases a block stages: channels inner C, positions inner 2 C / G (its slices)
+    int block_channels;  // weights and biases a block stages: channels inner C, positions inner its slices
+                         // (forward 2 C / G, backward block_slices)
+    int block_slices;    // backward, positions inner: the slices a block's share touches at most
     int group_vectors;   // positions inner: the vectors of a group, C / G * S / W
     Divisor by_group;    // positions inner: group_vectors
-    Divisor by_plane;    // positions inner: the vectors of a slice, S / W
+    int plane_vectors;   // positions inner: the vectors of a slice, S / W
+    Divisor by_plane;    // positions inner: plane_vectors
     double inv_group_size;
     std::size_t shared_bytes;  // dynamic: the thread sums, group statistics, weights and biases, held vectors
 };
@@ -94,10 +114,27 @@ MBN_HOST_DEVICE constexpr std::size_t gn_persistent_params_bytes(int channels) {
     return (static_cast<std::size_t>(channels) * 2 * sizeof(float) + 15) / 16 * 16;
 }
 
+// The backward's before the held vectors: the threads' sums of g and
+// g * xhat (per lane channels inner, per slice of the share positions
+// inner), the groups' terms (GnBackwardGroupTerms), the channels' weights and
+// biases.
+struct GnBackwardGroupTerms {
+    float mean, rstd;
+    float mean_wg, mean_wg_xhat;  // the group's means of w g and w g xhat
+};
+MBN_HOST_DEVICE constexpr std::size_t gn_persistent_backward_sums_bytes(int threads, int lanes) {
+    return static_cast<std::size_t>(threads) * lanes * 2 * sizeof(float);
+}
+MBN_HOST_DEVICE constexpr std::size_t gn_persistent_backward_groups_bytes(int groups) {
+    return static_cast<std::size_t>(groups) * sizeof(GnBackwardGroupTerms);
+}
+
 // nullptr where the walk serves the call (filled in), else why not.  Under
 // the size rule only x of at least kGnPersistentLeastBytes
 // (gn_persistent_planner.cpp: below, the fixed cost is most of the call).
 const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk);
+const char* plan_gn_persistent_backward(const GnBackward& p, const DeviceShape& device, PlanRule rule,
+                                        GnPersistentWalk& walk);
 
 // Scratch: per block, block_groups pairs of double sums; channels inner
 // then each group's statistics (from 256 bytes on); one barrier counter.
@@ -108,6 +145,22 @@ inline std::size_t gn_persistent_scratch_bytes(const GnPersistentWalk& walk) {
     const std::size_t samples = walk.channels_inner ? static_cast<std::size_t>(walk.blocks / walk.sample_blocks) : 0;
     const std::size_t groups = samples * static_cast<std::size_t>(walk.groups);
     return gn_persistent_sums_scratch_bytes(walk) + groups * sizeof(GnGroupStats);
+}
+
+// The backward's scratch: the blocks' double sums of g and g * xhat, per
+// block and slice of its share positions inner ([block * block_slices + j]),
+// per channel and block channels inner ([(n * C + c) * sample_blocks + i]);
+// channels inner then each channel's totals over its sample ([n * C + c],
+// from 256 bytes on); one barrier counter.
+inline std::size_t gn_persistent_backward_sums_scratch_bytes(const GnPersistentWalk& walk) {
+    const std::size_t partials = walk.channels_inner
+                                     ? static_cast<std::size_t>(walk.slices) * walk.sample_blocks
+                                     : static_cast<std::size_t>(walk.blocks) * walk.block_slices;
+    return (partials * 2 * sizeof(double) + 255) / 256 * 256;
+}
+inline std::size_t gn_persistent_backward_scratch_bytes(const GnPersistentWalk& walk) {
+    const std::size_t totals = walk.channels_inner ? static_cast<std::size_t>(walk.slices) : 0;
+    return gn_persistent_backward_sums_scratch_bytes(walk) + totals * 2 * sizeof(double);
 }
 
 }  // namespace gpu

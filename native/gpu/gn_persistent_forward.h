@@ -11,6 +11,7 @@
 #include "gpu/gn_activation.h"
 #include "gpu/gn_packed_normalize.h"
 #include "gpu/gn_persistent.hpp"
+#include "gpu/gn_persistent_share.h"
 #include "gpu/gn_stat_io.h"
 #include "gpu/grid_barrier.h"
 #include "gpu/norm_math.h"
@@ -37,31 +38,6 @@ struct GnPersistentArgs {
     GnGroupStats* stats;  // channels inner: each group's, [n * G + g]
     BarrierCounter* barrier;
 };
-
-// Where a block's share lies: vectors [begin, end) of x, and (positions
-// inner) the first flat group n * G + g it touches, or (channels inner)
-// its sample.
-struct GnPersistentShare {
-    int begin, end;
-    int first;  // positions inner: first group; channels inner: sample
-};
-
-__device__ __forceinline__ GnPersistentShare persistent_share(const GnPersistentWalk& w, int block) {
-    GnPersistentShare s;
-    if (w.channels_inner) {
-        const int sample = block / w.sample_blocks;
-        const int base = sample * w.sample_vectors;
-        const int at = (block - sample * w.sample_blocks) * w.block_vectors;
-        s.begin = base + min(at, w.sample_vectors);
-        s.end = base + min(at + w.block_vectors, w.sample_vectors);
-        s.first = sample;
-    } else {
-        s.begin = min(block * w.block_vectors, w.vectors);
-        s.end = min(s.begin + w.block_vectors, w.vectors);
-        s.first = w.by_group.divide(s.begin);
-    }
-    return s;
-}
 
 // Where block b's sums of its group `local` lie in the scratch: channels
 // inner group-major within the sample ([(n * G + g) * sample_blocks + i],
@@ -116,12 +92,6 @@ __device__ __forceinline__ void add_vector(ThreadSums<2>& s, const Pack<T, W>& r
     s.squares[0] += high ? 0.0f : squares;
     s.sum[1] += high ? sum : 0.0f;
     s.squares[1] += high ? squares : 0.0f;
-}
-
-// Sum over the warp's lanes, the same bits in every lane.
-__device__ __forceinline__ double warp_total(double v) {
-    for (int mask = 1; mask < MBN_WAVE_SIZE; mask *= 2) v += shuffle_xor(v, mask);
-    return v;
 }
 
 // A channel's factors (SliceFactors, gn_packed_normalize.h) from its

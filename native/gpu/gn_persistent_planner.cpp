@@ -1,6 +1,7 @@
 #include "gpu/gn_persistent.hpp"
 
 #include "common/dtype.hpp"
+#include "gpu/gn_tile.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -21,21 +22,42 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 std::int64_t gcd(std::int64_t a, std::int64_t b) { return b == 0 ? a : gcd(b, a % b); }
 
-}  // namespace
 
-const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk) {
-    const TensorArg& x = p.x;
+// What differs between the directions: the tensors held a slot (x; x and
+// dy), a thread's register slots, and the shared memory before the held
+// vectors (gn_persistent.hpp), which depends on the walk's threads.
+struct Direction {
+    int inputs;
+    int register_slots;
+    bool backward;
+};
+
+std::size_t fixed_shared_bytes(const GnPersistentWalk& w, const Direction& d, int width) {
+    if (!d.backward)
+        return gn_persistent_sums_bytes(w.threads) + gn_persistent_stats_bytes(w.block_groups) +
+               gn_persistent_params_bytes(w.block_channels);
+    const int lanes = w.channels_inner ? width : w.block_slices;
+    return gn_persistent_backward_sums_bytes(w.threads, lanes) + gn_persistent_backward_groups_bytes(w.block_groups) +
+           gn_persistent_params_bytes(w.block_channels);
+}
+
+const char* plan_walk(const GnShape& shape, const TensorArg& x, bool packed, const DeviceShape& device, PlanRule rule,
+                      const Direction& d, GnPersistentWalk& walk) {
     if (x.dtype != DType::f32 && x.dtype != DType::f16 && x.dtype != DType::bf16) return "its data are float64";
     if (x.order != MemoryOrder::packed_nchw && x.order != MemoryOrder::packed_nhwc)
         return "its data are not packed NCHW-like or NHWC-like";
-    if (!packed_alike({&x, &p.y})) return "x and y differ in layout or are not 16-byte aligned";
+    if (!packed) return "its tensors differ in layout or are not 16-byte aligned";
     if (device.shared_bytes_per_block <= 0) return "the device's shared memory is unknown";
+    // The backward's element arithmetic is float: small float32 groups,
+    // where dx cancels, need double (kGnTileExactGroup).
+    if (d.backward && x.dtype == DType::f32 && shape.group_size() < kGnTileExactGroup)
+        return "its float32 groups are small enough to need double arithmetic";
     const std::int64_t size = static_cast<std::int64_t>(dtype_size(x.dtype));
     const std::int64_t width = 16 / size;
-    const std::int64_t samples = p.shape.len[kN];
-    const std::int64_t channels = p.shape.len[kC];
-    const std::int64_t positions = p.shape.spatial_size();
-    const std::int64_t group_channels = p.shape.channels_per_group();
+    const std::int64_t samples = shape.len[kN];
+    const std::int64_t channels = shape.len[kC];
+    const std::int64_t positions = shape.spatial_size();
+    const std::int64_t group_channels = shape.channels_per_group();
     const bool inner = x.order == MemoryOrder::packed_nhwc;
     const std::int64_t vectors = x.element_count() / width;
     if ((inner ? channels : positions) % width != 0) return "its innermost dimension is not whole 16-byte vectors";
@@ -44,12 +66,13 @@ const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, Pl
         return "x is small enough for the slices' second read to come from L2";
 
     GnPersistentWalk w{};
+    w.inputs = d.inputs;
     w.vectors = static_cast<int>(vectors);
     w.channels_inner = inner;
     w.channels = static_cast<int>(channels);
     w.slices = static_cast<int>(samples * channels);
     w.group_channels = static_cast<int>(group_channels);
-    w.groups = static_cast<int>(p.shape.groups);
+    w.groups = static_cast<int>(shape.groups);
     const std::int64_t wave = std::max(1, device.wave_size);
     const std::int64_t processors = std::max(1, device.multiprocessors);
     std::int64_t threads = kGnPersistentThreads;
@@ -74,41 +97,64 @@ const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, Pl
         w.block_channels = w.channels;
     } else {
         const std::int64_t group_vectors = group_channels * positions / width;
+        const std::int64_t plane_vectors = positions / width;
         w.blocks = static_cast<int>(std::min(processors, vectors));
         block_vectors = ceil_div(vectors, w.blocks);
         if (block_vectors > group_vectors) return "its groups are smaller than a block's share";
         w.blocks = static_cast<int>(ceil_div(vectors, block_vectors));
         w.block_groups = kGnPersistentThreadGroups;
-        w.block_channels = static_cast<int>(kGnPersistentThreadGroups * group_channels);
         w.group_vectors = static_cast<int>(group_vectors);
         w.by_group = make_divisor(w.group_vectors);
-        w.by_plane = make_divisor(static_cast<int>(positions / width));
+        w.plane_vectors = static_cast<int>(plane_vectors);
+        w.by_plane = make_divisor(w.plane_vectors);
+        if (d.backward) {
+            // A share of block_vectors from any vector on touches at most this many slices.
+            w.block_slices = static_cast<int>(ceil_div(block_vectors - 1, plane_vectors) + 1);
+            if (w.block_slices > kGnPersistentBackwardSlices) return "its planes are too short for a block's share";
+            w.block_channels = w.block_slices;
+        } else {
+            w.block_channels = static_cast<int>(kGnPersistentThreadGroups * group_channels);
+        }
     }
     w.threads = static_cast<int>(threads);
     w.block_vectors = static_cast<int>(block_vectors);
     w.slots = static_cast<int>(ceil_div(block_vectors, threads));
-    w.inv_group_size = 1.0 / static_cast<double>(p.shape.group_size());
+    w.inv_group_size = 1.0 / static_cast<double>(shape.group_size());
 
     // Shared memory: the sums, statistics, weights and biases first, then as
     // many slots as fit.
-    const std::size_t fixed = gn_persistent_sums_bytes(w.threads) + gn_persistent_stats_bytes(w.block_groups) +
-                              gn_persistent_params_bytes(w.block_channels);
+    const std::size_t fixed = fixed_shared_bytes(w, d, static_cast<int>(width));
     const std::int64_t shared = device.shared_bytes_per_block;
     if (static_cast<std::int64_t>(fixed) > shared) return "its groups are too many for shared memory";
-    const std::int64_t room = (shared - static_cast<std::int64_t>(fixed)) / (threads * 16);
-    const int registers = gn_persistent_register_slots(inner && x.dtype == DType::bf16);
-    const std::int64_t beyond_registers = std::max<std::int64_t>(0, w.slots - registers);
+    const std::int64_t slot_bytes = threads * 16 * d.inputs;
+    const std::int64_t room = (shared - static_cast<std::int64_t>(fixed)) / slot_bytes;
+    const std::int64_t beyond_registers = std::max<std::int64_t>(0, w.slots - d.register_slots);
     w.shared_slots = static_cast<int>(std::min(room, beyond_registers));
-    w.shared_bytes = fixed + static_cast<std::size_t>(w.shared_slots) * threads * 16;
+    w.shared_bytes = fixed + static_cast<std::size_t>(w.shared_slots) * slot_bytes;
 
     // The streamed bytes are read again after the whole grid's: from L2 as
     // far as it still holds them, the rest from DRAM (kGnPersistentStreamedL2s).
     const std::int64_t streamed_slots = beyond_registers - w.shared_slots;
     const std::int64_t l2 = device.l2_or_assumed();
-    if (streamed_slots * threads * 16 * w.blocks > kGnPersistentStreamedL2s * l2)
+    if (streamed_slots * slot_bytes * w.blocks > kGnPersistentStreamedL2s * l2)
         return "what a grid cannot hold on chip exceeds twice the L2";
     walk = w;
     return nullptr;
+}
+
+}  // namespace
+
+const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk) {
+    const bool bfloat16_inner = p.x.dtype == DType::bf16 && p.x.order == MemoryOrder::packed_nhwc;
+    const Direction forward{1, gn_persistent_register_slots(bfloat16_inner), false};
+    return plan_walk(p.shape, p.x, packed_alike({&p.x, &p.y}), device, rule, forward, walk);
+}
+
+const char* plan_gn_persistent_backward(const GnBackward& p, const DeviceShape& device, PlanRule rule,
+                                        GnPersistentWalk& walk) {
+    const bool inner = p.x.order == MemoryOrder::packed_nhwc;
+    const Direction backward{2, gn_persistent_backward_register_slots(inner, p.activation == Activation::swish), true};
+    return plan_walk(p.shape, p.x, packed_alike({&p.x, &p.dy, &p.dx}), device, rule, backward, walk);
 }
 
 }  // namespace gpu

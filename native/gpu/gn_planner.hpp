@@ -47,6 +47,7 @@ struct GnForwardPlan {
 
 struct GnBackwardPlan {
     GnTileWalk tiles;    // gn_on_chip
+    GnPersistentWalk persistent;  // gn_persistent: one launch, x and dy held on chip and in L2
     GnSlicePlan slices;  // gn_slices
     GnScratchNeeds needs;
 };

@@ -196,6 +196,7 @@ public:
             switch (c.algorithm) {
                 case Algorithm::gn_on_chip: run_gn_tile_backward(p, c.plan.tiles, target); return;
                 case Algorithm::gn_slices: run_gn_backward(p, c.plan, target); return;
+                case Algorithm::gn_persistent: run_gn_backward_persistent(p, c.plan.persistent, target); return;
                 default: unexpected(c.algorithm);
             }
         });

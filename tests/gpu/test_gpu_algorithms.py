@@ -88,7 +88,7 @@ INFERENCE = {
         "refuses": [],
     },
 }
-GROUP_NORM = {  # forward and backward (gn_chunks, gn_persistent: the forward; the backward then chooses as usual)
+GROUP_NORM = {  # forward and backward (gn_chunks: the forward; the backward then chooses as usual)
     "gn_on_chip": {
         "serves": [((3, 40, 4, 6), 4, "fp32", "nchw"), ((3, 40, 4, 6), 4, "fp16", "nhwc"),
                    ((3, 40, 4, 6), 4, "bf16", "nchw")],
@@ -114,7 +114,7 @@ GROUP_NORM = {  # forward and backward (gn_chunks, gn_persistent: the forward; t
                     ((2, 16, 5, 5), 4, "fp16", "nchw")],  # planes of 25: no whole vectors
     },
 }
-GROUP_NORM_FORWARD_ONLY = {"gn_chunks", "gn_persistent"}
+GROUP_NORM_FORWARD_ONLY = {"gn_chunks"}
 ALL = {**TRAINING, **INFERENCE, **GROUP_NORM}
 
 
