@@ -55,12 +55,12 @@ constexpr int kGnPersistentBfloat16InnerSlots = 12;
 MBN_HOST_DEVICE constexpr int gn_persistent_register_slots(bool bfloat16_inner) {
     return bfloat16_inner ? kGnPersistentBfloat16InnerSlots : kGnPersistentRegisterSlots;
 }
-// The backward holds x and dy: 8 slots of each, fewer channels inner, where
-// each lane keeps its sums (and under the activation its weight and bias):
-// the most without stack (nvcc sm_90, 128 registers; one more slot spilled
-// 8-48 bytes).
+// The backward holds x and dy: 8 slots of each, channels inner 5 (4 under
+// the activation), where each lane keeps its sums (and its scaled weight
+// and bias): the most without stack (nvcc sm_90, 128 registers; one more
+// slot spilled 8-48 bytes).
 MBN_HOST_DEVICE constexpr int gn_persistent_backward_register_slots(bool inner, bool swish) {
-    return !inner ? 8 : swish ? 4 : 6;
+    return !inner ? 8 : swish ? 4 : 5;
 }
 // Positions inner, the backward's threads keep a running sum per slice of
 // the block's share in shared memory: a share may touch at most this many.
@@ -120,7 +120,7 @@ MBN_HOST_DEVICE constexpr std::size_t gn_persistent_params_bytes(int channels) {
 // biases.
 struct GnBackwardGroupTerms {
     float mean, rstd;
-    float mean_wg, mean_wg_xhat;  // the group's means of w g and w g xhat
+    float dx_d, dx_c;  // dx = rstd w g + dx_d (x - mean) + dx_c (gn_persistent_backward.h)
 };
 MBN_HOST_DEVICE constexpr std::size_t gn_persistent_backward_sums_bytes(int threads, int lanes) {
     return static_cast<std::size_t>(threads) * lanes * 2 * sizeof(float);

@@ -45,33 +45,35 @@ struct GnPersistentBackwardArgs {
     BarrierCounter* barrier;
 };
 
-// xhat and g of one element, in float (the on-chip kernels' swish
-// derivative, on the special-function unit).
+// One element's part, in float, with d = x - mean, xhat = d rstd and
+// `scaled` = rstd w (the channel's weight over its group's deviation):
+// g = dy act'(d scaled + b) (the on-chip kernels' swish derivative, on the
+// special-function unit), and the sums take g and g d (times rstd once, for
+// g xhat); dx = scaled g + (dx_d d + dx_c), the group's factors
+// (GnBackwardGroupTerms) holding rstd (-mean(w g)) and -rstd^2 mean(w g xhat).
 template <bool kSwish>
-__device__ __forceinline__ void persistent_gradient(const GnBackwardGroupTerms& group, float weight, float bias,
-                                                    float beta, float scale, float x, float dy, float& xhat,
-                                                    float& g) {
-    xhat = (x - group.mean) * group.rstd;
+__device__ __forceinline__ float persistent_gradient(float d, float dy, float scaled, float bias, float beta,
+                                                     float scale) {
     if constexpr (kSwish)
-        g = dy * fast_swish_derivative(xhat * weight + bias, beta, scale);
+        return dy * fast_swish_derivative(d * scaled + bias, beta, scale);
     else
-        g = dy;
+        return dy;
 }
 
 template <bool kSwish>
-__device__ __forceinline__ float persistent_dx(const GnBackwardGroupTerms& group, float weight, float bias, float beta,
+__device__ __forceinline__ float persistent_dx(const GnBackwardGroupTerms& group, float scaled, float bias, float beta,
                                                float scale, float x, float dy) {
-    float xhat, g;
-    persistent_gradient<kSwish>(group, weight, bias, beta, scale, x, dy, xhat, g);
-    return group.rstd * ((weight * g - group.mean_wg) - xhat * group.mean_wg_xhat);
+    const float d = x - group.mean;
+    const float g = persistent_gradient<kSwish>(d, dy, scaled, bias, beta, scale);
+    return scaled * g + (group.dx_d * d + group.dx_c);
 }
 
 // Channels inner, a lane's group terms: lo's where `low`, else hi's, field
 // by field (a choice between the two structs went through the stack).
 __device__ __forceinline__ GnBackwardGroupTerms lane_group(bool low, const GnBackwardGroupTerms& lo,
                                                            const GnBackwardGroupTerms& hi) {
-    return GnBackwardGroupTerms{low ? lo.mean : hi.mean, low ? lo.rstd : hi.rstd, low ? lo.mean_wg : hi.mean_wg,
-                                low ? lo.mean_wg_xhat : hi.mean_wg_xhat};
+    return GnBackwardGroupTerms{low ? lo.mean : hi.mean, low ? lo.rstd : hi.rstd, low ? lo.dx_d : hi.dx_d,
+                                low ? lo.dx_c : hi.dx_c};
 }
 
 // A held vector's elements in float, in the form of pass kPass (1 the
@@ -179,7 +181,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
     const int column = kInner ? (first - share.begin) % w.row_vectors : 0;
     const int lo = kInner ? column * W / w.group_channels : 0;
     const int split = kInner ? min(W, (lo + 1) * w.group_channels - column * W) : 0;
-    float lane_weight[kInner ? W : 1], lane_bias[kInner ? W : 1];
+    float lane_scaled[kInner ? W : 1], lane_bias[kInner ? W : 1];  // rstd w, and b
     GnBackwardGroupTerms group_lo{}, group_hi{};
     // Channels inner: the lanes' groups, and their weights and biases (the
     // sums need them under the activation only; dx reads them again).
@@ -190,29 +192,30 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
 #pragma unroll
         for (int e = 0; e < W; ++e) {
             const float2 wb = params[column * W + e];
-            lane_weight[e] = wb.x;
+            lane_scaled[e] = wb.x * (e < split ? group_lo.rstd : group_hi.rstd);
             lane_bias[e] = wb.y;
         }
     };
     if constexpr (kInner) take_lanes(kSwish);
-    int held_slice = -1;  // positions inner: the slice whose terms lane_weight, lane_bias, group_lo hold
+    int held_slice = -1;  // positions inner: the slice whose terms lane_scaled, lane_bias, group_lo hold
     auto take_slice = [&](int slice) {
         held_slice = slice;
         const float2 wb = params[slice - first_slice];
-        lane_weight[0] = wb.x;
-        lane_bias[0] = wb.y;
         group_lo = groups[slice / w.group_channels - first_group];
+        lane_scaled[0] = wb.x * group_lo.rstd;
+        lane_bias[0] = wb.y;
     };
 
-    // The sums: channels inner per lane, positions inner per slice (running,
-    // stored where the slice changes).
-    float sum_g[kInner ? W : 1] = {}, sum_gx[kInner ? W : 1] = {};
+    // The sums of g and g d: channels inner per lane, positions inner per
+    // slice (running, stored where the slice changes); each times rstd when
+    // stored.
+    float sum_g[kInner ? W : 1] = {}, sum_gd[kInner ? W : 1] = {};
     auto store_running = [&] {
         if (held_slice < 0) return;
         const int j = held_slice - first_slice;
         thread_sums[(j * 2) * threads + t] = sum_g[0];
-        thread_sums[(j * 2 + 1) * threads + t] = sum_gx[0];
-        sum_g[0] = sum_gx[0] = 0.0f;
+        thread_sums[(j * 2 + 1) * threads + t] = sum_gd[0] * group_lo.rstd;
+        sum_g[0] = sum_gd[0] = 0.0f;
     };
     auto add = [&](int k, const Pack<T, W>& xv, const Pack<T, W>& dyv) {
         float xf[W], df[W];
@@ -221,11 +224,10 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
         if constexpr (kInner) {
 #pragma unroll
             for (int e = 0; e < W; ++e) {
-                float xhat, g;
-                persistent_gradient<kSwish>(lane_group(e < split, group_lo, group_hi), lane_weight[e], lane_bias[e], beta,
-                                            scale, xf[e], df[e], xhat, g);
+                const float d = xf[e] - (e < split ? group_lo.mean : group_hi.mean);
+                const float g = persistent_gradient<kSwish>(d, df[e], lane_scaled[e], lane_bias[e], beta, scale);
                 sum_g[e] += g;
-                sum_gx[e] += g * xhat;
+                sum_gd[e] += g * d;
             }
         } else {
             const int slice = w.by_plane.divide(first + k * threads);
@@ -233,17 +235,16 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
                 store_running();
                 take_slice(slice);
             }
-            float vector_g = 0.0f, vector_gx = 0.0f;
+            float vector_g = 0.0f, vector_gd = 0.0f;
 #pragma unroll
             for (int e = 0; e < W; ++e) {
-                float xhat, g;
-                persistent_gradient<kSwish>(group_lo, lane_weight[0], lane_bias[0], beta, scale, xf[e], df[e], xhat,
-                                            g);
+                const float d = xf[e] - group_lo.mean;
+                const float g = persistent_gradient<kSwish>(d, df[e], lane_scaled[0], lane_bias[0], beta, scale);
                 vector_g += g;
-                vector_gx += g * xhat;
+                vector_gd += g * d;
             }
             sum_g[0] += vector_g;
-            sum_gx[0] += vector_gx;
+            sum_gd[0] += vector_gd;
         }
     };
 #pragma unroll
@@ -275,7 +276,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
 #pragma unroll
         for (int e = 0; e < W; ++e) {
             thread_sums[(e * 2) * threads + t] = sum_g[e];
-            thread_sums[(e * 2 + 1) * threads + t] = sum_gx[e];
+            thread_sums[(e * 2 + 1) * threads + t] = sum_gd[e] * (e < split ? group_lo.rstd : group_hi.rstd);
         }
     __syncthreads();
 
@@ -328,8 +329,10 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
         return a.weight != nullptr ? static_cast<double>(widen(a.weight[c * a.weight_stride])) : 1.0;
     };
     auto store_group = [&](int local, double wg, double wg_xhat) {
-        groups[local].mean_wg = static_cast<float>(wg * w.inv_group_size);
-        groups[local].mean_wg_xhat = static_cast<float>(wg_xhat * w.inv_group_size);
+        // dx = rstd (w g - mean(w g) - xhat mean(w g xhat)), xhat = rstd d.
+        const double rstd = groups[local].rstd;
+        groups[local].dx_d = static_cast<float>(-rstd * rstd * wg_xhat * w.inv_group_size);
+        groups[local].dx_c = static_cast<float>(-rstd * wg * w.inv_group_size);
     };
     auto store_gradients = [&](int c, double g, double g_xhat) {
         a.dbias[c * a.dbias_stride] = narrow<P>(g);
@@ -428,7 +431,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
         if constexpr (kInner) {
 #pragma unroll
             for (int e = 0; e < W; ++e)
-                out.lane[e] = narrow<T>(persistent_dx<kSwish>(lane_group(e < split, group_lo, group_hi), lane_weight[e],
+                out.lane[e] = narrow<T>(persistent_dx<kSwish>(lane_group(e < split, group_lo, group_hi), lane_scaled[e],
                                                               lane_bias[e], beta, scale, xf[e], df[e]));
         } else {
             const int slice = w.by_plane.divide(first + k * threads);
@@ -436,7 +439,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
 #pragma unroll
             for (int e = 0; e < W; ++e)
                 out.lane[e] =
-                    narrow<T>(persistent_dx<kSwish>(group_lo, lane_weight[0], lane_bias[0], beta, scale, xf[e], df[e]));
+                    narrow<T>(persistent_dx<kSwish>(group_lo, lane_scaled[0], lane_bias[0], beta, scale, xf[e], df[e]));
         }
         store_pack(dx + at(k), out);
     };

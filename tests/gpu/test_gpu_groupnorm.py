@@ -575,6 +575,30 @@ def test_on_chip_refuses_what_it_cannot_take(handle, on_chip):
         mbn.groupnorm_forward(x, ON_CHIP_SMALL_GROUPS, None, None, epsilon=EPS, handle=handle)
 
 
+@pytest.fixture
+def persistent(monkeypatch):
+    """Every call must run as one persistent launch (both directions)."""
+    monkeypatch.setenv("MIOPEN_BN_GPU_ALGORITHM", "gn_persistent")
+
+
+@pytest.mark.parametrize("affine", (True, False), ids=("affine", "plain"))
+@pytest.mark.parametrize("activation", (None, "swish"), ids=("none", "swish"))
+@pytest.mark.parametrize("layout", ("nchw", "nhwc"))
+@pytest.mark.parametrize("dtype", ON_CHIP_DTYPES)
+def test_persistent(handle, persistent, dtype, layout, activation, affine):
+    """gn_persistent forced both ways: NCHW blocks across slices and groups,
+    channels-last two groups in a half vector and rows of 12 float vectors."""
+    run_both(handle, (3, 96, 40, 48), 24, dtype, layout, 191, affine=affine, activation=activation)
+
+
+@pytest.mark.parametrize("layout", ("nchw", "nhwc"))
+@pytest.mark.parametrize("dtype, shape", [("fp16", (1, 256, 256, 256)), ("fp32", (1, 128, 256, 256))])
+def test_persistent_streams(handle, persistent, dtype, shape, layout):
+    """x and dy of 64 MB together, past what the grid holds on chip (about 44
+    MB on an H100 or H200): part of each block's share is read again from L2."""
+    run_both(handle, shape, 32, dtype, layout, 193, activation="swish")
+
+
 @pytest.mark.parametrize("layout", ("nchw", "nhwc"))
 @pytest.mark.parametrize("dtype", ("fp32", "fp16"))
 @pytest.mark.parametrize("shape, groups", [(ON_CHIP_SMALL, ON_CHIP_SMALL_GROUPS), ((2, 320, 64, 64), 32),
