@@ -50,11 +50,12 @@ __device__ __forceinline__ SliceFactors<A, kFold> slice_factors(const FeatureArr
 
 // One vector's output: lane e through its own factors (L == W: channels
 // inner) or the vector's one set (L == 1), then the swish where asked.
-template <typename T, typename A, int W, int L, bool kFold, bool kSwish>
+template <typename T, typename A, int W, int L, bool kFold, bool kSwish, int kPass = 0>
 __device__ __forceinline__ Pack<T, W> normalize_vector(const Pack<T, W>& raw, const SliceFactors<A, kFold> (&f)[L],
                                                        A beta) {
     A value[W];
-    widen_pack<A, W>(raw, value);
+#pragma unroll
+    for (int e = 0; e < W; ++e) value[e] = static_cast<A>(widen_in_pass<kPass>(raw.lane[e]));
     Pack<T, W> out;
 #pragma unroll
     for (int e = 0; e < W; ++e) {

@@ -47,14 +47,10 @@ constexpr int kGnPersistentLeastThreads = 128;  // fewer leave the multiprocesso
 // long (gn_tiles_run_long): 1x1280x64x64 float NHWC, whose rows of 320
 // vectors leave 320 threads, lost to its tiles (24.0 -> 28.0 us).
 constexpr int kGnPersistentFullThreads = 448;
-constexpr int kGnPersistentRegisterSlots = 16;  // 256 bytes of x a thread in registers
-// ... but 12 for bfloat16 channels inner, whose per-lane sums and wider
-// conversions spilled past 128 registers (nvcc sm_90: 184 bytes of stack
-// at 16, 88 at 14, 16 at 12).
-constexpr int kGnPersistentBfloat16InnerSlots = 12;
-MBN_HOST_DEVICE constexpr int gn_persistent_register_slots(bool bfloat16_inner) {
-    return bfloat16_inner ? kGnPersistentBfloat16InnerSlots : kGnPersistentRegisterSlots;
-}
+// 256 bytes of x a thread in registers, bfloat16 too: its held vectors stay
+// packed between the passes (widen_in_pass; widened once, they spilled past
+// 12 slots channels inner and ran 1.04x-1.09x slower there, H200).
+constexpr int kGnPersistentRegisterSlots = 16;
 // The backward holds x and dy: 8 slots of each, channels inner 5 (4 under
 // the activation), where each lane keeps its sums (and its scaled weight
 // and bias): the most without stack (nvcc sm_90, 128 registers; one more

@@ -76,14 +76,6 @@ __device__ __forceinline__ GnBackwardGroupTerms lane_group(bool low, const GnBac
                                 low ? lo.dx_c : hi.dx_c};
 }
 
-// A held vector's elements in float, in the form of pass kPass (1 the
-// sums, 2 dx; widen_in_pass): bfloat16 stays packed between the passes.
-template <int kPass, typename T, int W>
-__device__ __forceinline__ void widen_held(const Pack<T, W>& pack, float (&out)[W]) {
-#pragma unroll
-    for (int e = 0; e < W; ++e) out[e] = widen_in_pass<kPass>(pack.lane[e]);
-}
-
 // Positions inner: the blocks whose shares touch slice s, [from, to].
 __device__ __forceinline__ void slice_blocks(const GnPersistentWalk& w, int s, int& from, int& to) {
     const std::int64_t plane = w.plane_vectors;

@@ -66,7 +66,7 @@ struct ThreadSums {
 template <typename T, int W>
 __device__ __forceinline__ void add_lanes(ThreadSums<W>& s, const Pack<T, W>& raw, const float (&shift)[W]) {
     float value[W];
-    widen_pack<float, W>(raw, value);
+    widen_held<1>(raw, value);
 #pragma unroll
     for (int e = 0; e < W; ++e) {
         const float d = value[e] - shift[e];
@@ -79,7 +79,7 @@ template <typename T, int W>
 __device__ __forceinline__ void add_vector(ThreadSums<2>& s, const Pack<T, W>& raw, float shift_lo, float shift_hi,
                                            bool high) {
     float value[W];
-    widen_pack<float, W>(raw, value);
+    widen_held<1>(raw, value);
     const float shift = high ? shift_hi : shift_lo;
     float sum = 0.0f, squares = 0.0f;
 #pragma unroll
@@ -117,7 +117,7 @@ template <typename T, typename P, bool kInner, bool kSwish>
 __global__ void __launch_bounds__(kGnPersistentThreads, 1)
     gn_persistent_forward(const T* x, T* y, GnPersistentArgs<P> a) {
     constexpr int W = static_cast<int>(16 / sizeof(T));
-    constexpr int R = gn_persistent_register_slots(kInner && std::is_same<T, mbn_bfloat16>::value);
+    constexpr int R = kGnPersistentRegisterSlots;
     constexpr int B = kGnPersistentBatch;
     constexpr int J = kGnPersistentThreadGroups;
     constexpr bool kFold = sizeof(T) == 2;
@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
                 f[0] = channel_factors<kFold>(stats[w.by_group.divide(first + k * threads) - share.first], wb.x, wb.y);
             }
         }
-        store_pack(y + at(k), normalize_vector<T, float, W, kInner ? W : 1, kFold, kSwish>(in, f, beta));
+        store_pack(y + at(k), normalize_vector<T, float, W, kInner ? W : 1, kFold, kSwish, 2>(in, f, beta));
     };
 #pragma unroll
     for (int k = R - 1; k >= 0; --k)

@@ -150,8 +150,7 @@ const char* plan_walk(const GnShape& shape, const TensorArg& x, bool packed, con
 }  // namespace
 
 const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk) {
-    const bool bfloat16_inner = p.x.dtype == DType::bf16 && p.x.order == MemoryOrder::packed_nhwc;
-    const Direction forward{1, gn_persistent_register_slots(bfloat16_inner), false};
+    const Direction forward{1, kGnPersistentRegisterSlots, false};
     return plan_walk(p.shape, p.x, packed_alike({&p.x, &p.y}), device, rule, forward, walk);
 }
 

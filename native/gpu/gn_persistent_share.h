@@ -1,5 +1,6 @@
 // What both persistent group-norm kernels (gn_persistent.hpp) share: where
-// a block's share of the vectors lies, and a warp's sum in fixed order.
+// a block's share of the vectors lies, a warp's sum in fixed order, and the
+// held vectors' widening.
 #pragma once
 
 #include "gpu/gn_persistent.hpp"
@@ -39,6 +40,14 @@ __device__ __forceinline__ GnPersistentShare persistent_share(const GnPersistent
 __device__ __forceinline__ double warp_total(double v) {
     for (int mask = 1; mask < MBN_WAVE_SIZE; mask *= 2) v += shuffle_xor(v, mask);
     return v;
+}
+
+// A held vector's elements in float, in the form of pass kPass (1 the
+// sums, 2 the output; widen_in_pass): bfloat16 stays packed between them.
+template <int kPass, typename T, int W>
+__device__ __forceinline__ void widen_held(const Pack<T, W>& pack, float (&out)[W]) {
+#pragma unroll
+    for (int e = 0; e < W; ++e) out[e] = widen_in_pass<kPass>(pack.lane[e]);
 }
 
 }  // namespace
