@@ -410,9 +410,11 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
     }
     __syncthreads();
 
-    // dx: the registers first (their inputs are the oldest in L2), then the
-    // streamed slots (read again, newest first, from L2), then the shared
-    // slots.
+    // dx: the streamed slots first (read again, newest first, from L2,
+    // before dx's own lines displace them), then the registers and the
+    // shared slots.  Registers first (as the forward) read 3% more from
+    // DRAM and ran 0.6%-0.8% slower (H200, bench/RESULTS.md, thirty-sixth
+    // session).
     if constexpr (kInner) take_lanes(true);
     held_slice = -1;
     auto write = [&](int k, const Pack<T, W>& xv, const Pack<T, W>& dyv) {
@@ -435,9 +437,6 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
         }
         store_pack(dx + at(k), out);
     };
-#pragma unroll
-    for (int k = R - 1; k >= 0; --k)
-        if (used(k)) write(k, rx[k], rdy[k]);
     for (int k0 = w.slots - 1; k0 >= on_chip; k0 -= B) {
         Pack<T, W> bx[B], bdy[B];
 #pragma unroll
@@ -450,6 +449,9 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
         for (int b = 0; b < B; ++b)
             if (k0 - b >= on_chip && used(k0 - b)) write(k0 - b, bx[b], bdy[b]);
     }
+#pragma unroll
+    for (int k = R - 1; k >= 0; --k)
+        if (used(k)) write(k, rx[k], rdy[k]);
     for (int k = on_chip - 1; k >= R; --k)
         if (used(k)) write(k, held_x[(k - R) * threads + t], held_dy[(k - R) * threads + t]);
     grid_barrier_exit(a.barrier, kInner ? 2 : 1);
