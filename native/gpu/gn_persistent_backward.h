@@ -287,9 +287,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
                 total[0] += static_cast<double>(thread_sums[(e * 2) * threads + r * w.row_vectors + col]);
                 total[1] += static_cast<double>(thread_sums[(e * 2 + 1) * threads + r * w.row_vectors + col]);
             }
-            double* out = a.sums + channel_sums_at(w, sample, c, mine);
-            out[0] = total[0];
-            out[1] = total[1];
+            store_pair(a.sums + channel_sums_at(w, sample, c, mine), total);
         }
     } else {
         for (int j = warp; j < w.block_slices; j += warps) {
@@ -298,13 +296,8 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
                 total[0] += static_cast<double>(thread_sums[(j * 2) * threads + i]);
                 total[1] += static_cast<double>(thread_sums[(j * 2 + 1) * threads + i]);
             }
-            total[0] = warp_total(total[0]);
-            total[1] = warp_total(total[1]);
-            if (lane == 0) {
-                double* out = a.sums + (static_cast<std::int64_t>(block) * w.block_slices + j) * 2;
-                out[0] = total[0];
-                out[1] = total[1];
-            }
+            warp_totals(total);
+            if (lane == 0) store_pair(a.sums + (static_cast<std::int64_t>(block) * w.block_slices + j) * 2, total);
         }
     }
     grid_barrier(a.barrier, 1);
@@ -341,13 +334,8 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
                 total[0] += load_after_barrier(theirs);
                 total[1] += load_after_barrier(theirs + 1);
             }
-            total[0] = warp_total(total[0]);
-            total[1] = warp_total(total[1]);
-            if (lane == 0) {
-                double* out = a.totals + (static_cast<std::int64_t>(sample) * w.channels + c) * 2;
-                out[0] = total[0];
-                out[1] = total[1];
-            }
+            warp_totals(total);
+            if (lane == 0) store_pair(a.totals + (static_cast<std::int64_t>(sample) * w.channels + c) * 2, total);
         }
         grid_barrier(a.barrier, 2);
         const double* totals = a.totals + static_cast<std::int64_t>(sample) * w.channels * 2;
@@ -359,8 +347,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
                 total[0] += weight * load_after_barrier(totals + c * 2);
                 total[1] += weight * load_after_barrier(totals + c * 2 + 1);
             }
-            total[0] = warp_total(total[0]);
-            total[1] = warp_total(total[1]);
+            warp_totals(total);
             if (lane == 0) store_group(local, total[0], total[1]);
         }
         if (a.dweight != nullptr)
@@ -371,8 +358,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
                     total[0] += load_after_barrier(theirs);
                     total[1] += load_after_barrier(theirs + 1);
                 }
-                total[0] = warp_total(total[0]);
-                total[1] = warp_total(total[1]);
+                warp_totals(total);
                 if (lane == 0) store_gradients(c, total[0], total[1]);
             }
     } else {
@@ -395,16 +381,14 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
                 const int s = (first_group + local) * w.group_channels + k;
                 slice_total(s, total, weight_of(s % w.channels));
             }
-            total[0] = warp_total(total[0]);
-            total[1] = warp_total(total[1]);
+            warp_totals(total);
             if (lane == 0) store_group(local, total[0], total[1]);
         }
         if (a.dweight != nullptr)
             for (int c = block + warp * w.blocks; c < w.channels; c += warps * w.blocks) {
                 double total[2] = {0.0, 0.0};
                 for (int n = lane; n < samples; n += MBN_WAVE_SIZE) slice_total(n * w.channels + c, total, 1.0);
-                total[0] = warp_total(total[0]);
-                total[1] = warp_total(total[1]);
+                warp_totals(total);
                 if (lane == 0) store_gradients(c, total[0], total[1]);
             }
     }

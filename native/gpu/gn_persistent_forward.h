@@ -259,13 +259,8 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
                 total[1] += static_cast<double>(thread_sums[(local * 2 + 1) * threads + i]);
             }
         }
-        total[0] = warp_total(total[0]);
-        total[1] = warp_total(total[1]);
-        if (lane == 0) {
-            double* mine = a.sums + persistent_sums_at(w, block, local);
-            mine[0] = total[0];
-            mine[1] = total[1];
-        }
+        warp_totals(total);
+        if (lane == 0) store_pair(a.sums + persistent_sums_at(w, block, local), total);
     }
     grid_barrier(a.barrier, 1);
 
@@ -284,8 +279,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
             total[0] += load_after_barrier(theirs);
             total[1] += load_after_barrier(theirs + 1);
         }
-        total[0] = warp_total(total[0]);
-        total[1] = warp_total(total[1]);
+        warp_totals(total);
         const ShiftedStatistics st = finish_shifted(total[0], total[1], w.inv_group_size, a.epsilon);
         return GnGroupStats{stats[local].shift, st.offset, st.inv_std};
     };

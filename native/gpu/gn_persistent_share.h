@@ -42,6 +42,18 @@ __device__ __forceinline__ double warp_total(double v) {
     return v;
 }
 
+// A warp's pair of sums (g and g xhat, d and d^2), each as warp_total.
+__device__ __forceinline__ void warp_totals(double (&total)[2]) {
+    total[0] = warp_total(total[0]);
+    total[1] = warp_total(total[1]);
+}
+
+// Stores a pair of sums at out[0], out[1].
+__device__ __forceinline__ void store_pair(double* out, const double (&total)[2]) {
+    out[0] = total[0];
+    out[1] = total[1];
+}
+
 // A held vector's elements in float, in the form of pass kPass (1 the
 // sums, 2 the output; widen_in_pass): bfloat16 stays packed between them.
 template <int kPass, typename T, int W>

@@ -227,6 +227,22 @@ inline GroupStatistics group_statistics(const Tensor& x, std::int64_t groups, do
     return out;
 }
 
+// A backward's saved statistics: the float32 (N, G) mean and rstd of the
+// stored x, as the kernels and gn_backward_reference read them.
+struct SavedStatistics {
+    Small mean, rstd;
+};
+inline SavedStatistics saved_statistics(const Tensor& x, std::int64_t groups, double epsilon) {
+    const std::int64_t count = x.len[kN] * groups;
+    SavedStatistics saved{Small(DType::f32, x.len[kN], groups), Small(DType::f32, x.len[kN], groups)};
+    const GroupStatistics stats = group_statistics(x, groups, epsilon);
+    for (std::int64_t i = 0; i < count; ++i) {
+        saved.mean.set(i, stats.mean[i]);
+        saved.rstd.set(i, stats.rstd[i]);
+    }
+    return saved;
+}
+
 // The fused swish z * sigmoid(beta z) and its derivative, in double: the
 // group-norm checks' references.
 inline double swish(double z, double beta) { return z / (1.0 + std::exp(-beta * z)); }

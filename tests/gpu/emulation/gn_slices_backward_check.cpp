@@ -86,13 +86,9 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         weight.set(c, 0.5 + uniform(rng));
         bias.set(c, uniform(rng) - 0.5);
     }
-    // Saved statistics (float32) from the stored x; the reference reads the same.
-    Small mean(DType::f32, N, G), rstd(DType::f32, N, G);
-    const GroupStatistics stats = group_statistics(x, G, kEpsilon);
-    for (std::int64_t i = 0; i < N * G; ++i) {
-        mean.set(i, stats.mean[i]);
-        rstd.set(i, stats.rstd[i]);
-    }
+    SavedStatistics saved = saved_statistics(x, G, kEpsilon);
+    Small& mean = saved.mean;
+    Small& rstd = saved.rstd;
     const GnBackwardReference ref = gn_backward_reference(
         x, dy, mean, rstd, G, [&](std::int64_t c) { return weight.get(c); }, [&](std::int64_t c) { return bias.get(c); },
         k.swish, kBeta);
