@@ -68,7 +68,6 @@ constexpr int kGnPersistentBatch = 4;           // shared and streamed slots loa
 constexpr int kGnPersistentThreadGroups = 2;
 
 struct GnPersistentWalk {
-    int inputs;          // tensors held a slot: 1 (x) forward, 2 (x and dy) backward
     int blocks;          // the grid: every block resident at once
     int threads;         // a block's; channels inner a multiple of row_vectors
     int vectors;         // of x
@@ -110,8 +109,8 @@ MBN_HOST_DEVICE constexpr std::size_t gn_persistent_params_bytes(int channels) {
     return (static_cast<std::size_t>(channels) * 2 * sizeof(float) + 15) / 16 * 16;
 }
 
-// The backward's before the held vectors: the threads' sums of g and
-// g * xhat (per lane channels inner, per slice of the share positions
+// The backward's shared memory before the held vectors: the threads' sums
+// of g and g * xhat (per lane channels inner, per slice of the share positions
 // inner), the groups' terms (GnBackwardGroupTerms), the channels' weights and
 // biases.
 struct GnBackwardGroupTerms {
@@ -127,7 +126,8 @@ MBN_HOST_DEVICE constexpr std::size_t gn_persistent_backward_groups_bytes(int gr
 
 // nullptr where the walk serves the call (filled in), else why not.  Under
 // the size rule only x of at least kGnPersistentLeastBytes
-// (gn_persistent_planner.cpp: below, the fixed cost is most of the call).
+// (gn_persistent_planner.cpp: below, the fixed cost is most of the call),
+// and for the NCHW-like backward x and dy past the L2.
 const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk);
 const char* plan_gn_persistent_backward(const GnBackward& p, const DeviceShape& device, PlanRule rule,
                                         GnPersistentWalk& walk);

@@ -22,14 +22,14 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 std::int64_t gcd(std::int64_t a, std::int64_t b) { return b == 0 ? a : gcd(b, a % b); }
 
-
-// What differs between the directions: the tensors held a slot (x; x and
-// dy), a thread's register slots, and the shared memory before the held
-// vectors (gn_persistent.hpp), which depends on the walk's threads.
+// What differs between the directions: the tensors held a slot (the
+// forward x, the backward x and dy), a thread's register slots, and the
+// shared memory before the held vectors (gn_persistent.hpp), which depends
+// on the walk's threads.
 struct Direction {
-    int inputs;
-    int register_slots;
     bool backward;
+    int register_slots;
+    int inputs() const { return backward ? 2 : 1; }
 };
 
 std::size_t fixed_shared_bytes(const GnPersistentWalk& w, const Direction& d, int width) {
@@ -71,7 +71,6 @@ const char* plan_walk(const GnShape& shape, const TensorArg& x, bool packed, con
         return "x and dy fit the L2, from which the slices read them again";
 
     GnPersistentWalk w{};
-    w.inputs = d.inputs;
     w.vectors = static_cast<int>(vectors);
     w.channels_inner = inner;
     w.channels = static_cast<int>(channels);
@@ -131,7 +130,7 @@ const char* plan_walk(const GnShape& shape, const TensorArg& x, bool packed, con
     const std::size_t fixed = fixed_shared_bytes(w, d, static_cast<int>(width));
     const std::int64_t shared = device.shared_bytes_per_block;
     if (static_cast<std::int64_t>(fixed) > shared) return "its groups are too many for shared memory";
-    const std::int64_t slot_bytes = threads * 16 * d.inputs;
+    const std::int64_t slot_bytes = threads * 16 * d.inputs();
     const std::int64_t room = (shared - static_cast<std::int64_t>(fixed)) / slot_bytes;
     const std::int64_t beyond_registers = std::max<std::int64_t>(0, w.slots - d.register_slots);
     w.shared_slots = static_cast<int>(std::min(room, beyond_registers));
@@ -150,14 +149,14 @@ const char* plan_walk(const GnShape& shape, const TensorArg& x, bool packed, con
 }  // namespace
 
 const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk) {
-    const Direction forward{1, kGnPersistentRegisterSlots, false};
+    const Direction forward{false, kGnPersistentRegisterSlots};
     return plan_walk(p.shape, p.x, packed_alike({&p.x, &p.y}), device, rule, forward, walk);
 }
 
 const char* plan_gn_persistent_backward(const GnBackward& p, const DeviceShape& device, PlanRule rule,
                                         GnPersistentWalk& walk) {
     const bool inner = p.x.order == MemoryOrder::packed_nhwc;
-    const Direction backward{2, gn_persistent_backward_register_slots(inner, p.activation == Activation::swish), true};
+    const Direction backward{true, gn_persistent_backward_register_slots(inner, p.activation == Activation::swish)};
     return plan_walk(p.shape, p.x, packed_alike({&p.x, &p.dy, &p.dx}), device, rule, backward, walk);
 }
 
