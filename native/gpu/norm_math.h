@@ -42,9 +42,10 @@ __device__ __forceinline__ float widen(mbn_bfloat16 v) {
 // To the compiler the passes' bfloat16 conversions are then different
 // values: it keeps the packed data live between them, not the first pass's
 // floats (two registers a pair; the 16-byte K=4 channel tiles took 84-116
-// registers so, one block a multiprocessor).  Other types widen as widen().
+// registers so, one block a multiprocessor).  Other types widen as widen()
+// (double stays double).
 template <int kPass, typename T>
-__device__ __forceinline__ float widen_in_pass(T v) {
+__device__ __forceinline__ auto widen_in_pass(T v) {
     return widen(v);
 }
 template <int kPass>
