@@ -8,10 +8,10 @@
 // group, blocks across two, several slices a block, planes shorter than a
 // block, a last block cut short) and NHWC (a group over several vectors, two
 // groups in one vector, rows of a count of vectors that is no power of two,
-// several samples), with and without swish, with and without weights; dx
-// starts as NaN, nothing past it is written, reruns and in place (dx == dy,
-// dx == x) give the same bits; and the planner refuses what the kernel
-// cannot serve.
+// several samples), with and without swish, with and without weights (the
+// smaller shapes); dx starts as NaN, nothing past it is written, in place
+// (dx == dy, dx == x) gives the same bits; and the planner refuses what
+// the kernel cannot serve.
 //
 //   gn_persistent_backward_check    exit status 0 when every case passes
 #include "gpu/hip_compat.h"  // the emulation stand-in (found first)
@@ -190,17 +190,13 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         if (!compare(label, "dweight", got_dw, ref.dweight, ptol.reduction)) tally.fail(label + ": dweight");
         if (!compare(label, "dbias", got_db, ref.dbias, ptol.reduction)) tally.fail(label + ": dbias");
     }
-    // A rerun and in place (dx over dy, then over x): the same bits.
+    // In place (dx over dy, then over x): the same bits (so reruns too).
     const std::size_t bytes = static_cast<std::size_t>(dx.count()) * dtype_size(k.dtype);
-    Tensor again(k.dtype, len, k.channels_last);
-    again.fill_nan();
-    launch_typed(k.dtype, walk, x.data(), dy.data(), again.data(), a, k.swish);
     Tensor over_dy = dy;
     launch_typed(k.dtype, walk, x.data(), over_dy.data(), over_dy.data(), a, k.swish);
     Tensor over_x = x;
     launch_typed(k.dtype, walk, over_x.data(), dy.data(), over_x.data(), a, k.swish);
-    tally.checks += 3;
-    if (std::memcmp(again.data(), dx.data(), bytes) != 0) tally.fail(label + ": rerun differs");
+    tally.checks += 2;
     if (std::memcmp(over_dy.data(), dx.data(), bytes) != 0) tally.fail(label + ": in place over dy differs");
     if (std::memcmp(over_x.data(), dx.data(), bytes) != 0) tally.fail(label + ": in place over x differs");
     const int streamed = walk.slots -
@@ -245,6 +241,7 @@ int main() {
                 if (s.channels_last && 16 / static_cast<std::int64_t>(dtype_size(t)) >
                                            2 * (s.shape.len[kC] / s.shape.groups))
                     continue;  // more than two groups in a vector: refused (below)
+                if (!o.affine && s.shape.len[kW] > 64) continue;  // without weights: the smaller shapes
                 run_case(Case{s.shape, t, s.channels_last, o.swish, o.affine, s.multiprocessors}, rng);
             }
     // Refused: more than two groups in a half vector, planes that are not
