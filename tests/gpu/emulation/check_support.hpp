@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -225,6 +226,23 @@ inline GroupStatistics group_statistics(const Tensor& x, std::int64_t groups, do
             out.rstd.push_back(1.0 / std::sqrt(s2 / static_cast<double>(Cg * S) + epsilon));
         }
     return out;
+}
+
+// A backward's inputs: each channel of x off centre (mean in [-2, 2), spread
+// in [0.5, 2)), dy standard normal.
+template <typename Rng>
+void fill_backward_inputs(Tensor& x, Tensor& dy, Rng& rng) {
+    const std::int64_t N = x.len[kN], C = x.len[kC], S = x.len[kD] * x.len[kH] * x.len[kW];
+    std::normal_distribution<double> normal;
+    std::uniform_real_distribution<double> uniform;
+    for (std::int64_t c = 0; c < C; ++c) {
+        const double centre = uniform(rng) * 4 - 2, spread = uniform(rng) * 1.5 + 0.5;
+        for (std::int64_t n = 0; n < N; ++n)
+            for (std::int64_t s = 0; s < S; ++s) {
+                x.set(n, c, s, normal(rng) * spread + centre);
+                dy.set(n, c, s, normal(rng));
+            }
+    }
 }
 
 // A backward's saved statistics: the float32 (N, G) mean and rstd of the

@@ -108,20 +108,11 @@ std::string describe(const Case& k) {
 
 void run_case(const Case& k, std::mt19937_64& rng) {
     const Lengths& len = k.shape.len;
-    const std::int64_t N = len[kN], C = len[kC], G = k.shape.groups;
-    const std::int64_t S = len[kD] * len[kH] * len[kW];
+    const std::int64_t C = len[kC], G = k.shape.groups;
     const std::string label = describe(k);
     Tensor x(k.dtype, len, k.channels_last), dy(k.dtype, len, k.channels_last);
-    std::normal_distribution<double> normal;
+    fill_backward_inputs(x, dy, rng);
     std::uniform_real_distribution<double> uniform;
-    for (std::int64_t c = 0; c < C; ++c) {
-        const double centre = uniform(rng) * 4 - 2, spread = uniform(rng) * 1.5 + 0.5;
-        for (std::int64_t n = 0; n < N; ++n)
-            for (std::int64_t s = 0; s < S; ++s) {
-                x.set(n, c, s, normal(rng) * spread + centre);
-                dy.set(n, c, s, normal(rng));
-            }
-    }
     Small weight(DType::f32, 1, C), bias(DType::f32, 1, C);
     for (std::int64_t c = 0; c < C; ++c) {
         weight.set(c, k.affine ? 0.5 + uniform(rng) : 1.0);

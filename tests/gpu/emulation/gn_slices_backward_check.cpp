@@ -67,20 +67,11 @@ std::string describe(const Case& k, const FeatureLayout& l) {
 Sums2<double> g_wave_totals[kBlockThreads / EMU_WAVE_SIZE];
 
 void run_case(const Case& k, std::mt19937_64& rng) {
-    const std::int64_t N = k.len[kN], C = k.len[kC], G = k.groups, Cg = C / G;
-    const std::int64_t S = k.len[kD] * k.len[kH] * k.len[kW];
+    const std::int64_t C = k.len[kC], G = k.groups;
     const DType pt = k.params_like_x ? k.dtype : DType::f32;
     Tensor x(k.dtype, k.len, k.channels_last), dy(k.dtype, k.len, k.channels_last);
-    std::normal_distribution<double> normal;
+    fill_backward_inputs(x, dy, rng);
     std::uniform_real_distribution<double> uniform;
-    for (std::int64_t c = 0; c < C; ++c) {
-        const double mean = uniform(rng) * 4 - 2, spread = uniform(rng) * 1.5 + 0.5;
-        for (std::int64_t n = 0; n < N; ++n)
-            for (std::int64_t s = 0; s < S; ++s) {
-                x.set(n, c, s, normal(rng) * spread + mean);
-                dy.set(n, c, s, normal(rng));
-            }
-    }
     Small weight(pt, 1, C), bias(pt, 1, C);
     for (std::int64_t c = 0; c < C; ++c) {
         weight.set(c, 0.5 + uniform(rng));
