@@ -319,10 +319,10 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
     }
     __syncthreads();
 
-    // The output: the registers first (their x is the oldest in L2, the
-    // first to give way to y; freed, they leave room for the rest), then
-    // the streamed slots (read again, newest first, from L2), then the
-    // shared slots.
+    // The output: the streamed slots first (read again, newest first, from
+    // L2, before y's own lines displace them), then the registers and the
+    // shared slots: 1.01x-1.05x over registers first where slots stream
+    // (H200, bench/RESULTS.md, thirty-sixth session), as in the backward.
     const float beta = a.swish_beta;
     SliceFactors<float, kFold> f[kInner ? W : 1];
     int held_slice = -1;  // positions inner: the slice whose factors f holds
@@ -344,9 +344,6 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
         }
         store_pack(y + at(k), normalize_vector<T, float, W, kInner ? W : 1, kFold, kSwish, 2>(in, f, beta));
     };
-#pragma unroll
-    for (int k = R - 1; k >= 0; --k)
-        if (used(k)) write(k, raw[k]);
     for (int k0 = w.slots - 1; k0 >= on_chip; k0 -= B) {
         Pack<T, W> batch[B];
 #pragma unroll
@@ -356,6 +353,9 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
         for (int b = 0; b < B; ++b)
             if (k0 - b >= on_chip && used(k0 - b)) write(k0 - b, batch[b]);
     }
+#pragma unroll
+    for (int k = R - 1; k >= 0; --k)
+        if (used(k)) write(k, raw[k]);
     for (int k = on_chip - 1; k >= R; --k)
         if (used(k)) write(k, held[(k - R) * threads + t]);
     grid_barrier_exit(a.barrier, kInner ? 2 : 1);
