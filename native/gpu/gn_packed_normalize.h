@@ -54,8 +54,7 @@ template <typename T, typename A, int W, int L, bool kFold, bool kSwish, int kPa
 __device__ __forceinline__ Pack<T, W> normalize_vector(const Pack<T, W>& raw, const SliceFactors<A, kFold> (&f)[L],
                                                        A beta) {
     A value[W];
-#pragma unroll
-    for (int e = 0; e < W; ++e) value[e] = static_cast<A>(widen_in_pass<kPass>(raw.lane[e]));
+    widen_pack<A, W, kPass>(raw, value);
     Pack<T, W> out;
 #pragma unroll
     for (int e = 0; e < W; ++e) {

@@ -167,8 +167,8 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
     const float beta = a.swish_beta;
     const float scale = swish_exponent_scale(beta);
     // Channels inner, lane e of the thread's column is channel column * W +
-    // e, of group lo (e < split) or lo + 1; its weight and bias stay in
-    // registers.  Positions inner, a vector is one slice: its terms are
+    // e, of group lo (e < split) or lo + 1; its scaled weight and bias stay
+    // in registers.  Positions inner, a vector is one slice: its terms are
     // found anew where the slice changes.
     const int column = kInner ? (first - share.begin) % w.row_vectors : 0;
     const int lo = kInner ? column * W / w.group_channels : 0;
@@ -211,8 +211,8 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
     };
     auto add = [&](int k, const Pack<T, W>& xv, const Pack<T, W>& dyv) {
         float xf[W], df[W];
-        widen_held<1>(xv, xf);
-        widen_held<1>(dyv, df);
+        widen_pack<float, W, 1>(xv, xf);
+        widen_pack<float, W, 1>(dyv, df);
         if constexpr (kInner) {
 #pragma unroll
             for (int e = 0; e < W; ++e) {
@@ -263,13 +263,15 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
             add(k, bx[b], bdy[b]);
         }
     }
-    if constexpr (!kInner) store_running();
-    else
+    if constexpr (kInner) {
 #pragma unroll
         for (int e = 0; e < W; ++e) {
             thread_sums[(e * 2) * threads + t] = sum_g[e];
             thread_sums[(e * 2 + 1) * threads + t] = sum_gd[e] * (e < split ? group_lo.rstd : group_hi.rstd);
         }
+    } else {
+        store_running();
+    }
     __syncthreads();
 
     // The block's sums, in double and a fixed order: channels inner a
@@ -396,15 +398,14 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
 
     // dx: the streamed slots first (read again, newest first, from L2,
     // before dx's own lines displace them), then the registers and the
-    // shared slots.  Registers first (as the forward) read 3% more from
-    // DRAM and ran 0.6%-0.8% slower (H200, bench/RESULTS.md, thirty-sixth
-    // session).
+    // shared slots.  Registers first read 3% more from DRAM and ran
+    // 0.6%-0.8% slower (H200, bench/RESULTS.md, thirty-sixth session).
     if constexpr (kInner) take_lanes(true);
     held_slice = -1;
     auto write = [&](int k, const Pack<T, W>& xv, const Pack<T, W>& dyv) {
         float xf[W], df[W];
-        widen_held<2>(xv, xf);
-        widen_held<2>(dyv, df);
+        widen_pack<float, W, 2>(xv, xf);
+        widen_pack<float, W, 2>(dyv, df);
         Pack<T, W> out;
         if constexpr (kInner) {
 #pragma unroll

@@ -66,7 +66,7 @@ struct ThreadSums {
 template <typename T, int W>
 __device__ __forceinline__ void add_lanes(ThreadSums<W>& s, const Pack<T, W>& raw, const float (&shift)[W]) {
     float value[W];
-    widen_held<1>(raw, value);
+    widen_pack<float, W, 1>(raw, value);
 #pragma unroll
     for (int e = 0; e < W; ++e) {
         const float d = value[e] - shift[e];
@@ -79,7 +79,7 @@ template <typename T, int W>
 __device__ __forceinline__ void add_vector(ThreadSums<2>& s, const Pack<T, W>& raw, float shift_lo, float shift_hi,
                                            bool high) {
     float value[W];
-    widen_held<1>(raw, value);
+    widen_pack<float, W, 1>(raw, value);
     const float shift = high ? shift_hi : shift_lo;
     float sum = 0.0f, squares = 0.0f;
 #pragma unroll

@@ -1,6 +1,5 @@
 // What both persistent group-norm kernels (gn_persistent.hpp) share: where
-// a block's share of the vectors lies, a warp's sum in fixed order, and the
-// held vectors' widening.
+// a block's share of the vectors lies, and a warp's sums in fixed order.
 #pragma once
 
 #include "gpu/gn_persistent.hpp"
@@ -52,14 +51,6 @@ __device__ __forceinline__ void warp_totals(double (&total)[2]) {
 __device__ __forceinline__ void store_pair(double* out, const double (&total)[2]) {
     out[0] = total[0];
     out[1] = total[1];
-}
-
-// A held vector's elements in float, in the form of pass kPass (1 the
-// sums, 2 the output; widen_in_pass): bfloat16 stays packed between them.
-template <int kPass, typename T, int W>
-__device__ __forceinline__ void widen_held(const Pack<T, W>& pack, float (&out)[W]) {
-#pragma unroll
-    for (int e = 0; e < W; ++e) out[e] = widen_in_pass<kPass>(pack.lane[e]);
 }
 
 }  // namespace

@@ -291,11 +291,12 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, V>& pack) {
     }
 }
 
-// The elements of a pack, converted to A.
-template <typename A, int V, typename T>
+// The elements of a pack, converted to A; kPass > 0 in the form of that
+// pass (widen_in_pass), for packs held in registers between passes.
+template <typename A, int V, int kPass = 0, typename T>
 __device__ __forceinline__ void widen_pack(const Pack<T, V>& pack, A (&out)[V]) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) out[j] = static_cast<A>(widen(pack.lane[j]));
+    for (int j = 0; j < V; ++j) out[j] = static_cast<A>(widen_in_pass<kPass>(pack.lane[j]));
 }
 
 // Reads V consecutive elements at p (aligned for V), converted to A.
