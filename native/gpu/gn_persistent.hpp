@@ -6,8 +6,9 @@
 // One block a multiprocessor, all resident at once.  Each block takes a
 // contiguous share of x's 16-byte vectors (channels inner: whole rows of
 // C / W vectors of one sample) and each thread the vectors start + k *
-// threads + t of it, its slots k.  Slots 0 .. kGnPersistentRegisterSlots - 1
-// stay in registers, the next shared_slots in shared memory; the rest are
+// threads + t of it, its slots k.  The first R stay in registers
+// (gn_persistent_forward_register_slots; the backward's own below), the
+// next shared_slots in shared memory; the rest are
 // streamed: read for the sums, read again for the output, newest first,
 // from L2 as far as it holds them (the planner bounds them to
 // kGnPersistentStreamedL2s times its size).  The block's per-group sums of x
@@ -47,10 +48,17 @@ constexpr int kGnPersistentLeastThreads = 128;  // fewer leave the multiprocesso
 // long (gn_tiles_run_long): 1x1280x64x64 float NHWC, whose rows of 320
 // vectors leave 320 threads, lost to its tiles (24.0 -> 28.0 us).
 constexpr int kGnPersistentFullThreads = 448;
-// 256 bytes of x a thread in registers, bfloat16 too: its held vectors stay
-// packed between the passes (widen_in_pass; widened once, they spilled past
-// 12 slots channels inner and ran 1.04x-1.09x slower there, H200).
-constexpr int kGnPersistentRegisterSlots = 16;
+// The forward's slots of x a thread holds in registers: 16 (256 bytes;
+// bfloat16 too, its held vectors packed between the passes, widen_in_pass)
+// positions inner, 12 channels inner, where each lane's sums and factors
+// take registers too, so that the shared and streamed slots can load
+// kGnPersistentForwardBatch at a time without stack.
+MBN_HOST_DEVICE constexpr int gn_persistent_forward_register_slots(bool inner) { return inner ? 12 : 16; }
+// Shared and streamed slots the forward loads a batch at a time: 8 against
+// 4 (channels inner with 4 fewer register slots), H200 (bench/RESULTS.md,
+// thirty-seventh session): 1.010x over the large rows it serves, 16-bit
+// NCHW 64 MB 1.02x-1.04x, 2x1280x64x64 float 1.03x-1.07x.
+constexpr int kGnPersistentForwardBatch = 8;
 // The backward holds x and dy: 8 slots of each, channels inner 5 (4 under
 // the activation), where each lane keeps its sums (and its scaled weight
 // and bias): the most without stack (nvcc sm_90, 128 registers; one more
@@ -61,7 +69,7 @@ MBN_HOST_DEVICE constexpr int gn_persistent_backward_register_slots(bool inner, 
 // Positions inner, the backward's threads keep a running sum per slice of
 // the block's share in shared memory: a share may touch at most this many.
 constexpr int kGnPersistentBackwardSlices = 16;
-constexpr int kGnPersistentBatch = 4;           // shared and streamed slots loaded a batch at a time
+constexpr int kGnPersistentBatch = 4;           // the backward's shared and streamed slot pairs loaded at a time
 // The groups a thread's sums go to: positions inner, the groups its block
 // touches (a block's share is at most one group, so it straddles at most
 // one boundary); channels inner, the groups its W lanes fall in.

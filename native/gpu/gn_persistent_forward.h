@@ -117,8 +117,8 @@ template <typename T, typename P, bool kInner, bool kSwish>
 __global__ void __launch_bounds__(kGnPersistentThreads, 1)
     gn_persistent_forward(const T* x, T* y, GnPersistentArgs<P> a) {
     constexpr int W = static_cast<int>(16 / sizeof(T));
-    constexpr int R = kGnPersistentRegisterSlots;
-    constexpr int B = kGnPersistentBatch;
+    constexpr int R = gn_persistent_forward_register_slots(kInner);
+    constexpr int B = kGnPersistentForwardBatch;
     constexpr int J = kGnPersistentThreadGroups;
     constexpr bool kFold = sizeof(T) == 2;
     extern __shared__ float4 gn_persistent_shared[];

@@ -149,7 +149,7 @@ const char* plan_walk(const GnShape& shape, const TensorArg& x, bool packed, con
 }  // namespace
 
 const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk) {
-    const Direction forward{false, kGnPersistentRegisterSlots};
+    const Direction forward{false, gn_persistent_forward_register_slots(p.x.order == MemoryOrder::packed_nhwc)};
     return plan_walk(p.shape, p.x, packed_alike({&p.x, &p.y}), device, rule, forward, walk);
 }
 

@@ -192,7 +192,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     if (std::memcmp(z.data(), y.data(), static_cast<std::size_t>(y.count()) * dtype_size(k.dtype)) != 0)
         tally.fail(std::string(label) + ": in place differs");
     const int streamed =
-        walk.slots - kGnPersistentRegisterSlots - walk.shared_slots;
+        walk.slots - gn_persistent_forward_register_slots(walk.channels_inner) - walk.shared_slots;
     std::printf("done %s: %d blocks x %d threads, %d slots (%d shared, %d streamed)\n", label, walk.blocks,
                 walk.threads, walk.slots, walk.shared_slots, streamed > 0 ? streamed : 0);
 }
