@@ -39,14 +39,11 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kLeastThreads = 64;
-// 16-byte vectors per thread (per step in the columns), all loaded before
+// 16-byte vectors per thread (rows of its channel vector in the columns), all loaded before
 // any is used.  Planes derive two channels' coefficients for each vector, so
 // more vectors cost them registers for little.
 constexpr int kMaxVectorsPerThread = 4;
 constexpr int kMaxPlaneVectorsPerThread = 2;
-// Column blocks per multiprocessor at most: more steps per block, so fewer
-// threads derive the same coefficients.
-constexpr int kColumnBlocksPerMultiprocessor = 8;
 // Blocks per multiprocessor below which a call takes fewer vectors per
 // thread, then smaller blocks: a small tensor in a few blocks leaves most
 // multiprocessors idle.
@@ -66,9 +63,9 @@ struct InferenceArgs {
     int channels, spatial, elements;
     Divisor plane_of;    // element -> plane (NCHW: / spatial)
     Divisor channel_of;  // plane -> its channel (% channels)
-    // columns: rows of `channels` elements, taken in steps of K times a
-    // block's rows_per_step (its blockDim.y).
-    int rows, channel_vectors, row_steps;
+    // columns: rows of `channels` elements, K times a block's rows_per_step
+    // (its blockDim.y) a block.
+    int rows, channel_vectors;
     float epsilon, alpha, beta;
     bool var_is_inv_std;
     bool vector_estimates;  // 16-byte aligned: read four channels at a time
@@ -131,10 +128,12 @@ __device__ __forceinline__ void coefficients_of_vector(int c0, const InferenceAr
 }
 
 // Columns: block (bx, by) takes channel vectors [by * W, by * W + W) (W =
-// blockDim.x) of row steps bx, bx + gridDim.x, ...; step s is rows s * K * R
-// + k * R + threadIdx.y, k < K (R = blockDim.y).  A warp covers whole rows or
-// a run of one row: contiguous.  The grid stops at a few blocks a
-// multiprocessor, so that each thread's V coefficients serve several steps.
+// blockDim.x) of rows bx * K * R + k * R + threadIdx.y, k < K (R =
+// blockDim.y).  A warp covers whole rows or a run of one row: contiguous.
+// One such step a block: a grid capped at 8 blocks a multiprocessor, each
+// stepping over the rows so that its threads' coefficients served several
+// steps, ran the large NHWC rows 1.03x-1.07x slower (H200, bench/RESULTS.md,
+// thirty-seventh session: 256x64x56x56 float 110.0 -> 103 us).
 //
 // Blocks a multiprocessor asked for (0: left to the compiler).  Unasked,
 // bfloat16's K = 4 took 87 registers, two blocks, and ran 9% behind half on
@@ -157,28 +156,21 @@ __global__ void __launch_bounds__(kThreads, (columns_min_blocks<T>())) bn_infere
     const T* x = static_cast<const T*>(a.x);
     T* y = static_cast<T*>(a.y);
     Pack<T, V> xv[K];
-    int step = static_cast<int>(blockIdx.x);
-    auto row_of = [&](int k) { return (step * K + k) * rows_per_step + static_cast<int>(threadIdx.y); };
-    auto load_step = [&] {
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-            if (row_of(k) < a.rows) xv[k] = load_pack<V>(x + row_of(k) * a.channels + j * V);
+    auto row_of = [&](int k) {
+        return (static_cast<int>(blockIdx.x) * K + k) * rows_per_step + static_cast<int>(threadIdx.y);
     };
-    load_step();
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+        if (row_of(k) < a.rows) xv[k] = load_pack<V>(x + row_of(k) * a.channels + j * V);
     Coefficients c[V];
     coefficients_of_vector<V>(j * V, a, c);
-    for (;;) {
 #pragma unroll
-        for (int k = 0; k < K; ++k) {
-            if (row_of(k) >= a.rows) continue;
-            float result[V];
+    for (int k = 0; k < K; ++k) {
+        if (row_of(k) >= a.rows) continue;
+        float result[V];
 #pragma unroll
-            for (int v = 0; v < V; ++v) result[v] = apply(widen(xv[k].lane[v]), c[v]);
-            store_result<T, V>(y + row_of(k) * a.channels + j * V, result, a.beta);
-        }
-        step += static_cast<int>(gridDim.x);
-        if (step >= a.row_steps) break;
-        load_step();
+        for (int v = 0; v < V; ++v) result[v] = apply(widen(xv[k].lane[v]), c[v]);
+        store_result<T, V>(y + row_of(k) * a.channels + j * V, result, a.beta);
     }
 }
 
@@ -329,12 +321,6 @@ void run_dense_inference(const BnForwardInference& p, const DeviceShape& device,
             threads /= 2;
         blocks = grid(threads, per_thread);
     }
-    // Columns: the row steps over at most kColumnBlocksPerMultiprocessor
-    // blocks a multiprocessor.
-    const std::int64_t row_steps = blocks;
-    if (walk == Walk::columns)
-        blocks = std::min(row_steps,
-                          std::max<std::int64_t>(1, kColumnBlocksPerMultiprocessor * device.multiprocessors / column_blocks));
 
     InferenceArgs a{};
     a.x = x.data;
@@ -350,7 +336,6 @@ void run_dense_inference(const BnForwardInference& p, const DeviceShape& device,
     a.channel_of = make_divisor(static_cast<int>(channels));
     a.rows = static_cast<int>(rows);
     a.channel_vectors = static_cast<int>(channel_vectors);
-    a.row_steps = static_cast<int>(row_steps);
     a.epsilon = static_cast<float>(p.epsilon);
     a.alpha = p.out.alpha;
     a.beta = p.out.beta;
