@@ -124,11 +124,13 @@ def _maker(t: torch.Tensor):
     return arrays.torch_maker(t)
 
 
-def _pair_maker(a: torch.Tensor, b: torch.Tensor):
-    """A function making two new tensors laid out like ``a`` and ``b``: on
-    CUDA, where an allocation costs more host time than a view, as the rows
-    of one buffer when they are contiguous and alike."""
-    if a.is_cuda:
+def _pair_maker(a: torch.Tensor, b: torch.Tensor, joint: bool):
+    """A function making two new tensors laid out like ``a`` and ``b``: with
+    ``joint``, on CUDA, where an allocation costs more host time than a view,
+    as the rows of one buffer when they are contiguous and alike.  A
+    torch.library custom op's outputs must not share storage (torch checks):
+    its calls pass joint=False."""
+    if joint and a.is_cuda:
         joint, _ = arrays.joint_allocators({0: (None, _maker(a)), 1: (None, _maker(b))}, (a, b))
         if joint:
             return joint[0][1]
@@ -223,15 +225,17 @@ def _alike(t: torch.Tensor) -> torch.Tensor:
 _TRAIN, _INFER, _BACKWARD, _GROUP_NORM, _GROUP_NORM_BACKWARD = range(5)
 
 
-def batch_norm_train(x, weight, bias, running_mean, running_var, factor: float, eps: float, save: bool = True):
-    """y, saved mean, saved 1/sqrt(var + eps) (None, None unless ``save``);
-    updates the running statistics in place when given (with the unbiased
+def batch_norm_train(x, weight, bias, running_mean, running_var, factor: float, eps: float, save: bool = True,
+                     joint: bool = True):
+    """y, saved mean, saved 1/sqrt(var + eps) (None, None unless ``save``;
+    rows of one buffer on CUDA unless not ``joint``, _pair_maker); updates
+    the running statistics in place when given (with the unbiased
     variance)."""
     device = x.get_device()
-    key = (_TRAIN, device, save, x.dtype, x.shape, x.stride(), weight.dtype, weight.shape, weight.stride(),
+    key = (_TRAIN, device, save, joint, x.dtype, x.shape, x.stride(), weight.dtype, weight.shape, weight.stride(),
            bias.dtype, bias.shape, bias.stride(), _layout(running_mean), _layout(running_var))
     x_d, y_d, w_d, b_d, mean_d, var_d, make_y, make_saved = _layouts.get(key) or _first_train(
-        key, x, weight, bias, running_mean, running_var, save)
+        key, x, weight, bias, running_mean, running_var, save, joint)
     y = make_y()
     if save:
         saved_mean, saved_invstd = make_saved()
@@ -246,12 +250,12 @@ def batch_norm_train(x, weight, bias, running_mean, running_var, factor: float, 
     return y, saved_mean, saved_invstd
 
 
-def _first_train(key, x, weight, bias, running_mean, running_var, save: bool) -> tuple:
+def _first_train(key, x, weight, bias, running_mean, running_var, save: bool, joint: bool) -> tuple:
     # A running statistic's descriptor describes its saved one too: the saved
     # one is laid out like it (like the weight without running statistics).
     mean_like = weight if running_mean is None else running_mean
     var_like = weight if running_var is None else running_var
-    make_saved = _pair_maker(_alike(mean_like), _alike(var_like)) if save else None
+    make_saved = _pair_maker(_alike(mean_like), _alike(var_like), joint) if save else None
     y = torch.empty_like(x)
     return _described(key, (x, y), (weight, bias, mean_like, var_like), (_maker(y), make_saved))
 
@@ -275,14 +279,15 @@ def _first_infer(key, x, weight, bias, mean, var) -> tuple:
     return _described(key, (x, y), (weight, bias, mean, var), (_maker(y),))
 
 
-def batch_norm_backward(x, dy, weight, saved_mean, saved_invstd, eps: float):
-    """dx (in dy's dtype), dweight, dbias from the training forward's saved statistics."""
+def batch_norm_backward(x, dy, weight, saved_mean, saved_invstd, eps: float, joint: bool = True):
+    """dx (in dy's dtype), dweight, dbias from the training forward's saved
+    statistics (dweight and dbias as for ``joint``: _pair_maker)."""
     device = x.get_device()
-    key = (_BACKWARD, device, x.dtype, x.shape, x.stride(), dy.dtype, dy.shape, dy.stride(), weight.dtype,
+    key = (_BACKWARD, device, joint, x.dtype, x.shape, x.stride(), dy.dtype, dy.shape, dy.stride(), weight.dtype,
            weight.shape, weight.stride(), saved_mean.dtype, saved_mean.shape, saved_mean.stride(),
            saved_invstd.dtype, saved_invstd.shape, saved_invstd.stride())
     x_d, dy_d, dx_d, w_d, mean_d, invstd_d, make_dx, make_grads = _layouts.get(key) or _first_backward(
-        key, x, dy, weight, saved_mean, saved_invstd)
+        key, x, dy, weight, saved_mean, saved_invstd, joint)
     dx = make_dx()
     dweight, dbias = make_grads()  # both described by the weight's descriptor
     check(_c.miopenBatchNormalizationBackward_V2(
@@ -292,26 +297,27 @@ def batch_norm_backward(x, dy, weight, saved_mean, saved_invstd, eps: float):
     return dx, dweight, dbias
 
 
-def _first_backward(key, x, dy, weight, saved_mean, saved_invstd) -> tuple:
+def _first_backward(key, x, dy, weight, saved_mean, saved_invstd, joint: bool) -> tuple:
     dx = torch.empty_like(x) if dy.dtype == x.dtype else torch.empty_like(x, dtype=dy.dtype)
     return _described(key, (x, dy, dx), (weight, saved_mean, saved_invstd),
-                      (_maker(dx), _pair_maker(_alike(weight), _alike(weight))))
+                      (_maker(dx), _pair_maker(_alike(weight), _alike(weight), joint)))
 
 
 # --------------------------------------------------------------------------- #
 # Group norm (one entry point with an activation argument, None or swish,
 # for both forwards: the same cost with and without SiLU)
 # --------------------------------------------------------------------------- #
-def group_norm_forward(x, num_groups: int, weight, bias, eps: float, swish: bool, stats: bool = True):
+def group_norm_forward(x, num_groups: int, weight, bias, eps: float, swish: bool, stats: bool = True,
+                       joint: bool = True):
     """y (through SiLU when ``swish``), mean and rstd of shape (N, G) (None,
-    None unless ``stats``)."""
+    None unless ``stats``; as for ``joint``: _pair_maker)."""
     if weight is None and bias is not None:  # the library's mode without weight ignores the bias
         raise ValueError("group norm: bias was given without weight: give both, or neither")
     device = x.get_device()
-    key = (_GROUP_NORM, device, x.dtype, x.shape, x.stride(), _layout(weight), _layout(bias),
+    key = (_GROUP_NORM, device, joint, x.dtype, x.shape, x.stride(), _layout(weight), _layout(bias),
            num_groups if stats else None)
     x_d, y_d, stats_d, w_d, b_d, make_y, make_stats = _layouts.get(key) or _first_group_norm(
-        key, x, num_groups, weight, bias, stats)
+        key, x, num_groups, weight, bias, stats, joint)
     y = make_y()
     if stats:
         mean, rstd = make_stats()
@@ -326,22 +332,23 @@ def group_norm_forward(x, num_groups: int, weight, bias, eps: float, swish: bool
     return y, mean, rstd
 
 
-def _first_group_norm(key, x, num_groups: int, weight, bias, stats: bool) -> tuple:
+def _first_group_norm(key, x, num_groups: int, weight, bias, stats: bool, joint: bool) -> tuple:
     y = torch.empty_like(x)
     mean = make_stats = None
     if stats:
         mean = x.new_empty(x.shape[0], num_groups, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
-        make_stats = _pair_maker(mean, torch.empty_like(mean))
+        make_stats = _pair_maker(mean, torch.empty_like(mean), joint)
     return _described(key, (x, y, mean), (weight, bias), (_maker(y), make_stats))
 
 
-def group_norm_backward(x, dy, num_groups: int, weight, bias, mean, rstd, swish: bool):
-    """dx, dweight, dbias (the last two None without weight)."""
+def group_norm_backward(x, dy, num_groups: int, weight, bias, mean, rstd, swish: bool, joint: bool = True):
+    """dx, dweight, dbias (the last two None without weight; as for
+    ``joint``: _pair_maker)."""
     device = x.get_device()
-    key = (_GROUP_NORM_BACKWARD, device, x.dtype, x.shape, x.stride(), dy.dtype, dy.shape, dy.stride(), mean.dtype,
+    key = (_GROUP_NORM_BACKWARD, device, joint, x.dtype, x.shape, x.stride(), dy.dtype, dy.shape, dy.stride(), mean.dtype,
            mean.shape, mean.stride(), rstd.dtype, rstd.shape, rstd.stride(), _layout(weight), _layout(bias))
     x_d, dy_d, dx_d, mean_d, rstd_d, w_d, b_d, make_dx, make_grads = _layouts.get(key) or _first_group_norm_backward(
-        key, x, dy, weight, bias, mean, rstd)
+        key, x, dy, weight, bias, mean, rstd, joint)
     dx = make_dx()
     if weight is None:
         mode = _NOT_AFFINE
@@ -360,7 +367,8 @@ def group_norm_backward(x, dy, num_groups: int, weight, bias, mean, rstd, swish:
     return dx, dweight, dbias
 
 
-def _first_group_norm_backward(key, x, dy, weight, bias, mean, rstd) -> tuple:
+def _first_group_norm_backward(key, x, dy, weight, bias, mean, rstd, joint: bool) -> tuple:
     dx = torch.empty_like(x)
-    make_grads = None if weight is None else _pair_maker(_alike(weight), _alike(weight if bias is None else bias))
+    make_grads = None if weight is None else _pair_maker(_alike(weight), _alike(weight if bias is None else bias),
+                                                         joint)
     return _described(key, (x, dy, dx, mean, rstd), (weight, bias), (_maker(dx), make_grads))

@@ -100,10 +100,11 @@ def batch_norm_train(
     w, b = _affine(x, weight, bias, running_mean)
     if running_mean is None:
         new_mean, new_var = x.new_empty(0, dtype=w.dtype), x.new_empty(0, dtype=w.dtype)
-        y, saved_mean, saved_invstd = native.batch_norm_train(x, w, b, None, None, momentum, eps)
+        y, saved_mean, saved_invstd = native.batch_norm_train(x, w, b, None, None, momentum, eps, joint=False)
     else:
         new_mean, new_var = running_mean.clone(), running_var.clone()
-        y, saved_mean, saved_invstd = native.batch_norm_train(x, w, b, new_mean, new_var, momentum, eps)
+        y, saved_mean, saved_invstd = native.batch_norm_train(x, w, b, new_mean, new_var, momentum, eps,
+                                                              joint=False)
     return y, saved_mean, saved_invstd, new_mean, new_var
 
 
@@ -177,7 +178,7 @@ def batch_norm_backward(
     x: Tensor, dy: Tensor, weight: Tensor, saved_mean: Tensor, saved_invstd: Tensor, eps: float
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dweight, dbias) from the training forward's saved statistics."""
-    return native.batch_norm_backward(x, dy, weight, saved_mean, saved_invstd, eps)
+    return native.batch_norm_backward(x, dy, weight, saved_mean, saved_invstd, eps, joint=False)
 
 
 @batch_norm_backward.register_fake
@@ -191,7 +192,7 @@ def group_norm_op(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Group norm forward, through SiLU when ``silu``: (y, mean, rstd), the
     statistics of shape (N, G)."""
-    return native.group_norm_forward(x, num_groups, weight, bias, eps, silu)
+    return native.group_norm_forward(x, num_groups, weight, bias, eps, silu, joint=False)
 
 
 @group_norm_op.register_fake
@@ -231,7 +232,7 @@ def group_norm_backward(
     silu: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dweight, dbias); without weight the last two are empty."""
-    dx, dweight, dbias = native.group_norm_backward(x, dy, num_groups, weight, bias, mean, rstd, silu)
+    dx, dweight, dbias = native.group_norm_backward(x, dy, num_groups, weight, bias, mean, rstd, silu, joint=False)
     if dweight is None:
         dweight, dbias = x.new_empty(0), x.new_empty(0)
     return dx, dweight, dbias
