@@ -39,9 +39,9 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kLeastThreads = 64;
-// 16-byte vectors per thread (rows of its channel vector in the columns), all loaded before
-// any is used.  Planes derive two channels' coefficients for each vector, so
-// more vectors cost them registers for little.
+// 16-byte vectors per thread (rows of its channel vector in the columns),
+// all loaded before any is used.  Planes derive two channels' coefficients
+// for each vector, so more vectors cost them registers for little.
 constexpr int kMaxVectorsPerThread = 4;
 constexpr int kMaxPlaneVectorsPerThread = 2;
 // Blocks per multiprocessor below which a call takes fewer vectors per

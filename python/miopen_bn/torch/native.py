@@ -131,9 +131,9 @@ def _pair_maker(a: torch.Tensor, b: torch.Tensor, joint: bool):
     torch.library custom op's outputs must not share storage (torch checks):
     its calls pass joint=False."""
     if joint and a.is_cuda:
-        joint, _ = arrays.joint_allocators({0: (None, _maker(a)), 1: (None, _maker(b))}, (a, b))
-        if joint:
-            return joint[0][1]
+        groups, _ = arrays.joint_allocators({0: (None, _maker(a)), 1: (None, _maker(b))}, (a, b))
+        if groups:
+            return groups[0][1]
     make_a, make_b = _maker(a), _maker(b)
     return lambda: (make_a(), make_b())
 
@@ -345,8 +345,9 @@ def group_norm_backward(x, dy, num_groups: int, weight, bias, mean, rstd, swish:
     """dx, dweight, dbias (the last two None without weight; as for
     ``joint``: _pair_maker)."""
     device = x.get_device()
-    key = (_GROUP_NORM_BACKWARD, device, joint, x.dtype, x.shape, x.stride(), dy.dtype, dy.shape, dy.stride(), mean.dtype,
-           mean.shape, mean.stride(), rstd.dtype, rstd.shape, rstd.stride(), _layout(weight), _layout(bias))
+    key = (_GROUP_NORM_BACKWARD, device, joint, x.dtype, x.shape, x.stride(), dy.dtype, dy.shape, dy.stride(),
+           mean.dtype, mean.shape, mean.stride(), rstd.dtype, rstd.shape, rstd.stride(), _layout(weight),
+           _layout(bias))
     x_d, dy_d, dx_d, mean_d, rstd_d, w_d, b_d, make_dx, make_grads = _layouts.get(key) or _first_group_norm_backward(
         key, x, dy, weight, bias, mean, rstd, joint)
     dx = make_dx()
