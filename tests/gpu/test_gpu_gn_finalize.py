@@ -7,12 +7,10 @@ needed, only CUDA's fp16/bf16 headers; a few seconds.
 """
 from __future__ import annotations
 
-import pytest
-from test_gpu_emulation import EMULATION, build, run_check
+from test_gpu_emulation import EMULATION, run_wave_checks
 
 SOURCES = [EMULATION / name for name in ("emulator.cpp", "gn_finalize_check.cpp")]
 
 
-@pytest.mark.parametrize("wave", (32, 64))
-def test_emulated_gn_finalize(tmp_path, wave):
-    run_check(build(tmp_path, wave, SOURCES, "gn_finalize_check"))
+def test_emulated_gn_finalize(tmp_path):
+    run_wave_checks(tmp_path, SOURCES, "gn_finalize_check")

@@ -11,22 +11,19 @@ headers.
 """
 from __future__ import annotations
 
-import pytest
-from test_gpu_emulation import EMULATION, REPO, build, run_check
+from test_gpu_emulation import EMULATION, REPO, run_wave_checks
 
 SOURCES = [EMULATION / name for name in ("emulator.cpp", "gn_persistent_check.cpp")] + [
     REPO / "native" / "gpu" / "gn_persistent_planner.cpp"]
 
 
-@pytest.mark.parametrize("wave", (32, 64))
-def test_emulated_gn_persistent(tmp_path, wave):
-    run_check(build(tmp_path, wave, SOURCES, "gn_persistent_check"))
+def test_emulated_gn_persistent(tmp_path):
+    run_wave_checks(tmp_path, SOURCES, "gn_persistent_check")
 
 
 BACKWARD_SOURCES = [EMULATION / name for name in ("emulator.cpp", "gn_persistent_backward_check.cpp")] + [
     REPO / "native" / "gpu" / "gn_persistent_planner.cpp"]
 
 
-@pytest.mark.parametrize("wave", (32, 64))
-def test_emulated_gn_persistent_backward(tmp_path, wave):
-    run_check(build(tmp_path, wave, BACKWARD_SOURCES, "gn_persistent_backward_check"))
+def test_emulated_gn_persistent_backward(tmp_path):
+    run_wave_checks(tmp_path, BACKWARD_SOURCES, "gn_persistent_backward_check")

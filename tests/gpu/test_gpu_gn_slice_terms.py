@@ -8,14 +8,12 @@ CUDA's fp16/bf16 headers; a few seconds.
 """
 from __future__ import annotations
 
-import pytest
 from support import REPO
-from test_gpu_emulation import EMULATION, build, run_check
+from test_gpu_emulation import EMULATION, run_wave_checks
 
 SOURCES = [EMULATION / name for name in ("emulator.cpp", "gn_slice_terms_check.cpp")] + [
     REPO / "native" / "gpu" / name for name in ("gn_planner.cpp", "gn_tile_planner.cpp", "feature_plan.cpp")]
 
 
-@pytest.mark.parametrize("wave", (32, 64))
-def test_emulated_gn_slice_terms(tmp_path, wave):
-    run_check(build(tmp_path, wave, SOURCES, "gn_slice_terms_check"))
+def test_emulated_gn_slice_terms(tmp_path):
+    run_wave_checks(tmp_path, SOURCES, "gn_slice_terms_check")

@@ -8,12 +8,10 @@ headers; a few seconds.
 """
 from __future__ import annotations
 
-import pytest
-from test_gpu_emulation import EMULATION, PLANNER, build, run_check
+from test_gpu_emulation import EMULATION, PLANNER, run_wave_checks
 
 SOURCES = [EMULATION / name for name in ("emulator.cpp", "gn_slices_backward_check.cpp")] + PLANNER
 
 
-@pytest.mark.parametrize("wave", (32, 64))
-def test_emulated_gn_slices_backward(tmp_path, wave):
-    run_check(build(tmp_path, wave, SOURCES, "gn_slices_backward_check"))
+def test_emulated_gn_slices_backward(tmp_path):
+    run_wave_checks(tmp_path, SOURCES, "gn_slices_backward_check")

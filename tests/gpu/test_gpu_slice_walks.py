@@ -8,14 +8,12 @@ groups.  No GPU is needed, only CUDA's fp16/bf16 headers; about a second.
 """
 from __future__ import annotations
 
-import pytest
 from support import REPO
-from test_gpu_emulation import EMULATION, build, run_check
+from test_gpu_emulation import EMULATION, run_wave_checks
 
 SOURCES = [EMULATION / name for name in ("emulator.cpp", "slice_walk_check.cpp")] + [
     REPO / "native" / "gpu" / "feature_plan.cpp"]
 
 
-@pytest.mark.parametrize("wave", (32, 64))
-def test_emulated_slice_walks(tmp_path, wave):
-    run_check(build(tmp_path, wave, SOURCES, "slice_walk_check"))
+def test_emulated_slice_walks(tmp_path):
+    run_wave_checks(tmp_path, SOURCES, "slice_walk_check")
