@@ -69,7 +69,7 @@ MBN_HOST_DEVICE constexpr int gn_persistent_backward_register_slots(bool inner, 
 // Positions inner, the backward's threads keep a running sum per slice of
 // the block's share in shared memory: a share may touch at most this many.
 constexpr int kGnPersistentBackwardSlices = 16;
-constexpr int kGnPersistentBatch = 4;           // the backward's shared and streamed slot pairs loaded at a time
+constexpr int kGnPersistentBackwardBatch = 4;  // the backward's shared and streamed slot pairs loaded at a time
 // The groups a thread's sums go to: positions inner, the groups its block
 // touches (a block's share is at most one group, so it straddles at most
 // one boundary); channels inner, the groups its W lanes fall in.

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
     gn_persistent_backward(const T* x, const T* dy, T* dx, GnPersistentBackwardArgs<P> a) {
     constexpr int W = static_cast<int>(16 / sizeof(T));
     constexpr int R = gn_persistent_backward_register_slots(kInner, kSwish);
-    constexpr int B = kGnPersistentBatch;
+    constexpr int B = kGnPersistentBackwardBatch;
     extern __shared__ float4 gn_persistent_backward_shared[];
     const GnPersistentWalk& w = a.walk;
     const int threads = static_cast<int>(blockDim.x);

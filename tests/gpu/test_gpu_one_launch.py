@@ -116,9 +116,9 @@ def test_inference(handle, monkeypatch, shape, dtype, layout, algorithm):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", ("fp16", "fp32"))
 def test_inference_over_many_row_steps(handle, layout, dtype):
-    """2x8x1024x1024: in NHWC 2048 (half) or 4096 (float) blocks of row
-    steps, one step each, the last rows of the grid's far end; in NCHW
-    planes of 2^20 elements.  Plain, then blended into a prior y."""
+    """2x8x1024x1024: in NHWC a grid of 2048 (half) or 4096 (float) blocks,
+    one row step each; in NCHW planes of 2^20 elements.  Plain, then
+    blended into a prior y."""
     x = random_data((2, 8, 1024, 1024), dtype, 51, layout)
     run_inference(handle, x, "spatial", True, 51)
     prior = random_data(x.shape, dtype, 52, layout)
