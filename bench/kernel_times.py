@@ -92,7 +92,7 @@ def kernel_times(call, flush):
         torch.cuda.synchronize()
     times = {}
     for event in prof.events():
-        if event.device_type.name != "CUDA" or any(s in event.name for s in NOT_THE_CALL):
+        if event.device_type.name != "CUDA" or any(s.lower() in event.name.lower() for s in NOT_THE_CALL):
             continue
         times.setdefault(event.name, []).append(event.device_time)
     return times
