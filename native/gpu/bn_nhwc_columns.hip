@@ -85,7 +85,7 @@ __device__ __forceinline__ double* round_partials(const ColumnArgs& a, const Thr
 using ColumnReduce = BlockReduce<double, kMaxWaves, kMaxColumnChannels * 2>;
 struct ColumnShared {
     ColumnReduce::Storage wave_part;
-    double fold_part[kThreads];
+    double fold_part[2 * kThreads];
     double totals[kMaxColumnChannels * 2];
     float center[kMaxColumnChannels];
     double in[kMaxColumnChannels][4];   // what finishing a channel reads besides its sums
@@ -255,13 +255,65 @@ __device__ void gradient_sums(const ColumnArgs& a, const ThreadMap& m, const Bit
 
 // ---- the team's totals ------------------------------------------------------------
 
+// Sums the thread's V channels' pairs over the rows of its wave (lanes
+// `lanes` apart hold other channel vectors), halving the slots it keeps at
+// each level while there are rows to spread them over: the partner gets the
+// half this thread gives up and adds the half it keeps, so a level moves
+// half as many values as the level before (the plain butterfly over every
+// slot moved all V pairs at each level; with V = 8 its shuffles, bound by
+// the shuffle unit's rate, took ~1 us of the hand-over, H200).  Levels past
+// the slots add the kept ones as a butterfly.  Returns the first slot the
+// thread then holds in s[0 .. kept) (kept = V >> scattered levels; rows
+// whose low bits agree hold the same slots, with the same bits).  Fixed
+// order: deterministic.
+template <int V>
+__device__ __forceinline__ int scatter_rows(int lanes, double (&s)[V][2], int& kept) {
+    const int l = static_cast<int>(threadIdx.x % MBN_WAVE_SIZE);
+    int slot = 0, mask = lanes;
+    kept = V;
+#pragma unroll
+    for (int n = V; n > 1; n /= 2) {
+        if (mask >= MBN_WAVE_SIZE) break;
+        const bool upper = (l & mask) != 0;
+#pragma unroll
+        for (int i = 0; i < n / 2; ++i)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const double send = upper ? s[i][q] : s[i + n / 2][q];
+                const double keep = upper ? s[i + n / 2][q] : s[i][q];
+                s[i][q] = keep + shuffle_xor_wave(send, mask);
+            }
+        if (upper) slot += n / 2;
+        kept = n / 2;
+        mask *= 2;
+    }
+    for (; mask < MBN_WAVE_SIZE; mask *= 2)
+#pragma unroll
+        for (int i = 0; i < V; ++i)
+            if (i < kept)
+#pragma unroll
+                for (int q = 0; q < 2; ++q) s[i][q] += shuffle_xor_wave(s[i][q], mask);
+    return slot;
+}
+
 // The block's sums per column channel into its entry of the partials: the
-// row groups of each wave by shuffles, then the waves in order.
+// rows of each wave by scatter_rows, then the waves in order.
 template <int V>
 __device__ void store_block_sums(const ColumnArgs& a, const ThreadMap& m, double (&s)[V][2], ColumnShared& sh,
                                  unsigned round) {
-    wave_sum(a.lanes, MBN_WAVE_SIZE, s);
-    ColumnReduce::store(sh.wave_part, a.lanes, m.lane, s);
+    int kept = V;
+    const int slot = scatter_rows<V>(a.lanes, s, kept);
+    const int row = static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) / a.lanes;
+    const int wave = static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE;
+    if (row * kept < V) {  // the rows holding distinct slots
+#pragma unroll
+        for (int i = 0; i < V; ++i)
+            if (i < kept) {
+                const int e = (m.lane * V + slot + i) * 2;
+                sh.wave_part.part[wave][e] = s[i][0];
+                sh.wave_part.part[wave][e + 1] = s[i][1];
+            }
+    }
     __syncthreads();
     const int t = threadIdx.x;
     const int n = m.cw * 2;
@@ -273,17 +325,49 @@ __device__ void store_block_sums(const ColumnArgs& a, const ThreadMap& m, double
     }
 }
 
+// Partial entries folded a batch at a time: all of a batch's loads are in
+// flight before the first addition.
+constexpr int kFoldBatch = 8;
+
+// Two neighbouring values other blocks stored before a hand-over, as one
+// 16-byte read on NVIDIA.
+__device__ __forceinline__ double2 load_pair_after_barrier(const double* p) {
+#if MBN_GPU_CUDA
+    return load_after_barrier(reinterpret_cast<const double2*>(p));
+#else
+    return make_double2(load_after_barrier(p), load_after_barrier(p + 1));
+#endif
+}
+
 // `count` partial entries at src folded per column channel into
-// sh.totals, in a fixed order whichever block folds.
+// sh.totals, in a fixed order whichever block folds.  Each thread reads
+// pairs of values (16 bytes) of every `parts`-th entry, kFoldBatch loads in
+// flight: one round trip to L2 for up to kFoldBatch * parts entries, where a
+// chain of dependent additions had made two or three (H200: 1.6-2.8 us of
+// the hand-over for 26-49 entries).
 __device__ void fold_entries(const double* src, int count, const ThreadMap& m, ColumnShared& sh) {
-    const int n = m.cw * 2;
-    const int parts = kThreads / n;
+    const int n = m.cw * 2;  // values per entry, a power of two
+    const int pairs_shift = __ffs(m.cw) - 1;
+    const int parts = kThreads >> pairs_shift;
     const int t = threadIdx.x;
-    const int idx = t % n;
-    double acc = 0.0;
-#pragma unroll 8
-    for (int b = t / n; b < count; b += parts) acc += load_after_barrier(src + static_cast<std::size_t>(b) * n + idx);
-    sh.fold_part[t] = acc;
+    const int pair = t & (m.cw - 1);
+    double acc[2] = {0.0, 0.0};
+    for (int b0 = t >> pairs_shift; b0 < count; b0 += kFoldBatch * parts) {
+        double2 v[kFoldBatch];
+#pragma unroll
+        for (int k = 0; k < kFoldBatch; ++k) {
+            const int b = b0 + k * parts;
+            v[k] = b < count ? load_pair_after_barrier(src + static_cast<std::size_t>(b) * n + 2 * pair)
+                             : make_double2(0.0, 0.0);
+        }
+#pragma unroll
+        for (int k = 0; k < kFoldBatch; ++k) {
+            acc[0] += v[k].x;
+            acc[1] += v[k].y;
+        }
+    }
+    sh.fold_part[(t >> pairs_shift) * n + 2 * pair] = acc[0];
+    sh.fold_part[(t >> pairs_shift) * n + 2 * pair + 1] = acc[1];
     __syncthreads();
     if (t < n) {
         double sum = 0.0;
