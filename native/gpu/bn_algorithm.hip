@@ -276,20 +276,25 @@ GnBackwardChoice choose_algorithm(const GnBackward& p, const DeviceShape& device
     const AlgorithmRequest request = requested_algorithm(kOpGnBackward);
     const bool any = !request.forced;
     const char* not_on_chip = nullptr;
+    const auto choose_tiles = [&] {
+        c.algorithm = Algorithm::gn_on_chip;
+        log_choice(kOpGnBackward, c.algorithm, request.forced, "the groups fit the registers of a block or a cluster");
+        return c;
+    };
+    bool tiles_run_long = false;
     if (any || request.algorithm == Algorithm::gn_on_chip) {
         not_on_chip = plan_gn_backward_on_chip(p, device, c.plan);
         if (not_on_chip == nullptr) {
-            c.algorithm = Algorithm::gn_on_chip;
-            log_choice(kOpGnBackward, c.algorithm, request.forced,
-                       "the groups fit the registers of a block or a cluster");
-            return c;
+            tiles_run_long = gn_backward_tiles_run_long(c.plan.tiles, device);
+            if (!any || !tiles_run_long) return choose_tiles();
         }
         if (!any)
             refuse(kOpGnBackward, request.algorithm, describe(p.x, "group norm", false),
                    concat("the on-chip group-norm kernels cannot take this problem: ", not_on_chip));
     }
-    // Packed and too large for the tiles: one persistent launch where the
-    // grid holds x and dy on chip and in L2.
+    // Packed and too large for the tiles, or where the tiles would run
+    // long: one persistent launch where the grid holds x and dy on chip and
+    // in L2.
     if (any || request.algorithm == Algorithm::gn_persistent) {
         const PlanRule rule = any ? PlanRule::size_rule : PlanRule::wherever_it_fits;
         const char* not_persistent = plan_gn_persistent_backward(p, device, rule, c.plan.persistent);
@@ -300,13 +305,14 @@ GnBackwardChoice choose_algorithm(const GnBackward& p, const DeviceShape& device
             c.plan.needs = GnScratchNeeds{gn_persistent_backward_scratch_bytes(c.plan.persistent), 1};
             log_choice(kOpGnBackward, c.algorithm, request.forced,
                        "packed, x and dy held by one resident grid in registers, shared memory and L2",
-                       any ? why_not_on_chip(not_on_chip) : nullptr);
+                       !any ? nullptr : tiles_run_long ? "the tiles would run long" : why_not_on_chip(not_on_chip));
             return c;
         }
         if (!any)
             refuse(kOpGnBackward, request.algorithm, describe(p.x, "group norm", false),
                    concat("the persistent group-norm kernel cannot take this problem: ", not_persistent));
     }
+    if (tiles_run_long) return choose_tiles();
     c.algorithm = Algorithm::gn_slices;
     plan_gn_backward_slices(p, device, c.plan);
     log_choice(kOpGnBackward, c.algorithm, request.forced, "the slices take every problem",

@@ -366,10 +366,21 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     return nullptr;
 }
 
-bool gn_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device) {
+namespace {
+
+std::int64_t cluster_rounds(const GnTileWalk& walk, const DeviceShape& device) {
     const std::int64_t resident = device.resident_clusters(walk.cluster, walk.backward_blocks);
-    const std::int64_t rounds = resident > 0 ? ceil_div(walk.tiles(), resident) : 0;
-    return rounds >= kGnTilesLongRounds || walk.streamed > 2 * kGnTileStreamRegisterSlots;
+    return resident > 0 ? ceil_div(walk.tiles(), resident) : 0;
+}
+
+}  // namespace
+
+bool gn_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device) {
+    return cluster_rounds(walk, device) >= kGnTilesLongRounds || walk.streamed > 2 * kGnTileStreamRegisterSlots;
+}
+
+bool gn_backward_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device) {
+    return walk.channels_inner && cluster_rounds(walk, device) >= kGnTilesLongRounds;
 }
 
 }  // namespace gpu

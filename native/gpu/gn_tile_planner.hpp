@@ -24,5 +24,14 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
 // full (H200, bench/RESULTS.md, thirty-second session).
 bool gn_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device);
 
+// Whether a backward plan's clusters run long: channels inner (NHWC) in
+// three rounds or more.  There the persistent backward ran 1.16x-1.32x
+// faster (H200, bench/RESULTS.md, thirty-eighth session: 2x1280x64x64 half
+// NHWC 54.1 -> 40.9 us, bfloat16 54.8 -> 43.6, 2x640x64x64 float 39.1 ->
+// 33.6); positions inner the tiles kept the lead (2x640x64x64 float NCHW
+// 32.1 against 37.0), and so did the streamed one-round tiles (1x1280x64x64
+// 16-bit NCHW, 26.3 against 27.8).
+bool gn_backward_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device);
+
 }  // namespace gpu
 }  // namespace mbn

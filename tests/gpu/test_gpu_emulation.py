@@ -106,7 +106,9 @@ def test_emulated_on_chip_kernels(tmp_path):
 def test_tile_plans(tmp_path):
     """The tiles' planner on an H200 model, forward and backward: where the
     register-only clusters take more than one round, the streamed form in
-    one; every one-round plan as it was (gn_tile_plans.cpp prints both)."""
+    one; every one-round plan as it was (gn_tile_plans.cpp prints both); the
+    backward plans that run long (channels inner, three rounds) and only
+    those."""
     sources = [EMULATION / "gn_tile_plans.cpp", REPO / "native" / "gpu" / "gn_tile_planner.cpp",
                REPO / "native" / "gpu" / "feature_plan.cpp"]
     run_check(build(tmp_path, 32, sources, "gn_tile_plans"))

@@ -5,8 +5,9 @@
 // no L2 to stream through) beside the plan it takes, with the rounds of
 // clusters each runs in (the backward's by the resident clusters of its
 // form).  Checks that the streamed plans run in one round, within their
-// slot and L2 bounds, and that every plan that ran in one round without
-// streaming is unchanged.  Host only (no kernel runs).
+// slot and L2 bounds, that every plan that ran in one round without
+// streaming is unchanged, and which backward plans run long (the persistent
+// backward takes those).  Host only (no kernel runs).
 //
 //   gn_tile_plans            exit status 0 when every check holds
 #include "common/group_norm_problem.hpp"
@@ -153,6 +154,38 @@ int main() {
                     }
                 }
             }
+    // The backward's tiles yield to the persistent backward where they run
+    // long: channels inner in three rounds or more (bn_algorithm.hip), not
+    // positions inner, not the streamed one-round plans.
+    struct LongCase {
+        Lengths len;
+        DType type;
+        bool channels_last, run_long;
+    };
+    const LongCase long_cases[] = {{{2, 1280, 1, 64, 64}, DType::f16, true, true},
+                                   {{2, 640, 1, 64, 64}, DType::f32, true, true},
+                                   {{2, 1280, 1, 64, 64}, DType::f16, false, false},
+                                   {{1, 1280, 1, 64, 64}, DType::f16, false, false},
+                                   {{2, 320, 1, 64, 64}, DType::f16, true, false}};
+    for (const LongCase& k : long_cases) {
+        GnShape s;
+        s.len = k.len;
+        s.groups = 32;
+        const TensorArg x = tensor(k.type, k.len, k.channels_last), y = tensor(k.type, k.len, k.channels_last),
+                        dy = tensor(k.type, k.len, k.channels_last);
+        GnTileWalk w{};
+        char shape[120];
+        std::snprintf(shape, sizeof shape, "backward %lldx%lldx%lldx%lld %s", static_cast<long long>(k.len[kN]),
+                      static_cast<long long>(k.len[kC]), static_cast<long long>(k.len[kH]),
+                      static_cast<long long>(k.len[kW]), k.channels_last ? "NHWC" : "NCHW");
+        const char* why = plan_gn_tiles(s, {&x, &dy, &y}, true, device, w);
+        check(why == nullptr, "the tiles refuse it", shape);
+        if (why != nullptr) continue;
+        const bool run_long = gn_backward_tiles_run_long(w, device);
+        std::printf("%s: %lld round(s), %s\n", shape, static_cast<long long>(rounds(w, device)),
+                    run_long ? "runs long" : "the tiles keep it");
+        check(run_long == k.run_long, k.run_long ? "should run long" : "should not run long", shape);
+    }
     std::printf("%d failure(s)\n", failures);
     return failures == 0 ? 0 : 1;
 }
