@@ -599,6 +599,15 @@ def test_persistent_streams(handle, persistent, dtype, shape, layout):
     run_both(handle, shape, 32, dtype, layout, 193, activation="swish")
 
 
+@pytest.mark.parametrize("dtype, shape", [("fp16", (2, 1280, 64, 64)), ("bf16", (2, 1280, 64, 64)),
+                                          ("fp32", (2, 640, 64, 64))])
+def test_channels_last_backward_past_the_tiles(handle, dtype, shape):
+    """The default choice where channels-last backward tiles would take
+    three rounds of clusters: on an H100 or H200 the persistent backward
+    (gn_backward_tiles_run_long), elsewhere whatever the planner takes."""
+    run_both(handle, shape, 32, dtype, "nhwc", 197, activation="swish")
+
+
 @pytest.mark.parametrize("layout", ("nchw", "nhwc"))
 @pytest.mark.parametrize("dtype", ("fp32", "fp16"))
 @pytest.mark.parametrize("shape, groups", [(ON_CHIP_SMALL, ON_CHIP_SMALL_GROUPS), ((2, 320, 64, 64), 32),
