@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(kThreads) bn_inference_flat(InferenceArgs a) {
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const int e = (first + k * threads) * V;
-        if (e >= a.elements) break;
+        if (e >= a.elements) MBN_UNROLLED_EXIT;
         if (e + V > a.elements) {  // the partial last vector
             for (int i = e; i < a.elements; ++i)
                 store_blended(y, i, apply(widen(x[i]), coefficients_of(channel_at(i, a), a)), 1.0f, a.beta);

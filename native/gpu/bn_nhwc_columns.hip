@@ -273,11 +273,7 @@ __device__ __forceinline__ int scatter_rows(int lanes, double (&s)[V][2], int& k
     kept = V;
 #pragma unroll
     for (int n = V; n > 1; n /= 2) {
-#if MBN_GPU_CUDA
-        if (mask >= MBN_WAVE_SIZE) break;  // the form measured (bench/RESULTS.md, thirty-eighth session)
-#else
-        if (mask >= MBN_WAVE_SIZE) continue;  // hipcc unrolls no loop with an exit; nvcc's code differs with it
-#endif
+        if (mask >= MBN_WAVE_SIZE) MBN_UNROLLED_EXIT;
         const bool upper = (l & mask) != 0;
 #pragma unroll
         for (int i = 0; i < n / 2; ++i)

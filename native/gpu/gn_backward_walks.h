@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(kPackedWalkMostThreads)
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             const int v = first + k * threads;
-            if (v >= walk.vectors) break;
+            if (v >= walk.vectors) MBN_UNROLLED_EXIT;
             const int slice = packed_slice(walk, v, W);
             if (slice != held) {
                 held = slice;

@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kPackedWalkMostThreads, 2)
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const int v = first + k * threads;
-        if (v >= walk.vectors) break;
+        if (v >= walk.vectors) MBN_UNROLLED_EXIT;
         const int feature = packed_slice(walk, v, W);
         if (feature != held) {
             held = feature;

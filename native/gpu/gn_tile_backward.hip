@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
         const T* slot_dy = dy + at.first;
 #pragma unroll
         for (int a = 0; a < R; ++a) {
-            if (a >= slots) break;
+            if (a >= slots) MBN_UNROLLED_EXIT;
             raw_x[a] = load_pack<W>(slot_x);
             raw_dy[a] = load_pack<W>(slot_dy);
             slot_x += at.step;
@@ -429,7 +429,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
             for (int j = 0; j < W; ++j) sum_g[j] = sum_gx[j] = A(-0.0);
 #pragma unroll
             for (int a = 0; a < R; ++a) {
-                if (a >= slots) break;
+                if (a >= slots) MBN_UNROLLED_EXIT;
 #pragma unroll
                 for (int j = 0; j < W; ++j) {
                     A xhat, g;
@@ -453,7 +453,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
                 const GnLaneTerms t = fetch_terms(0, j);
 #pragma unroll
                 for (int a = 0; a < R; ++a) {
-                    if (a >= slots) break;
+                    if (a >= slots) MBN_UNROLLED_EXIT;
                     A xhat, g;
                     element_gradient<A, kSwish>(args, t, widen_in_pass<1>(raw_x[a].lane[j]),
                                                 widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
@@ -468,7 +468,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
                 Pack<T, W> batch_x[B], batch_dy[B];
 #pragma unroll
                 for (int i = 0; i < B; ++i) {
-                    if (i >= count) break;
+                    if (i >= count) MBN_UNROLLED_EXIT;
                     batch_x[i] = load_pack<W>(slot_x);
                     batch_dy[i] = load_pack<W>(slot_dy);
                     slot_x += at.step;
@@ -479,7 +479,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
                     const GnLaneTerms t = fetch_terms(0, j);
 #pragma unroll
                     for (int i = 0; i < B; ++i) {
-                        if (i >= count) break;
+                        if (i >= count) MBN_UNROLLED_EXIT;
                         A xhat, g;
                         element_gradient<A, kSwish>(args, t, widen(batch_x[i].lane[j]), widen(batch_dy[i].lane[j]),
                                                     xhat, g);
@@ -497,7 +497,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
                 A sum_g = A(-0.0), sum_gx = A(-0.0);
 #pragma unroll
                 for (int a = 0; a < R; ++a) {
-                    if (a >= slots) break;
+                    if (a >= slots) MBN_UNROLLED_EXIT;
                     A xhat, g;
                     element_gradient<A, kSwish>(args, element_terms(a, j), widen_in_pass<1>(raw_x[a].lane[j]),
                                                 widen_in_pass<1>(raw_dy[a].lane[j]), xhat, g);
@@ -522,7 +522,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
             [[maybe_unused]] A held_g[kHeld], held_gx[kHeld];
 #pragma unroll
             for (int a = 0; a < R; ++a) {
-                if (a >= row_slots) break;
+                if (a >= row_slots) MBN_UNROLLED_EXIT;
                 A sum_g = A(-0.0), sum_gx = A(-0.0);
                 if (a < slots) {
                     const GnLaneTerms t = element_terms(a, 0);
@@ -559,7 +559,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
 #pragma unroll
                     for (int i = 0; i < B; ++i) {
                         const int a = a0 + i;
-                        if (a >= row_slots) break;
+                        if (a >= row_slots) MBN_UNROLLED_EXIT;
                         A sum_g = A(-0.0), sum_gx = A(-0.0);
                         if (a < at.slots) {
                             const GnLaneTerms t = element_terms(a, 0);
@@ -580,7 +580,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
                 for (int mask = 1; mask < w.columns && mask < MBN_WAVE_SIZE; mask *= 2) {
 #pragma unroll
                     for (int a = 0; a < R; ++a) {
-                        if (a >= row_slots) break;
+                        if (a >= row_slots) MBN_UNROLLED_EXIT;
                         shuffle_add(held_g[a], mask);
                         shuffle_add(held_gx[a], mask);
                     }
@@ -589,7 +589,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
                     Sums2<A>* wave_entries = entries + (at.tx / MBN_WAVE_SIZE) * w.block_channels();
 #pragma unroll
                     for (int a = 0; a < R; ++a) {
-                        if (a >= row_slots) break;
+                        if (a >= row_slots) MBN_UNROLLED_EXIT;
                         const int row = at.row(w, a);
                         if (row < at.part.rows) wave_entries[row] = Sums2<A>{held_g[a], held_gx[a]};
                     }
@@ -701,7 +701,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
                 const T* slot_dy = dy + at.offset(end - 1);
 #pragma unroll
                 for (int i = 0; i < BD; ++i) {
-                    if (i >= count) break;
+                    if (i >= count) MBN_UNROLLED_EXIT;
                     batch_x[i] = load_pack<W>(slot_x);
                     batch_dy[i] = load_pack<W>(slot_dy);
                     slot_x -= at.step;
@@ -710,7 +710,7 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
                 T* slot_out = dx + at.offset(end - 1);
 #pragma unroll
                 for (int i = 0; i < BD; ++i) {
-                    if (i >= count) break;
+                    if (i >= count) MBN_UNROLLED_EXIT;
                     store_pack(slot_out, dx_of(end - 1 - i, batch_x[i], batch_dy[i], std::integral_constant<int, 0>{}));
                     slot_out -= at.step;
                 }

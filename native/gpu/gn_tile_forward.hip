@@ -85,7 +85,7 @@ __device__ void thread_moments(const Pack<T, W> (&raw)[R], int slots, int split,
     for (int j = 0; j < W; ++j) lane_sum[j] = -0.0f;
 #pragma unroll
     for (int a = 0; a < R; ++a) {
-        if (a >= slots) break;
+        if (a >= slots) MBN_UNROLLED_EXIT;
 #pragma unroll
         for (int j = 0; j < W; ++j) lane_sum[j] += widen(raw[a].lane[j]) - shift[j];
     }
@@ -112,7 +112,7 @@ __device__ void thread_moments(const Pack<T, W> (&raw)[R], int slots, int split,
     for (int j = 0; j < W; ++j) centre[j] = kFoldCentre ? shift[j] + lane_mean[j] : lane_mean[j];
 #pragma unroll
     for (int a = 0; a < R; ++a) {
-        if (a >= slots) break;
+        if (a >= slots) MBN_UNROLLED_EXIT;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
             const float e = kFoldCentre ? widen(raw[a].lane[j]) - centre[j]
@@ -141,7 +141,7 @@ __device__ void stream_moments(const T* x, const GnTileThread& at, int split, co
         Pack<T, W> batch[B];
 #pragma unroll
         for (int i = 0; i < B; ++i) {
-            if (i >= count) break;
+            if (i >= count) MBN_UNROLLED_EXIT;
             batch[i] = load_pack<W>(slot_x);
             slot_x += at.step;
         }
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         const T* slot_x = x + at.first;
 #pragma unroll
         for (int a = 0; a < R; ++a) {
-            if (a >= slots) break;
+            if (a >= slots) MBN_UNROLLED_EXIT;
             raw[a] = load_pack<W>(slot_x);
             slot_x += at.step;
         }
@@ -332,7 +332,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         } else if (args.weight == nullptr) {  // not affine: no bias either
 #pragma unroll
             for (int k = 0; k < kParams; ++k) {
-                if (k >= slots) break;
+                if (k >= slots) MBN_UNROLLED_EXIT;
                 weight[k] = 1.0f, bias[k] = 0.0f;
             }
         } else {
@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
             const std::int64_t bias_step = args.bias_slot_step;
 #pragma unroll
             for (int k = 0; k < kParams; ++k) {
-                if (k >= slots) break;
+                if (k >= slots) MBN_UNROLLED_EXIT;
                 weight[k] = static_cast<float>(widen(*slot_weight));
                 bias[k] = static_cast<float>(widen(*slot_bias));
                 slot_weight += weight_step;
@@ -482,7 +482,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
             const T* slot_x = x + at.offset(end - 1);
 #pragma unroll
             for (int i = 0; i < B; ++i) {
-                if (i >= count) break;
+                if (i >= count) MBN_UNROLLED_EXIT;
                 batch[i] = load_pack<W>(slot_x);
                 slot_x -= at.step;
                 batch_weight[i] = 1.0f, batch_bias[i] = 0.0f;
@@ -497,7 +497,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
             T* slot_y = y + at.offset(end - 1);
 #pragma unroll
             for (int i = 0; i < B; ++i) {
-                if (i >= count) break;
+                if (i >= count) MBN_UNROLLED_EXIT;
                 normalize_pack(batch[i], batch_weight[i], batch_bias[i], slot_y, with_swish);
                 slot_y -= at.step;
             }
@@ -511,7 +511,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         T* slot_y = y + at.first;
 #pragma unroll
         for (int a = 0; a < R; ++a) {
-            if (a >= slots) break;
+            if (a >= slots) MBN_UNROLLED_EXIT;
             if constexpr (kInner)
                 normalize_pack(raw[a], 0.0f, 0.0f, slot_y, with_swish);
             else

@@ -8,6 +8,7 @@
 //   MBN_GPU_CUDA           1 when compiled for NVIDIA, else 0
 //   MBN_WAVE_SIZE          the wavefront/warp width, a compile-time constant
 //   mbn_bfloat16           the 2-byte bfloat16 storage type
+//   MBN_UNROLLED_EXIT      the way out of a fully unrolled loop
 #pragma once
 
 #if defined(__CUDACC__) || (defined(MBN_HOST_USES_CUDA) && !defined(__HIP_PLATFORM_AMD__))
@@ -98,4 +99,16 @@ using mbn_bfloat16 = hip_bfloat16;
 #define MBN_WAVE_SIZE __AMDGCN_WAVEFRONT_SIZE
 #else
 #define MBN_WAVE_SIZE 64
+#endif
+
+// Leaves a loop marked `#pragma unroll` at the first index past a runtime
+// bound (`if (a >= slots) MBN_UNROLLED_EXIT;`: the test holds for every
+// later index too).  nvcc makes `break` one branch out of the unrolled
+// loop; hipcc unrolls no loop with an exit (its "loop not unrolled"
+// warnings, the loop's arrays then in scratch memory), so there each later
+// index is skipped instead.
+#if MBN_GPU_CUDA
+#define MBN_UNROLLED_EXIT break
+#else
+#define MBN_UNROLLED_EXIT continue
 #endif

@@ -16,6 +16,7 @@
 #define MBN_GPU_CUDA 1
 #define MBN_WAVE_SIZE EMU_WAVE_SIZE
 #define MBN_EMULATION 1  // gn_cluster.h: no inline PTX
+#define MBN_UNROLLED_EXIT break  // as nvcc's (native/gpu/hip_compat.h)
 #define __CUDA_ARCH__ 900
 using mbn_bfloat16 = __nv_bfloat16;
 
