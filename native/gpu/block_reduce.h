@@ -6,10 +6,10 @@
 //   wave_sum      K values per thread summed over a wave by butterfly
 //                 shuffles, starting at a lane stride so that lanes holding
 //                 different features stay apart (any wave size).
-//   BlockReduce   the waves' sums of each lane slot stored in a shared
-//                 Storage the caller declares (as a __shared__ variable or a
-//                 member of its own shared struct, reusable after a
-//                 barrier) and added in wave order.
+//   BlockReduce   the waves' sums, one row a wave, in a shared Storage the
+//                 caller declares (as a __shared__ variable or a member of
+//                 its own shared struct, reusable after a barrier) and
+//                 added in wave order.
 //   reduce_each_over_rows, reduce_over_rows, reduce_team
 //                 a merge (sum, or moments) over the rows of a 2-D block, or
 //                 over a team of consecutive threads.
@@ -146,11 +146,10 @@ __device__ __forceinline__ void wave_sum(int first, int end, Values&... values) 
 
 // ---- block sums through shared storage --------------------------------------------
 
-// The sums of a block over its waves, per lane slot: after wave_sum with a
-// lane stride of `lanes`, lane l < lanes of each wave holds its slot's
-// totals; store() puts them in the wave's row of the Storage, and after a
-// barrier totals() adds the rows in wave order.  A slot's values sit
-// together: value k of slot s (of K per slot) at entry s * K + k.
+// The sums of a block over its waves, per entry: each wave writes its sums
+// into its row of the Storage (part[wave][entry]: bn_nhwc_columns.hip, from
+// the threads its scatter left holding each slot), and after a barrier
+// totals() adds the rows in wave order.
 template <typename V, int Waves, int Entries>
 struct BlockReduce {
     // The caller's shared memory for one reduction; it may be reused once a
@@ -158,32 +157,6 @@ struct BlockReduce {
     struct Storage {
         V part[Waves][Entries];
     };
-
-    // Lanes below `lanes` of each wave store their slot's K x Q values:
-    // value (k, q) at entry (slot * K + k) * Q + q.
-    template <int K, int Q>
-    __device__ static __forceinline__ void store(Storage& s, int lanes, int slot, const V (&values)[K][Q]) {
-        const int wave = static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE;
-        if (static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) < lanes)
-#pragma unroll
-            for (int k = 0; k < K; ++k)
-#pragma unroll
-                for (int q = 0; q < Q; ++q) s.part[wave][(slot * K + k) * Q + q] = values[k][q];
-    }
-    // The same for value pairs held as two arrays: (first[k], second[k]) at
-    // entries (slot * K + k) * 2 and the one after.
-    template <int K>
-    __device__ static __forceinline__ void store(Storage& s, int lanes, int slot, const V (&first)[K],
-                                                 const V (&second)[K]) {
-        const int wave = static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE;
-        if (static_cast<int>(threadIdx.x % MBN_WAVE_SIZE) < lanes) {
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-                s.part[wave][(slot * K + k) * 2] = first[k];
-                s.part[wave][(slot * K + k) * 2 + 1] = second[k];
-            }
-        }
-    }
 
     // Entries entry .. entry + N - 1 summed over waves 0 .. waves - 1, in
     // wave order (after the barrier that follows the stores).
