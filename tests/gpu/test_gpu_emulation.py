@@ -65,11 +65,16 @@ def build(out: pathlib.Path, wave: int, sources=SOURCES + PLANNER, name: str = "
     return binary
 
 
+def assert_passed(code: int, stdout: str, stderr: str, label: str = "") -> None:
+    """A check program passes with exit status 0 and no failures."""
+    assert code == 0, label + stdout[-4000:] + stderr[-2000:]
+    assert "0 failure(s)" in stdout, label + stdout[-4000:]
+
+
 def run_check(binary: pathlib.Path, *args: str, timeout: int = 600) -> None:
-    """Runs a check program; it passes with exit status 0 and no failures."""
+    """Runs a check program (assert_passed)."""
     result = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "0 failure(s)" in result.stdout
+    assert_passed(result.returncode, result.stdout, result.stderr)
 
 
 WAVES = (32, 64)
@@ -78,7 +83,7 @@ WAVES = (32, 64)
 def run_wave_checks(tmp_path: pathlib.Path, sources, name: str, *args: str, timeout: int = 600) -> None:
     """Builds a check program for both wave sizes (WAVES) and runs the two,
     side by side (the emulator and the compiler each use one core; the
-    suite's machines have two).  Each passes as run_check."""
+    suite's machines have two).  Each must pass (assert_passed)."""
     def build_for(wave):
         out = tmp_path / f"wave{wave}"
         out.mkdir()
@@ -95,8 +100,7 @@ def run_wave_checks(tmp_path: pathlib.Path, sources, name: str, *args: str, time
             if run.poll() is None:
                 run.kill()
     for wave, stdout, stderr, code in results:
-        assert code == 0, f"wave {wave}: " + stdout[-4000:] + stderr[-2000:]
-        assert "0 failure(s)" in stdout, f"wave {wave}: " + stdout[-4000:]
+        assert_passed(code, stdout, stderr, f"wave {wave}: ")
 
 
 def test_emulated_on_chip_kernels(tmp_path):
