@@ -6,8 +6,9 @@ their shared memory) and checks every output of the real planner's launches
 against a float64 reference, for 32-lane waves with clusters (H100) and
 64-lane waves without (AMD CDNA); the group-norm streamed tiles (forward
 and backward) on a small GPU's model too.  No GPU is needed, only CUDA's fp16/bf16
-headers.  Stress cases (about two minutes on two cores for group norm,
-under one for batch norm): set MIOPEN_BN_STRESS=1.
+headers.  The emulated kernels are stress cases (about two minutes on two
+cores for group norm, under one for batch norm): set MIOPEN_BN_STRESS=1.
+The tiles' planner check (host only, seconds) runs in every suite.
 """
 from __future__ import annotations
 
@@ -26,8 +27,6 @@ SOURCES = [EMULATION / name for name in ("emulator.cpp", "emu_tile_forward.cpp",
 PLANNER = [REPO / "native" / "gpu" / name for name in ("gn_planner.cpp", "gn_tile_planner.cpp", "feature_plan.cpp")]
 # Batch norm's channel tiles: their planner lives in the .hip beside the kernel.
 BN_SOURCES = [EMULATION / name for name in ("emulator.cpp", "emu_bn_channel_tile.cpp", "bn_tile_check.cpp")]
-
-pytestmark = pytest.mark.stress
 
 
 def cuda_include():
@@ -103,6 +102,7 @@ def run_wave_checks(tmp_path: pathlib.Path, sources, name: str, *args: str, time
         assert_passed(code, stdout, stderr, f"wave {wave}: ")
 
 
+@pytest.mark.stress
 def test_emulated_on_chip_kernels(tmp_path):
     run_wave_checks(tmp_path, SOURCES + PLANNER, "gn_tile_check", "quick", timeout=1200)
 
@@ -118,5 +118,6 @@ def test_tile_plans(tmp_path):
     run_check(build(tmp_path, 32, sources, "gn_tile_plans"))
 
 
+@pytest.mark.stress
 def test_emulated_channel_tiles(tmp_path):
     run_wave_checks(tmp_path, BN_SOURCES, "bn_tile_check")
