@@ -352,8 +352,8 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
             warp_totals(total);
             if (lane == 0) store_group(local, total[0], total[1]);
         }
-        if (a.dweight != nullptr)
-            for (int c = block + warp * w.blocks; c < w.channels; c += warps * w.blocks) {
+        if (a.dweight != nullptr)  // on the last warps, beside the group weighing on the first ones
+            for (int c = block + (warps - 1 - warp) * w.blocks; c < w.channels; c += warps * w.blocks) {
                 double total[2] = {0.0, 0.0};
                 for (int n = lane; n < samples; n += MBN_WAVE_SIZE) {
                     const double* theirs = a.totals + (static_cast<std::int64_t>(n) * w.channels + c) * 2;
@@ -369,6 +369,8 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
             int from, to;
             slice_blocks(w, s, from, to);
             double slice[2] = {0.0, 0.0};
+            // Unrolled so that a slice's loads are in flight together.
+#pragma unroll 4
             for (int b = from; b <= to; ++b) {
                 const double* theirs = slice_sums_of(w, a.sums, b, s);
                 slice[0] += load_after_barrier(theirs);
@@ -386,8 +388,10 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
             warp_totals(total);
             if (lane == 0) store_group(local, total[0], total[1]);
         }
+        // The weight and bias gradients on the last warps, beside the
+        // group merges on the first ones, not after them.
         if (a.dweight != nullptr)
-            for (int c = block + warp * w.blocks; c < w.channels; c += warps * w.blocks) {
+            for (int c = block + (warps - 1 - warp) * w.blocks; c < w.channels; c += warps * w.blocks) {
                 double total[2] = {0.0, 0.0};
                 for (int n = lane; n < samples; n += MBN_WAVE_SIZE) slice_total(n * w.channels + c, total, 1.0);
                 warp_totals(total);
