@@ -352,7 +352,9 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
             warp_totals(total);
             if (lane == 0) store_group(local, total[0], total[1]);
         }
-        if (a.dweight != nullptr)  // on the last warps, beside the group weighing on the first ones
+        // The weight and bias gradients from the last warp down: beside the
+        // group weighing where the groups are fewer than the warps.
+        if (a.dweight != nullptr)
             for (int c = block + (warps - 1 - warp) * w.blocks; c < w.channels; c += warps * w.blocks) {
                 double total[2] = {0.0, 0.0};
                 for (int n = lane; n < samples; n += MBN_WAVE_SIZE) {
