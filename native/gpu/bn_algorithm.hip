@@ -29,8 +29,8 @@ const char* default_reason(Algorithm a) {
             return "packed NHWC from 1 MB and 1024 rows: each column of channels on its own blocks";
         case Algorithm::wave_tiles: return "each NCHW channel fits one wave's registers";
         case Algorithm::channel_tiles:
-            return "each channel tile fits the registers of a block or a cluster, or an NCHW channel per block streams "
-                   "through L2";
+            return "each channel tile fits the registers of a block or a cluster, or an NCHW channel's block or cluster "
+                   "streams it through L2";
         case Algorithm::resident: return "the tensors fit the multiprocessors' shared memory, large enough for one launch";
         case Algorithm::single_launch: return "each block owns its features' whole reduction";
         case Algorithm::multi_pass: return "no one-launch algorithm takes the call";

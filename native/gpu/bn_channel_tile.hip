@@ -10,9 +10,11 @@
 // scratch, each value read from DRAM once and its loads in flight together:
 // what small and medium tensors need, where a grid-wide barrier, a second
 // launch or a second read would cost more than the data.  An NCHW channel
-// larger than a block's registers stays one block's (streamed tiles): the
-// values past its registers are summed as they stream in and read again,
-// from L2, for the output.
+// larger than a block's registers stays one block's, or for float data
+// one cluster's where the channels are fewer than the multiprocessors
+// (streamed tiles): the values past the registers are summed as they
+// stream in and read again, from L2 where they are still there, for the
+// output.
 // Numerics: values around the channel's first value (or the saved mean);
 // the statistics summed in float per vector, then in double (docs/numerics.md,
 // "Channel tiles"); gradient sums in double per value.
@@ -527,12 +529,12 @@ __device__ __forceinline__ void stream_outputs(const T* x, const T* dy, T* out, 
 // kWave: each wave of the block owns an NCHW channel of its own (small
 // channels: no shared memory, no block barrier; every lane finishes the
 // channel itself).
-// Otherwise the block, or a cluster of blocks, owns one tile; kStream: one
-// block owns an NCHW channel larger than its registers and streams the rest.
+// Otherwise the block, or a cluster of blocks, owns one tile; kStream: the
+// tile is an NCHW channel larger than its blocks' registers, the rest streamed.
 template <typename T, bool kBackward, bool kNhwc, bool kWave, bool kStream, int V, int K>
 __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE : kMaxThreads)
     bn_channel_tile(TileArgs a) {
-    static_assert(!kStream || (!kWave && !kNhwc), "streamed tiles are block-owned NCHW channels");
+    static_assert(!kStream || (!kWave && !kNhwc), "streamed tiles are NCHW channels");
     constexpr int NC = kNhwc ? V : 1;  // channels one thread's vectors span
     static_assert(!(kWave && kNhwc), "wave tiles are NCHW channels");
     __shared__ TileShared sh;
@@ -822,28 +824,44 @@ __global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// One block per NCHW channel whose values fit neither a block's registers
-// nor a cluster's that the size rule takes: kStreamThreads threads hold
-// kStreamPerThread vectors each, the rest is streamed and read again, from
-// L2, for the output; one DRAM read, no barrier beyond the block's.  By the
-// size rule only with a channel for every multiprocessor, and while the
+// NCHW channels whose values fit neither a block's registers nor a
+// cluster's that the size rule takes: each channel's blocks hold
+// kStreamPerThread vectors a thread and stream the rest, summed as it
+// arrives and read again, newest first (from L2 while it is still there),
+// for the output.  One block a channel, or for float data a cluster where
+// the channels are fewer than the multiprocessors.  By the size rule with
+// the blocks covering the multiprocessors, one a channel, and while the
 // streamed bytes of the blocks resident at once (taken as two a
-// multiprocessor) fill at most half the L2.
-ChannelTilePlan plan_streamed(ChannelTilePlan p, const TensorArg& x, int tensors_read, const DeviceShape& device,
-                              PlanRule rule) {
-    const std::int64_t in_registers = static_cast<std::int64_t>(kStreamThreads) * kStreamPerThread;
+// multiprocessor) fill at most half the L2; but float data whose channels
+// no cluster holds in registers (`past_clusters`: the alternative is the
+// multi-pass path) stream past that too.  There the second read, from L2
+// or not, beat the multi-pass path (H200, bench/RESULTS.md "streamed
+// clusters": 1.03x-1.43x, 32x256x56x56 training 108 -> 86 us), where the
+// 16-bit data's vectors of 8 values, with their per-value gradient sums in
+// double, measured 0.67x-0.95x in the backward and 0.73x-0.95x in bfloat16
+// training.  The clusters aim at a block a multiprocessor in training, two
+// in the backward (x and dy streamed: one measured 0.91x on 256x64x56x56
+// float, two 1.04x).
+ChannelTilePlan plan_streamed(ChannelTilePlan p, const TensorArg& x, bool backward, bool past_clusters,
+                              int cluster_most, const DeviceShape& device, PlanRule rule) {
+    const bool float_past = x.dtype == DType::f32 && past_clusters;
+    const std::int64_t aim = static_cast<std::int64_t>(device.multiprocessors) * (backward ? 2 : 1);
     p.cluster = 1;
-    p.block_units = p.units;
-    p.blocks = p.tiles;
+    if (float_past && p.tiles < device.multiprocessors)
+        while (p.cluster < cluster_most && p.tiles * p.cluster < aim) p.cluster *= 2;
+    p.block_units = ceil_div(p.units, p.cluster);
+    p.blocks = p.tiles * p.cluster;
     p.threads = kStreamThreads;
     p.per_thread = kStreamPerThread;
-    p.stream = p.units > in_registers;
+    const std::int64_t in_registers = static_cast<std::int64_t>(kStreamThreads) * kStreamPerThread;
+    p.stream = p.block_units > in_registers;
     p.nhwc = false;
-    const std::int64_t streamed_bytes =
-        std::max<std::int64_t>(0, p.units - in_registers) * p.vector * dtype_size(x.dtype) * tensors_read;
-    const std::int64_t resident = std::min<std::int64_t>(p.tiles, 2 * static_cast<std::int64_t>(device.multiprocessors));
+    const std::int64_t streamed_bytes = std::max<std::int64_t>(0, p.block_units - in_registers) * p.vector *
+                                        dtype_size(x.dtype) * (backward ? 2 : 1);
+    const std::int64_t resident = std::min<std::int64_t>(p.blocks, 2 * static_cast<std::int64_t>(device.multiprocessors));
     const bool fits_l2 = device.l2_bytes > 0 && resident * streamed_bytes <= device.l2_bytes / 2;
-    p.usable = rule == PlanRule::wherever_it_fits || (p.tiles >= device.multiprocessors && fits_l2);
+    p.usable = rule == PlanRule::wherever_it_fits ||
+               (p.blocks >= device.multiprocessors && (float_past || (p.cluster == 1 && fits_l2)));
     return p;
 }
 
@@ -918,8 +936,9 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
            (p.tiles * p.cluster * 2 <= device.multiprocessors || ceil_div(p.units, p.cluster) > per_block_most))
         p.cluster *= 2;
     p.block_units = ceil_div(p.units, p.cluster);
-    const int tensors_streamed = data.size() == 3 ? 2 : 1;
-    if (p.block_units > per_block_most) return nhwc ? p : plan_streamed(p, x, tensors_streamed, device, rule);
+    const bool backward = data.size() == 3;
+    if (p.block_units > per_block_most)
+        return nhwc ? p : plan_streamed(p, x, backward, true, cluster_most, device, rule);
     // Blocks small enough that the whole grid is resident at once where the
     // tiles allow (each block's loads, sums and stores then overlap the
     // others'), then the fewest vectors per thread that fit.
@@ -939,7 +958,7 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
     // 32x512x28x28's, they measured 0.75-0.95x of them in training).
     const bool cluster_ok = p.cluster == 1 || p.block_units * p.lanes <= kMostClusteredUnits;
     if (!nhwc && rule == PlanRule::size_rule && !cluster_ok) {
-        const ChannelTilePlan streamed = plan_streamed(p, x, tensors_streamed, device, rule);
+        const ChannelTilePlan streamed = plan_streamed(p, x, backward, false, cluster_most, device, rule);
         if (streamed.usable) return streamed;
     }
     p.nhwc = nhwc;
@@ -970,7 +989,7 @@ void launch(const TileArgs& a, DType dtype, const ChannelTilePlan& p, const Laun
                     if (p.stream) {
                         launch_clustered(bn_channel_tile<T, kBackward, false, false, true, kV, kK>,
                                          dim3(static_cast<unsigned>(p.blocks)), dim3(static_cast<unsigned>(p.threads)),
-                                         0, 1, target.stream, "bn_channel_tile", a);
+                                         0, p.cluster, target.stream, "bn_channel_tile", a);
                         return;
                     }
                 }

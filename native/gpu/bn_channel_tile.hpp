@@ -8,8 +8,10 @@
 // plane that does not divide into vectors, per lane) are each owned by one
 // wave: the algorithm wave_tiles, planned with `wave_tiles` true; the block
 // and cluster tiles are channel_tiles (bn_algorithm.cpp orders them), as are
-// streamed tiles: one block per NCHW channel too large for its registers,
-// the rest read twice, the second time from L2.
+// streamed tiles: one block per NCHW channel too large for its registers
+// (float data: a cluster where the channels are fewer than the
+// multiprocessors), the rest read twice, the second time from L2 where it
+// is still there.
 #pragma once
 
 #include "common/problem.hpp"
@@ -25,7 +27,7 @@ struct ChannelTilePlan {
     bool usable = false;
     bool nhwc = false;
     bool wave = false;   // each wave of a block owns a channel (small NCHW channels)
-    bool stream = false;  // one block per NCHW channel, the units past its registers streamed (read again from L2)
+    bool stream = false;  // NCHW channels, the units past the blocks' registers streamed (read again, from L2)
     int vector = 1;      // elements per access
     int lanes = 1;       // threads across a row of an NHWC tile
     int per_thread = 1;  // vectors each thread holds per tensor

@@ -43,7 +43,8 @@ TRAINING = {  # training and backward
     },
     "channel_tiles": {
         # (32, 2, 64, 64) and (4, 3, 45, 47): channels past a block's registers, the rest streamed
-        # (16-byte vectors; single values of an odd plane).
+        # (16-byte vectors, by clusters of blocks where the device has them; single values of an odd
+        # plane, where the device has no clusters).
         "serves": [((2, 64, 7, 7), "fp16", "nchw", "spatial"), ((3, 40, 13, 11), "fp32", "nhwc", "spatial"),
                    ((2, 16, 3, 5, 7), "bf16", "nhwc", "spatial"), ((4, 24, 9, 9), "fp16", "nchw", "spatial"),
                    ((32, 2, 64, 64), "fp32", "nchw", "spatial"), ((4, 3, 45, 47), "bf16", "nchw", "spatial")],

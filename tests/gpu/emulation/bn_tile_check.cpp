@@ -92,7 +92,7 @@ std::string path_of(const ChannelTilePlan& p, const Case& k) {
     if (p.stream) {
         const std::int64_t plane_units = k.len[kD] * k.len[kH] * k.len[kW] / p.vector;
         const char* step = p.threads > plane_units ? "step>plane" : p.threads < plane_units ? "step<plane" : "step=plane";
-        return "stream " + vector + " " + step;
+        return "stream " + vector + " " + step + (p.cluster > 1 ? " cluster" : "");
     }
     return std::string(p.nhwc ? "block NHWC" : "block NCHW") + (p.cluster > 1 ? " cluster" : "");
 }
@@ -104,7 +104,8 @@ const char* const kCovered[] = {
     "stream 16B step<plane", "stream 16B step>plane", "stream 16B step=plane", "stream 8B step>plane",
     "stream single step<plane", "stream single step>plane",
 };
-const char* const kCoveredWithClusters[] = {"block NCHW cluster", "block NHWC cluster"};
+const char* const kCoveredWithClusters[] = {"block NCHW cluster", "block NHWC cluster",
+                                             "stream single step<plane cluster"};
 std::set<std::string> covered;
 
 std::string plan_text(const ChannelTilePlan& p) {
@@ -401,12 +402,14 @@ int main() {
     cases.push_back(Case{{4, 16, 1, 10, 10}, DType::bf16, true, true, false, false, 0.0, 1.0, true});
     cases.push_back(Case{{4, 3, 1, 45, 47}, DType::f16, false, true, false, false, 0.0, 1.0, true});
     cases.push_back(Case{{24, 2, 1, 32, 32}, DType::f32, false, false, false, false, 0.0, 1.0, true});
-    // Clusters of blocks (H100: wave 32 only): NCHW and NHWC tiles.
+    // Clusters of blocks (H100: wave 32 only): NCHW and NHWC tiles, a streamed channel.
     const bool clusters = EMU_WAVE_SIZE == 32;
     if (clusters) {
         cases.push_back(Case{{8, 4, 1, 16, 16}, DType::f32, false, false, false, true, 0.0});
         cases.push_back(Case{{16, 16, 1, 8, 8}, DType::f16, true, true, false, true, 0.0});
         cases.push_back(Case{{6, 3, 1, 9, 9}, DType::bf16, false, false, true, true, 0.0});
+        // A float channel streamed by a cluster of 8 blocks (2115 values each).
+        cases.push_back(Case{{8, 1, 1, 45, 47}, DType::f32, false, false, false, true, 0.0});
     }
     for (const Case& k : cases)
         for (bool wave : {true, false}) run_case(k, wave, rng);
