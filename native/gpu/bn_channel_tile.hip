@@ -829,19 +829,21 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 // kStreamPerThread vectors a thread and stream the rest, summed as it
 // arrives and read again, newest first (from L2 while it is still there),
 // for the output.  One block a channel, or for float data a cluster where
-// the channels are fewer than the multiprocessors.  By the size rule with
-// the blocks covering the multiprocessors, one a channel, and while the
+// the channels are fewer than the multiprocessors.  The size rule takes
+// one block a channel, a channel for every multiprocessor, while the
 // streamed bytes of the blocks resident at once (taken as two a
-// multiprocessor) fill at most half the L2; but float data whose channels
-// no cluster holds in registers (`past_clusters`: the alternative is the
-// multi-pass path) stream past that too.  There the second read, from L2
-// or not, beat the multi-pass path (H200, bench/RESULTS.md "streamed
-// clusters": 1.03x-1.43x, 32x256x56x56 training 108 -> 86 us), where the
-// 16-bit data's vectors of 8 values, with their per-value gradient sums in
-// double, measured 0.67x-0.95x in the backward and 0.73x-0.95x in bfloat16
-// training.  The clusters aim at a block a multiprocessor in training, two
-// in the backward (x and dy streamed: one measured 0.91x on 256x64x56x56
-// float, two 1.04x).
+// multiprocessor) fill at most half the L2.  Float data whose channels no
+// cluster holds in registers (`past_clusters`: the alternative is the
+// multi-pass path) stream wherever the blocks cover the multiprocessors:
+// there the second read, from L2 or not, beat the multi-pass path (H200,
+// bench/RESULTS.md "streamed clusters": 1.03x-1.43x, 32x256x56x56
+// training 108 -> 86 us).  16-bit data keep the rule: their instances
+// work on 8 values a vector, with per-value gradient sums in double, at
+// 2-3 blocks a multiprocessor, and measured 0.67x-1.24x in the backward
+// (6 of 8 rows below 1.0x) and 0.73x-1.19x in bfloat16 training.  The
+// clusters aim at a block a multiprocessor in training, two in the
+// backward (x and dy streamed: one measured 0.91x on 256x64x56x56 float,
+// two 1.04x).
 ChannelTilePlan plan_streamed(ChannelTilePlan p, const TensorArg& x, bool backward, bool past_clusters,
                               int cluster_most, const DeviceShape& device, PlanRule rule) {
     const bool float_past = x.dtype == DType::f32 && past_clusters;
