@@ -862,8 +862,8 @@ ChannelTilePlan plan_streamed(ChannelTilePlan p, const TensorArg& x, bool backwa
                                         dtype_size(x.dtype) * (backward ? 2 : 1);
     const std::int64_t resident = std::min<std::int64_t>(p.blocks, 2 * static_cast<std::int64_t>(device.multiprocessors));
     const bool fits_l2 = device.l2_bytes > 0 && resident * streamed_bytes <= device.l2_bytes / 2;
-    p.usable = rule == PlanRule::wherever_it_fits ||
-               (p.blocks >= device.multiprocessors && (float_past || (p.cluster == 1 && fits_l2)));
+    // Without float_past the cluster stays 1: one block a channel.
+    p.usable = rule == PlanRule::wherever_it_fits || (p.blocks >= device.multiprocessors && (float_past || fits_l2));
     return p;
 }
 
