@@ -84,10 +84,44 @@ __device__ __forceinline__ float fast_swish_derivative(float z, float beta, floa
     return s + (beta * z) * (s * (1.0f - s));
 }
 
+// 1/v for 1 <= v (an overflowed exponential included) on the FMA pipe: a
+// seed from v's bits, within 5.1%, and Newton steps that each square the
+// error: two reach 6.6e-6 (16-bit results), three float32's own rounding.
+template <int kSteps>
+__device__ __forceinline__ float fma_reciprocal(float v) {
+    const float finite = fminf(v, 0x1p100f);  // the seed needs finite bits
+    float r = __uint_as_float(0x7EF311C3u - __float_as_uint(finite));
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) r = fmaf(r, fmaf(-finite, r, 1.0f), r);
+    return r;
+}
+
+// fast_swish for lane `lane` of a vector of T, the odd lanes' reciprocal on
+// the FMA pipe: with every reciprocal and exponential on the special-
+// function unit (16 results a clock per multiprocessor), a vector's swish
+// waits on that unit.  Odd lanes only: 1.019x over 66 forward + swish rows
+// of every group-norm kernel (H200, mid and small rows 1.01x-1.05x); all
+// lanes 1.003x, three of four 1.015x (bench/RESULTS.md, forty-first session).
+template <typename T>
+__device__ __forceinline__ float fast_swish_lane(float z, float scale, int lane) {
+    const float d = 1.0f + approx_exp2(z * scale);
+    return z * (lane % 2 == 1 ? fma_reciprocal<sizeof(T) == 2 ? 2 : 3>(d) : approx_reciprocal(d));
+}
+
 // Swish in the accumulation type A: on the special-function unit in float
 // (as the on-chip kernels), exact in double.
 __device__ __forceinline__ float swish_of(float z, float beta) { return fast_swish(z, swish_exponent_scale(beta)); }
 __device__ __forceinline__ double swish_of(double z, double beta) { return swish(z, beta); }
+
+// swish_of for lane `lane` of a vector of T (fast_swish_lane in float).
+template <typename T>
+__device__ __forceinline__ float swish_of_lane(float z, float beta, int lane) {
+    return fast_swish_lane<T>(z, swish_exponent_scale(beta), lane);
+}
+template <typename T>
+__device__ __forceinline__ double swish_of_lane(double z, double beta, int) {
+    return swish(z, beta);
+}
 
 // Swish as normalize_share's epilogue (feature_phases.h).
 template <typename A>

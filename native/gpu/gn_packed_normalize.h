@@ -59,7 +59,7 @@ __device__ __forceinline__ Pack<T, W> normalize_vector(const Pack<T, W>& raw, co
 #pragma unroll
     for (int e = 0; e < W; ++e) {
         A z = f[L == W ? e : 0].apply(value[e]);
-        if constexpr (kSwish) z = swish_of(z, beta);
+        if constexpr (kSwish) z = swish_of_lane<T>(z, beta, e);
         out.lane[e] = narrow<T>(z);
     }
     return out;

@@ -464,7 +464,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
             const float t = kInner ? lane_term[j] : slot_term;
             const float d = widen(in.lane[j]) - shift[j];
             float v = kFoldOffset ? d * s + t : (d - offset[j]) * s + t;
-            if (kSwish) v = fast_swish(v, exponent_scale);
+            if (kSwish) v = fast_swish_lane<T>(v, exponent_scale, j);
             out.lane[j] = narrow<T>(v);
         }
         store_pack(slot_y, out);
