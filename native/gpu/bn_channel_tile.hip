@@ -531,8 +531,25 @@ __device__ __forceinline__ void stream_outputs(const T* x, const T* dy, T* out, 
 // channel itself).
 // Otherwise the block, or a cluster of blocks, owns one tile; kStream: the
 // tile is an NCHW channel larger than its blocks' registers, the rest streamed.
+// The streamed backward's instances held to 3 blocks of kStreamThreads a
+// multiprocessor (80 registers): bfloat16 and float at 4 values a thread
+// (86 and 84 registers unbounded: 2 blocks) and every type at one value
+// (unbounded, 8 bytes of stack).  H200, two rounds (bench/RESULTS.md,
+// forty-first session): bfloat16 64x1024x14x14 1.27x, float 56x56 and
+// 112x112 planes 1.03x-1.10x, 128x512x7x7 1.05x.  Half at 4 values (62
+// registers, 4 blocks: 0.94x bounded) and 16-bit at 8 (spills: down to
+// 0.54x) stay as they are.
+template <typename T, bool kBackward, bool kStream, int V>
+constexpr bool stream_bounded() {
+    return kStream && kBackward && (V == 1 || (V == 4 && (std::is_same<T, float>::value ||
+                                                          std::is_same<T, mbn_bfloat16>::value)));
+}
+
 template <typename T, bool kBackward, bool kNhwc, bool kWave, bool kStream, int V, int K>
-__global__ void __launch_bounds__(kWave ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE : kMaxThreads)
+__global__ void __launch_bounds__((kWave                                           ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
+                                   : stream_bounded<T, kBackward, kStream, V>() ? kStreamThreads
+                                                                                  : kMaxThreads),
+                                  (stream_bounded<T, kBackward, kStream, V>() ? 3 : 0))
     bn_channel_tile(TileArgs a) {
     static_assert(!kStream || (!kWave && !kNhwc), "streamed tiles are NCHW channels");
     constexpr int NC = kNhwc ? V : 1;  // channels one thread's vectors span
