@@ -100,8 +100,9 @@ __device__ __forceinline__ float fma_reciprocal(float v) {
 // the FMA pipe: with every reciprocal and exponential on the special-
 // function unit (16 results a clock per multiprocessor), a vector's swish
 // waits on that unit.  Odd lanes only: 1.019x over 66 forward + swish rows
-// of every group-norm kernel (H200, mid and small rows 1.01x-1.05x); all
-// lanes 1.003x, three of four 1.015x (bench/RESULTS.md, forty-first session).
+// of the persistent, tile and slices kernels (H200, mid and small rows
+// 1.01x-1.05x); all lanes 1.003x, three of four 1.015x (bench/RESULTS.md,
+// forty-first session).
 template <typename T>
 __device__ __forceinline__ float fast_swish_lane(float z, float scale, int lane) {
     const float d = 1.0f + approx_exp2(z * scale);
