@@ -207,6 +207,8 @@ struct GnTileShared {
     int totals;   // forward: 2 doubles per group (offset, rstd); backward: 2 doubles per channel
     int terms;    // backward: 2 doubles per group
     int params;   // backward: the block's channels' weight and bias, 2 floats each
+    int stats;    // backward, tile_dx_factors: the tile's groups' saved mean and rstd, 2 floats each
+    int coefs;    // backward, tile_dx_factors: dx's factors of the block's channels, 4 floats each
     int flag;     // backward: the last-arrival flag
     int bytes;
 };
@@ -214,6 +216,13 @@ struct GnTileShared {
 constexpr int kGnForwardEntryDoubles = 6;  // A, B, C of the lo and hi groups
 
 MBN_HOST_DEVICE inline int round_up_16(std::int64_t bytes) { return static_cast<int>((bytes + 15) / 16 * 16); }
+
+// Whether the backward kernel's form takes dx from per-channel factors
+// (gn_tile_backward.hip, GnDxCoefs): channels fastest, two blocks a
+// multiprocessor, nothing streamed, float arithmetic.
+MBN_HOST_DEVICE inline bool tile_dx_factors(const GnTileWalk& w) {
+    return w.channels_inner && w.backward_blocks == kGnTileBackwardMostBlocks && w.streamed == 0 && !w.exact;
+}
 
 MBN_HOST_DEVICE inline GnTileShared tile_shared(const GnTileWalk& w, bool backward) {
     const std::int64_t rows = entry_rows(w, backward, kGnTileNarrowestWave);
@@ -231,6 +240,11 @@ MBN_HOST_DEVICE inline GnTileShared tile_shared(const GnTileWalk& w, bool backwa
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 2 * 8);
         s.params = static_cast<int>(at);
         at += round_up_16(channels * 2 * 4);
+        const bool factors = tile_dx_factors(w);
+        s.stats = static_cast<int>(at);
+        at += factors ? round_up_16(static_cast<std::int64_t>(w.tile_groups) * 2 * 4) : 0;
+        s.coefs = static_cast<int>(at);
+        at += factors ? round_up_16(channels * 4 * 4) : 0;
         s.flag = static_cast<int>(at);
         at += 16;
     } else {
@@ -239,7 +253,7 @@ MBN_HOST_DEVICE inline GnTileShared tile_shared(const GnTileWalk& w, bool backwa
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 3 * 8);
         s.totals = static_cast<int>(at);
         at += round_up_16(static_cast<std::int64_t>(w.tile_groups) * 2 * 8);
-        s.terms = s.params = s.flag = static_cast<int>(at);
+        s.terms = s.params = s.stats = s.coefs = s.flag = static_cast<int>(at);
     }
     s.bytes = at > (std::int64_t(1) << 30) ? (1 << 30) : static_cast<int>(at);
     return s;

@@ -65,6 +65,34 @@ struct GnChannelParams {
     float weight, bias;
 };
 
+// dx's factors for one channel, made once its group's terms are known:
+// with d = x - mean, dx = scaled g + (f_d d + f_c), where scaled = rstd w,
+// f_d = -rstd^2 mean(w g xhat) and f_c = -rstd mean(w g).  Taken by the
+// two-block form with channels fastest (tile_dx_factors), where each
+// element's weight, group statistics and means were otherwise picked lane
+// by lane and xhat found again: about 25 instructions an element in dx,
+// its longest phase (ncu, 2x320x64x64 bfloat16), against one 16-byte
+// shared read and three operations.  The other forms hold their lanes'
+// terms in registers, or have no registers to spare (the streamed ones:
+// ptxas spilled 48 bytes), and measured at par or slower with them
+// (bench/RESULTS.md, forty-second session).
+struct alignas(16) GnDxCoefs {
+    float scaled, mean, f_d, f_c;
+};
+
+// Where channel c's factors lie among the block's: lane j of every column
+// together (j * columns + column), so that a wave's threads read
+// consecutive 16-byte entries, not entries a vector of channels apart (an
+// 8-way bank conflict for 16-bit data, 0.70x-0.91x on channels-last rows).
+template <int W>
+__device__ __forceinline__ int coef_index(const GnTileWalk& w, int c) {
+    return (c % W) * w.columns + c / W;
+}
+
+__device__ __forceinline__ float coef_dx(const GnDxCoefs& k, float g, float d) {
+    return fmaf(k.scaled, g, fmaf(k.f_d, d, k.f_c));
+}
+
 // What an element's gradient takes besides x and dy.
 struct GnLaneTerms {
     float mean, rstd;  // its group's saved statistics
@@ -166,11 +194,12 @@ __device__ void block_channel_sums(const GnTileWalk& w, const Sums2<A>* entries,
 }
 
 // mean(w g) and mean(w g xhat) of each of the tile's groups into `terms`,
-// from the tile's per-channel sums and the block's channels' weights
-// (every thread calls; a wave per group).
-template <bool kInner>
+// from the tile's per-channel sums and the block's channels' weights, and
+// with kFactors each channel's dx factors into `coefs` (every thread
+// calls; a wave per group).
+template <int W, bool kInner, bool kFactors>
 __device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, const GnChannelParams* params,
-                            Sums2<double>* terms) {
+                            const GnGroupStats* stats, Sums2<double>* terms, GnDxCoefs* coefs) {
     const int lane = static_cast<int>(threadIdx.x) % MBN_WAVE_SIZE;
     const int waves = w.threads / MBN_WAVE_SIZE;
     const int channels = static_cast<int>(w.channels);
@@ -184,6 +213,18 @@ __device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, co
         }
         wave_sum(1, MBN_WAVE_SIZE, sum);
         if (lane == 0) terms[group] = Sums2<double>{sum.a * w.inv_group_size, sum.b * w.inv_group_size};
+        if constexpr (kFactors) {
+            const Sums2<double> means{sum.a * w.inv_group_size, sum.b * w.inv_group_size};
+            // Every lane holds the sums (a butterfly): dx's factors of the
+            // group's channels, a lane a channel.
+            const GnGroupStats st = stats[group];
+            const float f_d = -st.rstd * st.rstd * static_cast<float>(means.b);
+            const float f_c = -st.rstd * static_cast<float>(means.a);
+            for (int k = lane; k < channels; k += MBN_WAVE_SIZE) {
+                const int c = group * channels + k;
+                coefs[coef_index<W>(w, c)] = GnDxCoefs{st.rstd * params[c].weight, st.mean, f_d, f_c};
+            }
+        }
     }
 }
 
@@ -311,6 +352,9 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
     constexpr int B = kGnTileBackwardStreamBatch;
     constexpr int BD = kGnTileBackwardStreamDxBatch;
     constexpr bool kKeep = kBlocks == 1 && !kStream;
+    // dx from per-channel factors (GnDxCoefs; tile_dx_factors on the host).
+    constexpr bool kFactors =
+        kInner && kBlocks == kGnTileBackwardMostBlocks && !kStream && std::is_same<A, float>::value;
     extern __shared__ double gn_tile_backward_shared[];
     const GnTileWalk& w = args.walk;
     require_cluster_support(w.launch_cluster());
@@ -362,6 +406,16 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
         if (split < W) {
             hi.mean = static_cast<float>(read_stat(args.mean, at.n, group0 + lanes.lo + 1));
             hi.rstd = static_cast<float>(read_stat(args.rstd, at.n, group0 + lanes.lo + 1));
+        }
+    }
+    // The tile's groups' statistics, for dx's factors (group_terms): each
+    // group's from the thread of the first row whose vector holds the
+    // group's first channel.
+    GnGroupStats* stats = shared_at<GnGroupStats>(shared, layout.stats);
+    if constexpr (kFactors) {
+        if (active && at.ty == 0) {
+            if (lanes.lo * w.channels == static_cast<std::int64_t>(at.tx) * W) stats[lanes.lo] = lo;
+            if (split < W) stats[lanes.lo + 1] = hi;
         }
     }
     __syncthreads();  // the weights and biases, for the first pass
@@ -616,7 +670,8 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
     if (w.cluster > 1) cluster_arrive_relaxed();
 
     Sums2<double>* terms = shared_at<Sums2<double>>(shared, layout.terms);
-    group_terms<kInner>(w, totals, params, terms);
+    GnDxCoefs* coefs = shared_at<GnDxCoefs>(shared, layout.coefs);
+    group_terms<W, kInner, kFactors>(w, totals, params, stats, terms, coefs);
     if (args.dweight != nullptr) parameter_gradients(args, at, totals, channel0, shared_at<int>(shared, layout.flag));
     __syncthreads();
 
@@ -655,14 +710,31 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
         auto dx_of = [&](int a, const Pack<T, W>& in_x, const Pack<T, W>& in_dy, auto widen_pass) {
             constexpr int kPass = decltype(widen_pass)::value;
             Pack<T, W> out;
+            if constexpr (kFactors) {
+                // Lane j's channel, at.tx * W + j: its factors at
+                // coef_index.
 #pragma unroll
-            for (int j = 0; j < W; ++j) {
-                const GnLaneTerms t = element_terms(a, j);
-                const Sums2<A> means = lane_means(j);
-                A xhat, g;
-                element_gradient<A, kSwish>(args, t, widen_in_pass<kPass>(in_x.lane[j]),
-                                            widen_in_pass<kPass>(in_dy.lane[j]), xhat, g);
-                out.lane[j] = narrow<T>(element_dx(t, means, g, xhat));
+                for (int j = 0; j < W; ++j) {
+                    const int c = at.tx * W + j;
+                    const GnDxCoefs k = coefs[j * w.columns + at.tx];
+                    const float d = widen_in_pass<kPass>(in_x.lane[j]) - k.mean;
+                    const float dy_value = widen_in_pass<kPass>(in_dy.lane[j]);
+                    float g = dy_value;
+                    if (kSwish == kSwishOn || (kSwish == kSwishTested && args.swish))
+                        g = dy_value * fast_swish_derivative(d * k.scaled + params[c].bias, args.swish_beta,
+                                                             swish_exponent_scale(args.swish_beta));
+                    out.lane[j] = narrow<T>(coef_dx(k, g, d));
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < W; ++j) {
+                    const GnLaneTerms t = element_terms(a, j);
+                    const Sums2<A> means = lane_means(j);
+                    A xhat, g;
+                    element_gradient<A, kSwish>(args, t, widen_in_pass<kPass>(in_x.lane[j]),
+                                                widen_in_pass<kPass>(in_dy.lane[j]), xhat, g);
+                    out.lane[j] = narrow<T>(element_dx(t, means, g, xhat));
+                }
             }
             return out;
         };

@@ -320,6 +320,8 @@ void run_case(const Case& k, std::mt19937_64& rng) {
             if (plan.tiles.sample_cluster > 1) sample_clusters_run.insert(plan.tiles.sample_cluster);
             backward_walk = plan.tiles;  // the planner's pick, for the report
             plan.tiles.backward_blocks = form;
+            // The form decides the shared arrays too (tile_dx_factors).
+            plan.tiles.shared_bytes = tile_shared(plan.tiles, true).bytes;
             run_gn_tile_backward(p, plan.tiles, LaunchTarget{nullptr, scratch.data(), counters.data()});
             for (unsigned long long v : counters)
                 if (v != 0) {
