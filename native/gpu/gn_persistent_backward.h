@@ -444,7 +444,8 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
     for (int k = R - 1; k >= 0; --k)
         if (used(k)) write(k, rx[k], rdy[k]);
     for (int k = on_chip - 1; k >= R; --k)
-        if (used(k)) write(k, held_x[(k - R) * threads + t], held_dy[(k - R) * threads + t]);
+        if (used(k))
+            write(k, load_shared_pack(held_x + (k - R) * threads + t), load_shared_pack(held_dy + (k - R) * threads + t));
     grid_barrier_exit(a.barrier, kInner ? 2 : 1);
 }
 

@@ -357,7 +357,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
     for (int k = R - 1; k >= 0; --k)
         if (used(k)) write(k, raw[k]);
     for (int k = on_chip - 1; k >= R; --k)
-        if (used(k)) write(k, held[(k - R) * threads + t]);
+        if (used(k)) write(k, load_shared_pack(held + (k - R) * threads + t));
     grid_barrier_exit(a.barrier, kInner ? 2 : 1);
 }
 
