@@ -233,7 +233,7 @@ GnForwardChoice choose_algorithm(const GnForward& p, const DeviceShape& device) 
     // grid holds x on chip and in L2.
     if (any || request.algorithm == Algorithm::gn_persistent) {
         const PlanRule rule = any ? PlanRule::size_rule : PlanRule::wherever_it_fits;
-        const char* not_persistent = plan_gn_persistent(p, device, rule, c.plan.persistent);
+        const char* not_persistent = plan_gn_persistent_rounds(p, device, rule, c.plan.persistent, c.plan.rounds);
         if (not_persistent == nullptr && tiles_run_long && c.plan.persistent.threads < kGnPersistentFullThreads)
             not_persistent = "its blocks are not full";
         if (not_persistent == nullptr && !gn_persistent_resident(p, c.plan.persistent, device))
@@ -242,7 +242,9 @@ GnForwardChoice choose_algorithm(const GnForward& p, const DeviceShape& device) 
             c.algorithm = Algorithm::gn_persistent;
             c.plan.needs = GnScratchNeeds{gn_persistent_scratch_bytes(c.plan.persistent), 1};
             log_choice(kOpGnForward, c.algorithm, request.forced,
-                       "packed, x held by one resident grid in registers, shared memory and L2",
+                       c.plan.rounds > 1 ? "packed, x held by a resident grid in registers, shared memory and L2, "
+                                           "a launch per run of groups"
+                                         : "packed, x held by one resident grid in registers, shared memory and L2",
                        !any ? nullptr : tiles_run_long ? "the tiles would run long" : why_not_on_chip(not_on_chip));
             return c;
         }

@@ -31,17 +31,8 @@ void with_persistent_kernel(const GnForward& p, const GnPersistentWalk& walk, Bo
     });
 }
 
-}  // namespace
-
-bool gn_persistent_resident(const GnForward& p, const GnPersistentWalk& walk, const DeviceShape& device) {
-    int per_multiprocessor = 0;
-    with_persistent_kernel(p, walk, [&](auto kernel, auto, auto) {
-        per_multiprocessor = resident_blocks_of(kernel, walk);
-    });
-    return static_cast<std::int64_t>(per_multiprocessor) * device.multiprocessors >= walk.blocks;
-}
-
-void run_gn_forward_persistent(const GnForward& p, const GnPersistentWalk& walk, const LaunchTarget& target) {
+// One round's launch (plan_gn_persistent_rounds), or the whole call's.
+void run_round(const GnForward& p, const GnPersistentWalk& walk, const LaunchTarget& target) {
     with_persistent_kernel(p, walk, [&](auto kernel, auto x_tag, auto p_tag) {
         using T = typename decltype(x_tag)::type;
         using P = typename decltype(p_tag)::type;
@@ -65,6 +56,23 @@ void run_gn_forward_persistent(const GnForward& p, const GnPersistentWalk& walk,
                  target.stream>>>(static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), a);
         check_launch("gn_persistent_forward");
     });
+}
+
+}  // namespace
+
+bool gn_persistent_resident(const GnForward& p, const GnPersistentWalk& walk, const DeviceShape& device) {
+    int per_multiprocessor = 0;
+    with_persistent_kernel(p, walk, [&](auto kernel, auto, auto) {
+        per_multiprocessor = resident_blocks_of(kernel, walk);
+    });
+    return static_cast<std::int64_t>(per_multiprocessor) * device.multiprocessors >= walk.blocks;
+}
+
+// Round by round: the launches share the scratch and the barrier counter,
+// which each leaves as it found them.
+void run_gn_forward_persistent(const GnForward& whole, const GnPersistentWalk& walk, int rounds,
+                               const LaunchTarget& target) {
+    for (int r = 0; r < rounds; ++r) run_round(rounds > 1 ? gn_persistent_round(whole, rounds, r) : whole, walk, target);
 }
 
 }  // namespace gpu

@@ -39,7 +39,8 @@ bool chunk_passes_resident(const GnForwardPlan& plan);  // one launch for chunks
 // resident; gn_persistent_resident says whether they are on `device` (the
 // current one), with the walk's shared memory.
 bool gn_persistent_resident(const GnForward& p, const GnPersistentWalk& walk, const DeviceShape& device);
-void run_gn_forward_persistent(const GnForward& p, const GnPersistentWalk& walk, const LaunchTarget& target);
+void run_gn_forward_persistent(const GnForward& p, const GnPersistentWalk& walk, int rounds,
+                               const LaunchTarget& target);
 bool gn_persistent_backward_resident(const GnBackward& p, const GnPersistentWalk& walk, const DeviceShape& device);
 void run_gn_backward_persistent(const GnBackward& p, const GnPersistentWalk& walk, const LaunchTarget& target);
 

@@ -137,6 +137,19 @@ MBN_HOST_DEVICE constexpr std::size_t gn_persistent_backward_groups_bytes(int gr
 // (gn_persistent_planner.cpp: below, the fixed cost is most of the call),
 // and for the NCHW-like backward x and dy past the L2.
 const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk);
+
+// The forward in rounds.  Where a grid's streamed slots would pass half the
+// L2, their second read comes partly from DRAM; an NCHW-like forward has no
+// sum across its groups, so it runs instead as `rounds` launches over equal
+// runs of whole groups in memory order (whole samples, or an equal part of
+// each sample's groups), each read once: the fewest rounds whose streamed
+// slots stay within half the L2.  `walk` is every round's (they are alike);
+// rounds is 1 where one launch serves.
+const char* plan_gn_persistent_rounds(const GnForward& p, const DeviceShape& device, PlanRule rule,
+                                      GnPersistentWalk& walk, int& rounds);
+// Round r of `rounds` as a problem of its own: its samples or its groups of
+// one sample, their weights, biases, means and rstds.
+GnForward gn_persistent_round(const GnForward& p, int rounds, int r);
 const char* plan_gn_persistent_backward(const GnBackward& p, const DeviceShape& device, PlanRule rule,
                                         GnPersistentWalk& walk);
 

@@ -18,6 +18,8 @@ namespace {
 // latencies) is most of the call.
 constexpr std::int64_t kGnPersistentLeastBytes[2] = {8ll << 20, 4ll << 20};
 
+constexpr const char* kPastTwiceTheL2 = "what a grid cannot hold on chip exceeds twice the L2";
+
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 std::int64_t gcd(std::int64_t a, std::int64_t b) { return b == 0 ? a : gcd(b, a % b); }
@@ -140,17 +142,98 @@ const char* plan_walk(const GnShape& shape, const TensorArg& x, bool packed, con
     // far as it still holds them, the rest from DRAM (kGnPersistentStreamedL2s).
     const std::int64_t streamed_slots = beyond_registers - w.shared_slots;
     const std::int64_t l2 = device.l2_or_assumed();
-    if (streamed_slots * slot_bytes * w.blocks > kGnPersistentStreamedL2s * l2)
-        return "what a grid cannot hold on chip exceeds twice the L2";
+    if (streamed_slots * slot_bytes * w.blocks > kGnPersistentStreamedL2s * l2) return kPastTwiceTheL2;
     walk = w;
     return nullptr;
 }
 
+// The bytes of x a forward walk streams (reads twice), over the grid.
+std::int64_t forward_streamed_bytes(const GnPersistentWalk& w) {
+    const std::int64_t beyond_registers =
+        std::max(0, w.slots - gn_persistent_forward_register_slots(w.channels_inner));
+    return (beyond_registers - w.shared_slots) * w.threads * 16ll * w.blocks;
+}
+
+// Whether the forward can run as `rounds` equal runs of whole groups in
+// memory order: whole samples each, or an equal part of one sample's groups.
+bool rounds_split(const GnShape& shape, std::int64_t rounds) {
+    const std::int64_t samples = shape.len[kN];
+    if (samples % rounds == 0) return true;
+    return rounds % samples == 0 && shape.groups % (rounds / samples) == 0;
+}
+
+TensorArg offset_by(const TensorArg& t, std::int64_t elements) {
+    TensorArg moved = t;
+    if (t.present()) moved.data = static_cast<char*>(t.data) + elements * static_cast<std::int64_t>(dtype_size(t.dtype));
+    return moved;
+}
+
 }  // namespace
+
+GnForward gn_persistent_round(const GnForward& p, int rounds, int r) {
+    GnForward q = p;
+    const std::int64_t samples = p.shape.len[kN];
+    if (samples % rounds == 0) {
+        const std::int64_t per_round = samples / rounds;
+        const std::int64_t n = per_round * r;
+        q.shape.len[kN] = per_round;
+        for (TensorArg* t : {&q.x, &q.y, &q.mean, &q.rstd}) {
+            *t = offset_by(*t, n * t->stride[kN]);
+            t->len[kN] = per_round;
+        }
+        return q;
+    }
+    // An equal part of one sample's groups: channels [c, c + C') of sample n.
+    const std::int64_t parts = rounds / samples;
+    const std::int64_t n = r / parts;
+    const std::int64_t groups = p.shape.groups / parts;
+    const std::int64_t g = (r % parts) * groups;
+    const std::int64_t channels = groups * p.shape.channels_per_group();
+    const std::int64_t c = g * p.shape.channels_per_group();
+    q.shape.len[kN] = 1;
+    q.shape.len[kC] = channels;
+    q.shape.groups = groups;
+    for (TensorArg* t : {&q.x, &q.y}) {
+        *t = offset_by(*t, n * t->stride[kN] + c * t->stride[kC]);
+        t->len[kN] = 1;
+        t->len[kC] = channels;
+    }
+    for (TensorArg* t : {&q.weight, &q.bias}) {
+        *t = offset_by(*t, c * t->stride[kC]);
+        t->len[kC] = channels;
+    }
+    for (TensorArg* t : {&q.mean, &q.rstd}) {
+        *t = offset_by(*t, n * t->stride[kN] + g * t->stride[kC]);
+        t->len[kN] = 1;
+        t->len[kC] = groups;
+    }
+    return q;
+}
 
 const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk) {
     const Direction forward{false, gn_persistent_forward_register_slots(p.x.order == MemoryOrder::packed_nhwc)};
     return plan_walk(p.shape, p.x, packed_alike({&p.x, &p.y}), device, rule, forward, walk);
+}
+
+const char* plan_gn_persistent_rounds(const GnForward& p, const DeviceShape& device, PlanRule rule,
+                                      GnPersistentWalk& walk, int& rounds) {
+    rounds = 1;
+    const char* why = plan_gn_persistent(p, device, rule, walk);
+    const std::int64_t half_l2 = device.l2_or_assumed() / 2;
+    if (p.x.order != MemoryOrder::packed_nchw || (why != nullptr && why != kPastTwiceTheL2) ||
+        (why == nullptr && forward_streamed_bytes(walk) <= half_l2))
+        return why;
+    const std::int64_t most = p.shape.len[kN] * p.shape.groups;
+    for (std::int64_t r = 2; r <= most && r <= INT_MAX; ++r) {
+        if (!rounds_split(p.shape, r)) continue;
+        GnPersistentWalk w{};
+        if (plan_gn_persistent(gn_persistent_round(p, static_cast<int>(r), 0), device, rule, w) != nullptr) continue;
+        if (forward_streamed_bytes(w) > half_l2) continue;
+        walk = w;
+        rounds = static_cast<int>(r);
+        return nullptr;
+    }
+    return why;
 }
 
 const char* plan_gn_persistent_backward(const GnBackward& p, const DeviceShape& device, PlanRule rule,

@@ -36,6 +36,7 @@ int slice_terms_threads(std::int64_t partials, int wave_size);
 struct GnForwardPlan {
     GnTileWalk tiles;    // gn_on_chip (gn_tile.hpp): one launch, data read once
     GnPersistentWalk persistent;  // gn_persistent (gn_persistent.hpp): one launch, x held on chip and in L2
+    int rounds;          // gn_persistent: launches, each over an equal run of groups (plan_gn_persistent_rounds)
     GnSlicePlan slices;  // gn_slices: per-slice statistics over the slice layout,
                          // merged per group, and a normalize over the same layout
     GnForwardWalk walk;  // gn_chunks: chunks of each group, held in registers

@@ -183,7 +183,7 @@ public:
                 case Algorithm::gn_on_chip: run_gn_tile_forward(p, c.plan.tiles, target); return;
                 case Algorithm::gn_slices: run_gn_forward_slices(p, c.plan.slices, target); return;
                 case Algorithm::gn_chunks: run_gn_forward(p, c.plan, target); return;
-                case Algorithm::gn_persistent: run_gn_forward_persistent(p, c.plan.persistent, target); return;
+                case Algorithm::gn_persistent: run_gn_forward_persistent(p, c.plan.persistent, c.plan.rounds, target); return;
                 default: unexpected(c.algorithm);
             }
         });

@@ -9,7 +9,9 @@
 // vectors, two groups in one vector, rows of a count of vectors that is no
 // power of two, several samples), with and without swish, with and without
 // weights; y starts as NaN, nothing past y is written, and in place (y == x)
-// gives the same bits; and the planner refuses what the kernel cannot serve.
+// gives the same bits; NCHW forwards in rounds (plan_gn_persistent_rounds on
+// a model with a small L2: a launch per half of a sample's groups, or per
+// sample); and the planner refuses what the kernel cannot serve.
 //
 //   gn_persistent_check    exit status 0 when every case passes
 #include "gpu/hip_compat.h"  // the emulation stand-in (found first)
@@ -54,16 +56,17 @@ struct Case {
     bool swish;
     bool affine;  // false: no weight and bias (1 and 0)
     int multiprocessors;
+    std::int64_t l2_bytes;  // the model's L2; small enough, the NCHW forward runs in rounds
 };
 
 // The device model: `multiprocessors` blocks at most, each with room for
 // eight shared slots of 512 threads beside its sums and statistics.
-DeviceShape device_model(int multiprocessors) {
+DeviceShape device_model(int multiprocessors, std::int64_t l2_bytes = 1 << 30) {
     DeviceShape d;
     d.wave_size = EMU_WAVE_SIZE;
     d.multiprocessors = multiprocessors;
     d.shared_bytes_per_block = 80 * 1024;
-    d.l2_bytes = 1 << 30;
+    d.l2_bytes = l2_bytes;
     return d;
 }
 
@@ -94,11 +97,12 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     const Lengths& len = k.shape.len;
     const std::int64_t N = len[kN], C = len[kC], G = k.shape.groups;
     const std::int64_t S = len[kD] * len[kH] * len[kW], Cg = C / G;
-    char label[160];
-    std::snprintf(label, sizeof label, "%lldx%lldx%lldx%lld G%lld %s %s%s on %d", static_cast<long long>(N),
+    char label[192];
+    std::snprintf(label, sizeof label, "%lldx%lldx%lldx%lld G%lld %s %s%s on %d%s", static_cast<long long>(N),
                   static_cast<long long>(C), static_cast<long long>(len[kH]), static_cast<long long>(len[kW]),
                   static_cast<long long>(G), dtype_name(k.dtype), k.channels_last ? "NHWC" : "NCHW",
-                  k.swish ? (k.affine ? " swish" : " swish, no weights") : "", k.multiprocessors);
+                  k.swish ? (k.affine ? " swish" : " swish, no weights") : "", k.multiprocessors,
+                  k.l2_bytes > 0 ? ", small L2" : "");
     Tensor x(k.dtype, len, k.channels_last), y(k.dtype, len, k.channels_last);
     std::normal_distribution<double> normal;
     std::uniform_real_distribution<double> uniform;
@@ -134,10 +138,15 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     p.activation = k.swish ? Activation::swish : Activation::none;
     p.swish_beta = kBeta;
     GnPersistentWalk walk{};
-    if (const char* why = plan_gn_persistent(p, device_model(k.multiprocessors), PlanRule::wherever_it_fits, walk)) {
+    int rounds = 0;
+    const DeviceShape device = k.l2_bytes > 0 ? device_model(k.multiprocessors, k.l2_bytes)
+                                              : device_model(k.multiprocessors);
+    if (const char* why = plan_gn_persistent_rounds(p, device, PlanRule::wherever_it_fits, walk, rounds)) {
         tally.fail(std::string(label) + ": not planned: " + why);
         return;
     }
+    tally.checks += 1;
+    if ((k.l2_bytes > 0) != (rounds > 1)) tally.fail(std::string(label) + ": rounds " + std::to_string(rounds));
 
     // float64 reference.
     const GroupStatistics stats = group_statistics(x, G, 1e-5);
@@ -157,12 +166,8 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     BarrierCounter counter = 0;
     GnPersistentArgs<float> a{};
     a.walk = walk;
-    a.weight = k.affine ? static_cast<const float*>(p.weight.data) : nullptr;
-    a.bias = k.affine ? static_cast<const float*>(p.bias.data) : nullptr;
     a.weight_stride = 1;
     a.bias_stride = 1;
-    a.mean = GnStatTensor{mean.storage.data(), false, G, 1};
-    a.rstd = GnStatTensor{rstd.storage.data(), false, G, 1};
     a.epsilon = 1e-5;
     a.swish_beta = kBeta;
     a.sums = sums.data();
@@ -174,7 +179,21 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         rstd.set(i, NAN);
     }
     y.fill_nan();
-    launch_typed(k.dtype, walk, x.data(), y.data(), a, k.swish);
+    // Round by round, as run_gn_forward_persistent launches them.
+    auto run = [&](void* from, void* to) {
+        for (int r = 0; r < rounds; ++r) {
+            GnForward whole = p;
+            whole.x.data = from;
+            whole.y.data = to;
+            const GnForward q = gn_persistent_round(whole, rounds, r);
+            a.weight = k.affine ? static_cast<const float*>(q.weight.data) : nullptr;
+            a.bias = k.affine ? static_cast<const float*>(q.bias.data) : nullptr;
+            a.mean = GnStatTensor{q.mean.data, false, q.mean.stride[kN], q.mean.stride[kC]};
+            a.rstd = GnStatTensor{q.rstd.data, false, q.rstd.stride[kN], q.rstd.stride[kC]};
+            launch_typed(k.dtype, walk, q.x.data, q.y.data, a, k.swish);
+        }
+    };
+    run(x.data(), y.data());
     std::vector<double> got_mean, got_rstd;
     for (std::int64_t i = 0; i < N * G; ++i) {
         got_mean.push_back(mean.get(i));
@@ -188,13 +207,13 @@ void run_case(const Case& k, std::mt19937_64& rng) {
     if (!y.slack_intact()) tally.fail(std::string(label) + ": wrote outside y");
     // In place: the same bits.
     Tensor z = x;
-    launch_typed(k.dtype, walk, z.data(), z.data(), a, k.swish);
+    run(z.data(), z.data());
     if (std::memcmp(z.data(), y.data(), static_cast<std::size_t>(y.count()) * dtype_size(k.dtype)) != 0)
         tally.fail(std::string(label) + ": in place differs");
     const int streamed =
         walk.slots - gn_persistent_forward_register_slots(walk.channels_inner) - walk.shared_slots;
-    std::printf("done %s: %d blocks x %d threads, %d slots (%d shared, %d streamed)\n", label, walk.blocks,
-                walk.threads, walk.slots, walk.shared_slots, streamed > 0 ? streamed : 0);
+    std::printf("done %s: %d round(s) of %d blocks x %d threads, %d slots (%d shared, %d streamed)\n", label,
+                rounds, walk.blocks, walk.threads, walk.slots, walk.shared_slots, streamed > 0 ? streamed : 0);
 }
 
 }  // namespace
@@ -205,6 +224,7 @@ int main() {
         GroupShape shape;
         bool channels_last;
         int multiprocessors;
+        std::int64_t l2_bytes = 0;  // a float's; a 16-bit type's model has half
     };
     const Shape shapes[] = {
         // NCHW: each block inside one group, slots in registers, shared and streamed.
@@ -219,6 +239,9 @@ int main() {
         {{{2, 32, 1, 64, 64}, 8}, true, 3},
         // NHWC: rows of 6 (float) or 3 (half) vectors: blocks of 480 / 384 threads.
         {{{1, 24, 1, 64, 64}, 3}, true, 3},
+        // NCHW in rounds: halves of the one sample's groups, then one sample a round.
+        {{{1, 8, 1, 128, 256}, 2}, false, 2, 256 * 1024},
+        {{{2, 4, 1, 128, 256}, 1}, false, 2, 256 * 1024},
     };
     const struct {
         bool swish, affine;
@@ -229,7 +252,9 @@ int main() {
                 if (s.channels_last && 16 / static_cast<std::int64_t>(dtype_size(t)) >
                                            2 * (s.shape.len[kC] / s.shape.groups))
                     continue;  // more than two groups in a vector: refused (below)
-                run_case(Case{s.shape, t, s.channels_last, o.swish, o.affine, s.multiprocessors}, rng);
+                run_case(Case{s.shape, t, s.channels_last, o.swish, o.affine, s.multiprocessors,
+                              s.l2_bytes * static_cast<std::int64_t>(dtype_size(t)) / 4},
+                         rng);
             }
     // Refused: more than two groups in a half vector, planes that are not
     // whole vectors, float64.
