@@ -138,11 +138,11 @@ MBN_HOST_DEVICE constexpr std::size_t gn_persistent_backward_groups_bytes(int gr
 // and for the NCHW-like backward x and dy past the L2.
 const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk);
 
-// The forward in rounds.  Where a grid's streamed slots would pass half the
-// L2, their second read comes partly from DRAM; a forward has no sum across
-// its groups, so it runs instead as `rounds` launches over equal runs of
-// whole groups in memory order (whole samples, or, NCHW-like, an equal part
-// of each sample's groups), each read once: the fewest rounds whose streamed
+// The NCHW-like forward in rounds.  Where a grid's streamed slots would pass
+// half the L2, their second read comes partly from DRAM; a forward has no
+// sum across its groups, so it runs instead as `rounds` launches over equal
+// runs of whole groups in memory order (whole samples, or an equal part of
+// each sample's groups), each read once: the fewest rounds whose streamed
 // slots stay within half the L2.  `walk` is every round's (they are alike);
 // rounds is 1 where one launch serves.
 const char* plan_gn_persistent_rounds(const GnForward& p, const DeviceShape& device, PlanRule rule,

@@ -11,8 +11,7 @@
 // weights; y starts as NaN, nothing past y is written, and in place (y == x)
 // gives the same bits; NCHW forwards in rounds (plan_gn_persistent_rounds on
 // a model with a small L2: a launch per half of a sample's groups, or per
-// sample) and NHWC ones (a sample a round); and the planner refuses what the
-// kernel cannot serve.
+// sample); and the planner refuses what the kernel cannot serve.
 //
 //   gn_persistent_check    exit status 0 when every case passes
 #include "gpu/hip_compat.h"  // the emulation stand-in (found first)
@@ -243,8 +242,6 @@ int main() {
         // NCHW in rounds: halves of the one sample's groups, then one sample a round.
         {{{1, 8, 1, 128, 256}, 2}, false, 2, 256 * 1024},
         {{{2, 4, 1, 128, 256}, 1}, false, 2, 256 * 1024},
-        // NHWC in rounds: one sample a round.
-        {{{2, 32, 1, 64, 64}, 8}, true, 3, 256 * 1024},
     };
     const struct {
         bool swish, affine;
