@@ -143,8 +143,10 @@ const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, Pl
 // sum across its groups, so it runs instead as `rounds` launches over equal
 // runs of whole groups in memory order (whole samples, or an equal part of
 // each sample's groups), each read once: the fewest rounds whose streamed
-// slots stay within half the L2.  `walk` is every round's (they are alike);
-// rounds is 1 where one launch serves.
+// slots stay within half the L2.  Likewise where a block's share of the
+// whole x would pass a group (many samples), which a round's share does
+// not.  `walk` is every round's (they are alike); rounds is 1 where one
+// launch serves.
 const char* plan_gn_persistent_rounds(const GnForward& p, const DeviceShape& device, PlanRule rule,
                                       GnPersistentWalk& walk, int& rounds);
 // Round r of `rounds` as a problem of its own: its samples or its groups of

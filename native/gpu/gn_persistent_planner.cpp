@@ -19,6 +19,13 @@ namespace {
 constexpr std::int64_t kGnPersistentLeastBytes[2] = {8ll << 20, 4ll << 20};
 
 constexpr const char* kPastTwiceTheL2 = "what a grid cannot hold on chip exceeds twice the L2";
+constexpr const char* kGroupsPastShares = "its groups are smaller than a block's share";
+// Under the size rule a round of the forward takes at least this much of
+// x: smaller rounds pay the launch and the grid's chain each for too little
+// data.  H200, NCHW forwards that took the slices, in rounds (bench/RESULTS.md,
+// forty-fourth session): rounds of 42 MB (8x320x128x128) 1.05x-1.42x, of
+// 33.5 MB (float 16x512x64x64) 0.88x-0.90x.
+constexpr std::int64_t kGnPersistentRoundLeastBytes = 40ll << 20;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -106,7 +113,7 @@ const char* plan_walk(const GnShape& shape, const TensorArg& x, bool packed, con
         const std::int64_t plane_vectors = positions / width;
         w.blocks = static_cast<int>(std::min(processors, vectors));
         block_vectors = ceil_div(vectors, w.blocks);
-        if (block_vectors > group_vectors) return "its groups are smaller than a block's share";
+        if (block_vectors > group_vectors) return kGroupsPastShares;
         w.blocks = static_cast<int>(ceil_div(vectors, block_vectors));
         w.block_groups = kGnPersistentThreadGroups;
         w.group_vectors = static_cast<int>(group_vectors);
@@ -224,11 +231,15 @@ const char* plan_gn_persistent_rounds(const GnForward& p, const DeviceShape& dev
     // in every row), and there a round per sample ran 0.96x-0.98x of the one
     // launch (H200, half 2x128x512x512: its two-barrier chain paid per round
     // outweighed the streamed slots read again from DRAM).
-    if (p.x.order != MemoryOrder::packed_nchw || (why != nullptr && why != kPastTwiceTheL2) ||
+    // Rounds also serve where a block's share of the whole x would pass a
+    // group (many samples): a round's shares are smaller.
+    if (p.x.order != MemoryOrder::packed_nchw || (why != nullptr && why != kPastTwiceTheL2 && why != kGroupsPastShares) ||
         (why == nullptr && forward_streamed_bytes(walk) <= half_l2))
         return why;
+    const std::int64_t bytes = p.x.element_count() * static_cast<std::int64_t>(dtype_size(p.x.dtype));
+    const std::int64_t least = rule == PlanRule::size_rule ? kGnPersistentRoundLeastBytes : 0;
     const std::int64_t most = p.shape.len[kN] * p.shape.groups;
-    for (std::int64_t r = 2; r <= most && r <= INT_MAX; ++r) {
+    for (std::int64_t r = 2; r <= most && r <= INT_MAX && bytes / r >= least; ++r) {
         if (!rounds_split(p.shape, r)) continue;
         GnPersistentWalk w{};
         if (plan_gn_persistent(gn_persistent_round(p, static_cast<int>(r), 0), device, rule, w) != nullptr) continue;

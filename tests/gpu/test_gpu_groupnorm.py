@@ -603,14 +603,16 @@ def test_persistent_streams(handle, persistent, dtype, shape, layout):
 
 
 @pytest.mark.parametrize("in_place", (False, True), ids=("apart", "in_place"))
-@pytest.mark.parametrize("dtype, shape", [("fp32", (1, 128, 512, 512)), ("fp16", (2, 128, 512, 512))],
-                         ids=("groups", "samples"))
+@pytest.mark.parametrize("dtype, shape", [("fp32", (1, 128, 512, 512)), ("fp16", (2, 128, 512, 512)),
+                                          ("fp16", (8, 320, 128, 128))],
+                         ids=("groups", "samples", "many_samples"))
 def test_persistent_rounds(handle, dtype, shape, in_place):
     """NCHW forwards of 128 MB, past what the grid holds on chip and half the
-    L2 (about 44 + 25 MB on an H100 or H200): there the persistent forward
-    runs as launches over halves of the sample's groups, or a sample each
-    (plan_gn_persistent_rounds), elsewhere whatever the planner takes.  The
-    picked groups lie in both rounds."""
+    L2 (about 44 + 25 MB on an H100 or H200), and of 80 MB whose groups are
+    smaller than a block's share of the whole: there the persistent forward
+    runs as launches over halves of the sample's groups, a sample, or four
+    samples each (plan_gn_persistent_rounds), elsewhere whatever the planner
+    takes.  The picked groups lie in every round."""
     x = random_data(shape, dtype, 199, "nchw")
     run_forward(handle, x, 32, 199, activation="swish", y=x if in_place else None)
 

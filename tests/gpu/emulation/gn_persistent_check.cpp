@@ -9,9 +9,10 @@
 // vectors, two groups in one vector, rows of a count of vectors that is no
 // power of two, several samples), with and without swish, with and without
 // weights; y starts as NaN, nothing past y is written, and in place (y == x)
-// gives the same bits; NCHW forwards in rounds (plan_gn_persistent_rounds on
-// a model with a small L2: a launch per half of a sample's groups, or per
-// sample); and the planner refuses what the kernel cannot serve.
+// gives the same bits; NCHW forwards in rounds (plan_gn_persistent_rounds: on
+// a model with a small L2, a launch per half of a sample's groups, or per
+// sample; a launch per sample where a block's share of the whole x would
+// pass a group); and the planner refuses what the kernel cannot serve.
 //
 //   gn_persistent_check    exit status 0 when every case passes
 #include "gpu/hip_compat.h"  // the emulation stand-in (found first)
@@ -56,7 +57,8 @@ struct Case {
     bool swish;
     bool affine;  // false: no weight and bias (1 and 0)
     int multiprocessors;
-    std::int64_t l2_bytes;  // the model's L2; small enough, the NCHW forward runs in rounds
+    std::int64_t l2_bytes;  // the model's L2 (0: 1 GB); small enough, the NCHW forward runs in rounds
+    bool rounds;            // it must run in rounds (past half the L2, or shares past a group)
 };
 
 // The device model: `multiprocessors` blocks at most, each with room for
@@ -146,7 +148,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         return;
     }
     tally.checks += 1;
-    if ((k.l2_bytes > 0) != (rounds > 1)) tally.fail(std::string(label) + ": rounds " + std::to_string(rounds));
+    if (k.rounds != (rounds > 1)) tally.fail(std::string(label) + ": rounds " + std::to_string(rounds));
 
     // float64 reference.
     const GroupStatistics stats = group_statistics(x, G, 1e-5);
@@ -225,6 +227,7 @@ int main() {
         bool channels_last;
         int multiprocessors;
         std::int64_t l2_bytes = 0;  // a float's; a 16-bit type's model has half
+        bool rounds = false;
     };
     const Shape shapes[] = {
         // NCHW: each block inside one group, slots in registers, shared and streamed.
@@ -240,8 +243,10 @@ int main() {
         // NHWC: rows of 6 (float) or 3 (half) vectors: blocks of 480 / 384 threads.
         {{{1, 24, 1, 64, 64}, 3}, true, 3},
         // NCHW in rounds: halves of the one sample's groups, then one sample a round.
-        {{{1, 8, 1, 128, 256}, 2}, false, 2, 256 * 1024},
-        {{{2, 4, 1, 128, 256}, 1}, false, 2, 256 * 1024},
+        {{{1, 8, 1, 128, 256}, 2}, false, 2, 256 * 1024, true},
+        {{{2, 4, 1, 128, 256}, 1}, false, 2, 256 * 1024, true},
+        // NCHW in rounds of a sample: a block's share of the whole x would pass a group.
+        {{{4, 4, 1, 64, 128}, 2}, false, 2, 0, true},
     };
     const struct {
         bool swish, affine;
@@ -253,7 +258,7 @@ int main() {
                                            2 * (s.shape.len[kC] / s.shape.groups))
                     continue;  // more than two groups in a vector: refused (below)
                 run_case(Case{s.shape, t, s.channels_last, o.swish, o.affine, s.multiprocessors,
-                              s.l2_bytes * static_cast<std::int64_t>(dtype_size(t)) / 4},
+                              s.l2_bytes * static_cast<std::int64_t>(dtype_size(t)) / 4, s.rounds},
                          rng);
             }
     // Refused: more than two groups in a half vector, planes that are not
