@@ -227,15 +227,16 @@ const char* plan_gn_persistent_rounds(const GnForward& p, const DeviceShape& dev
     rounds = 1;
     const char* why = plan_gn_persistent(p, device, rule, walk);
     const std::int64_t half_l2 = device.l2_or_assumed() / 2;
-    // Channels-last, only samples could split (a sample's groups interleave
-    // in every row), and there a round per sample ran 0.96x-0.98x of the one
-    // launch (H200, half 2x128x512x512: its two-barrier chain paid per round
-    // outweighed the streamed slots read again from DRAM).
-    // Rounds also serve where a block's share of the whole x would pass a
-    // group (many samples): a round's shares are smaller.
-    if (p.x.order != MemoryOrder::packed_nchw || (why != nullptr && why != kPastTwiceTheL2 && why != kGroupsPastShares) ||
-        (why == nullptr && forward_streamed_bytes(walk) <= half_l2))
-        return why;
+    // Rounds serve NCHW-like forwards that stream past half the L2 (or past
+    // twice it), and those where a block's share of the whole x would pass
+    // a group (many samples: a round's shares are smaller).  Channels-last,
+    // only samples could split (a sample's groups interleave in every row),
+    // and there a round per sample ran 0.96x-0.98x of the one launch (H200,
+    // half 2x128x512x512: its two-barrier chain, paid per round, outweighed
+    // the streamed slots read again from DRAM).
+    const bool split = why == nullptr ? forward_streamed_bytes(walk) > half_l2
+                                      : why == kPastTwiceTheL2 || why == kGroupsPastShares;
+    if (p.x.order != MemoryOrder::packed_nchw || !split) return why;
     const std::int64_t bytes = p.x.element_count() * static_cast<std::int64_t>(dtype_size(p.x.dtype));
     const std::int64_t least = rule == PlanRule::size_rule ? kGnPersistentRoundLeastBytes : 0;
     const std::int64_t most = p.shape.len[kN] * p.shape.groups;
