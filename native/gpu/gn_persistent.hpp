@@ -1,4 +1,4 @@
-// Group norm as one persistent launch over packed tensors too large for the
+// Group norm as a persistent launch over packed tensors too large for the
 // on-chip tiles (the algorithm gn_persistent): the forward's kernel is
 // gn_persistent_forward.h (launched by gn_forward_persistent.hip), the
 // backward's gn_persistent_backward.h (gn_backward_persistent.hip).
