@@ -72,7 +72,7 @@ bool gn_persistent_resident(const GnForward& p, const GnPersistentWalk& walk, co
 // which each leaves as it found them.
 void run_gn_forward_persistent(const GnForward& whole, const GnPersistentWalk& walk, int rounds,
                                const LaunchTarget& target) {
-    for (int r = 0; r < rounds; ++r) run_round(rounds > 1 ? gn_persistent_round(whole, rounds, r) : whole, walk, target);
+    for (int r = 0; r < rounds; ++r) run_round(gn_persistent_round(whole, rounds, r), walk, target);
 }
 
 }  // namespace gpu

@@ -41,6 +41,17 @@ struct Direction {
     int inputs() const { return backward ? 2 : 1; }
 };
 
+Direction forward_direction(bool channels_inner) {
+    return Direction{false, gn_persistent_forward_register_slots(channels_inner)};
+}
+
+// The bytes a walk streams (reads twice: x, and the backward's dy), over
+// the grid: each thread's slots past its registers and shared memory.
+std::int64_t streamed_bytes(const GnPersistentWalk& w, const Direction& d) {
+    const std::int64_t beyond_registers = std::max(0, w.slots - d.register_slots);
+    return (beyond_registers - w.shared_slots) * w.threads * 16ll * d.inputs() * w.blocks;
+}
+
 std::size_t fixed_shared_bytes(const GnPersistentWalk& w, const Direction& d, int width) {
     if (!d.backward)
         return gn_persistent_sums_bytes(w.threads) + gn_persistent_stats_bytes(w.block_groups) +
@@ -147,18 +158,9 @@ const char* plan_walk(const GnShape& shape, const TensorArg& x, bool packed, con
 
     // The streamed bytes are read again after the whole grid's: from L2 as
     // far as it still holds them, the rest from DRAM (kGnPersistentStreamedL2s).
-    const std::int64_t streamed_slots = beyond_registers - w.shared_slots;
-    const std::int64_t l2 = device.l2_or_assumed();
-    if (streamed_slots * slot_bytes * w.blocks > kGnPersistentStreamedL2s * l2) return kPastTwiceTheL2;
+    if (streamed_bytes(w, d) > kGnPersistentStreamedL2s * device.l2_or_assumed()) return kPastTwiceTheL2;
     walk = w;
     return nullptr;
-}
-
-// The bytes of x a forward walk streams (reads twice), over the grid.
-std::int64_t forward_streamed_bytes(const GnPersistentWalk& w) {
-    const std::int64_t beyond_registers =
-        std::max(0, w.slots - gn_persistent_forward_register_slots(w.channels_inner));
-    return (beyond_registers - w.shared_slots) * w.threads * 16ll * w.blocks;
 }
 
 // Whether the forward can run as `rounds` equal runs of whole groups in
@@ -218,8 +220,8 @@ GnForward gn_persistent_round(const GnForward& p, int rounds, int r) {
 }
 
 const char* plan_gn_persistent(const GnForward& p, const DeviceShape& device, PlanRule rule, GnPersistentWalk& walk) {
-    const Direction forward{false, gn_persistent_forward_register_slots(p.x.order == MemoryOrder::packed_nhwc)};
-    return plan_walk(p.shape, p.x, packed_alike({&p.x, &p.y}), device, rule, forward, walk);
+    return plan_walk(p.shape, p.x, packed_alike({&p.x, &p.y}), device, rule,
+                     forward_direction(p.x.order == MemoryOrder::packed_nhwc), walk);
 }
 
 const char* plan_gn_persistent_rounds(const GnForward& p, const DeviceShape& device, PlanRule rule,
@@ -234,7 +236,8 @@ const char* plan_gn_persistent_rounds(const GnForward& p, const DeviceShape& dev
     // and there a round per sample ran 0.96x-0.98x of the one launch (H200,
     // half 2x128x512x512: its two-barrier chain, paid per round, outweighed
     // the streamed slots read again from DRAM).
-    const bool split = why == nullptr ? forward_streamed_bytes(walk) > half_l2
+    const Direction forward = forward_direction(false);
+    const bool split = why == nullptr ? streamed_bytes(walk, forward) > half_l2
                                       : why == kPastTwiceTheL2 || why == kGroupsPastShares;
     if (p.x.order != MemoryOrder::packed_nchw || !split) return why;
     const std::int64_t bytes = p.x.element_count() * static_cast<std::int64_t>(dtype_size(p.x.dtype));
@@ -244,7 +247,7 @@ const char* plan_gn_persistent_rounds(const GnForward& p, const DeviceShape& dev
         if (!rounds_split(p.shape, r)) continue;
         GnPersistentWalk w{};
         if (plan_gn_persistent(gn_persistent_round(p, static_cast<int>(r), 0), device, rule, w) != nullptr) continue;
-        if (forward_streamed_bytes(w) > half_l2) continue;
+        if (streamed_bytes(w, forward) > half_l2) continue;
         walk = w;
         rounds = static_cast<int>(r);
         return nullptr;
