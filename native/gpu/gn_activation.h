@@ -84,6 +84,18 @@ __device__ __forceinline__ float fast_swish_derivative(float z, float beta, floa
     return s + (beta * z) * (s * (1.0f - s));
 }
 
+// tanh(v) on the special-function unit: one operation, within 2^-10.987
+// relative (PTX ISA, sm_75 and later).
+__device__ __forceinline__ float approx_tanh(float v) {
+#if MBN_GPU_CUDA && !defined(MBN_EMULATION)
+    float r;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+#else
+    return tanhf(v);
+#endif
+}
+
 // 1/v for 1 <= v (an overflowed exponential included) on the FMA pipe: a
 // seed from v's bits, within 5.1%, and Newton steps that each square the
 // error: two reach 6.6e-6 (16-bit results), three float32's own rounding.
@@ -96,17 +108,45 @@ __device__ __forceinline__ float fma_reciprocal(float v) {
     return r;
 }
 
-// fast_swish for lane `lane` of a vector of T, the odd lanes' reciprocal on
-// the FMA pipe: with every reciprocal and exponential on the special-
-// function unit (16 results a clock per multiprocessor), a vector's swish
-// waits on that unit.  Odd lanes only: 1.019x over 66 forward + swish rows
-// of the persistent, tile and slices kernels (H200, mid and small rows
-// 1.01x-1.05x); all lanes 1.003x, three of four 1.015x (bench/RESULTS.md,
-// forty-first session).
+// Whether swish for results of T takes the tanh form: 16-bit results on
+// NVIDIA (AMD has no one-operation tanh; float32 results need more than
+// its 2^-11).
 template <typename T>
-__device__ __forceinline__ float fast_swish_lane(float z, float scale, int lane) {
-    const float d = 1.0f + approx_exp2(z * scale);
-    return z * (lane % 2 == 1 ? fma_reciprocal<sizeof(T) == 2 ? 2 : 3>(d) : approx_reciprocal(d));
+constexpr bool kTanhSwish = MBN_GPU_CUDA && sizeof(T) == 2;
+
+// swish's constants for results of T, computed once per kernel: the
+// exponent scale of the exponential form (swish_exponent_scale), or beta / 2
+// for the tanh form.
+template <typename T>
+__device__ __forceinline__ float swish_lane_constant(float beta) {
+    return kTanhSwish<T> ? 0.5f * beta : swish_exponent_scale(beta);
+}
+
+// Swish for lane `lane` of a vector of T; `constant` is
+// swish_lane_constant<T>(beta).
+// - 16-bit results on NVIDIA: z sigmoid(beta z) = z/2 + z/2 tanh(beta z / 2),
+//   one special-function operation and three on the FMA pipe instead of two
+//   and about eight: forward + swish 1.05x-1.08x on the >= 64 MB rows (H200,
+//   bench/RESULTS.md, forty-fifth session).  On the device its results,
+//   rounded to 16 bits, err no more than the exponential form's (at most
+//   0.24 of the tolerance for z in [-40, 40]); test_swish_over_its_range
+//   (tests/gpu/test_gpu_groupnorm.py) checks every forward kernel.
+// - Otherwise the exponential form, the odd lanes' reciprocal on the FMA
+//   pipe: with every reciprocal and exponential on the special-function unit
+//   (16 results a clock per multiprocessor), a vector's swish waits on that
+//   unit.  Odd lanes only: 1.019x over 66 forward + swish rows of the
+//   persistent, tile and slices kernels (H200, mid and small rows
+//   1.01x-1.05x); all lanes 1.003x, three of four 1.015x (bench/RESULTS.md,
+//   forty-first session).
+template <typename T>
+__device__ __forceinline__ float fast_swish_lane(float z, float constant, int lane) {
+    if constexpr (kTanhSwish<T>) {
+        const float half = 0.5f * z;
+        return fmaf(half, approx_tanh(constant * z), half);
+    } else {
+        const float d = 1.0f + approx_exp2(z * constant);
+        return z * (lane % 2 == 1 ? fma_reciprocal<sizeof(T) == 2 ? 2 : 3>(d) : approx_reciprocal(d));
+    }
 }
 
 // Swish in the accumulation type A: on the special-function unit in float
@@ -117,7 +157,7 @@ __device__ __forceinline__ double swish_of(double z, double beta) { return swish
 // swish_of for lane `lane` of a vector of T (fast_swish_lane in float).
 template <typename T>
 __device__ __forceinline__ float swish_of_lane(float z, float beta, int lane) {
-    return fast_swish_lane<T>(z, swish_exponent_scale(beta), lane);
+    return fast_swish_lane<T>(z, swish_lane_constant<T>(beta), lane);
 }
 template <typename T>
 __device__ __forceinline__ double swish_of_lane(double z, double beta, int) {

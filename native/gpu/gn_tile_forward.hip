@@ -446,7 +446,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
             lane_term[j] = kFoldOffset ? bias[j] - offset[j] * lane_scale[j] : bias[j];
         }
     }
-    const float exponent_scale = swish_exponent_scale(args.swish_beta);
+    const float swish_constant = swish_lane_constant<T>(args.swish_beta);
     // One slot's output from its x: positions fastest, from its channel's
     // weight and bias (channels fastest, the lanes' scale and term).
     auto normalize_pack = [&](const Pack<T, W>& in, float slot_weight, float slot_bias, T* slot_y,
@@ -464,7 +464,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
             const float t = kInner ? lane_term[j] : slot_term;
             const float d = widen(in.lane[j]) - shift[j];
             float v = kFoldOffset ? d * s + t : (d - offset[j]) * s + t;
-            if (kSwish) v = fast_swish_lane<T>(v, exponent_scale, j);
+            if (kSwish) v = fast_swish_lane<T>(v, swish_constant, j);
             out.lane[j] = narrow<T>(v);
         }
         store_pack(slot_y, out);

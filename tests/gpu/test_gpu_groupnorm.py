@@ -360,6 +360,25 @@ def test_swish_at_extreme_values(handle):
     check("y", y, expected.cpu().numpy(), ELEMENTWISE)
 
 
+@pytest.mark.parametrize("layout", ("nchw", "nhwc"))
+@pytest.mark.parametrize("dtype", ("fp16", "bf16", "fp32"))
+@pytest.mark.parametrize("algorithm", ("gn_on_chip", "gn_persistent", "gn_slices", "gn_chunks"))
+def test_swish_over_its_range(handle, monkeypatch, algorithm, dtype, layout):
+    """Pre-activations across about [-60, 60] (channel biases from -40 to 40):
+    each forward kernel's swish within the tolerance table at every z, where
+    16-bit results take the tanh form on NVIDIA (native/gpu/gn_activation.h),
+    whose error grows with |z|."""
+    monkeypatch.setenv("MIOPEN_BN_GPU_ALGORITHM", algorithm)
+    shape, groups = (2, 64, 16, 16), 8
+    x = random_data(shape, dtype, 211, layout)
+    weight = torch.full((shape[1],), 6.0, device="cuda")
+    bias = torch.linspace(-40.0, 40.0, shape[1], device="cuda")
+    y, _, _ = mbn.groupnorm_forward(x, groups, weight, bias, epsilon=EPS, activation="swish", swish_beta=BETA,
+                                    y=poisoned(x), handle=handle)
+    torch.cuda.synchronize()
+    check("y", y, oracle_forward(x, groups, weight, bias, "swish")[0].cpu().numpy(), ELEMENTWISE)
+
+
 def test_captured_in_a_cuda_graph():
     """Forward and backward captured on a stream and replayed with fresh dy:
     once a first call has grown the handle's scratch, a call neither waits on
