@@ -11,7 +11,8 @@ mean and rstd omitted, in place, ranks 2 to 5, the Stable-Diffusion and VAE
 shapes, C/G = 1, G = 1, N = 1, C/G >= 64, N*G < 32, many tiny groups,
 groups too large to stay resident (the slices, and the chunks' two-launch
 forward), channel-outermost storage, bitwise-deterministic reruns, Swish where
-exp overflows, and capture in a CUDA graph.  The on-chip kernels (one launch; native/gpu/gn_tile.hpp) and
+exp overflows, Swish across pre-activations of about [-60, 60] on every forward
+algorithm, and capture in a CUDA graph.  The on-chip kernels (one launch; native/gpu/gn_tile.hpp) and
 the older paths each run on their own cases, chosen by MIOPEN_BN_GPU_ALGORITHM
 (gn_on_chip: on chip or fail; gn_slices, gn_chunks: never on chip).
 
