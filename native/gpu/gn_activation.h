@@ -110,7 +110,10 @@ __device__ __forceinline__ float fma_reciprocal(float v) {
 
 // Whether swish for results of T takes the tanh form: 16-bit results on
 // NVIDIA (AMD has no one-operation tanh; float32 results need more than
-// its 2^-11).
+// its 2^-11).  The forward only: near saturation tanh.approx errs by up to
+// 5.5% of 1 - |tanh|, which the derivative's s (1 - s) carries into g
+// (1.4e-3 relative RMS over z in [-9, -0.5]; bench/RESULTS.md, forty-fifth
+// session).
 template <typename T>
 constexpr bool kTanhSwish = MBN_GPU_CUDA && sizeof(T) == 2;
 
