@@ -236,10 +236,11 @@ const char* plan_gn_persistent_rounds(const GnForward& p, const DeviceShape& dev
     // and there a round per sample ran 0.96x-0.98x of the one launch (H200,
     // half 2x128x512x512: its two-barrier chain, paid per round, outweighed
     // the streamed slots read again from DRAM).
+    if (p.x.order != MemoryOrder::packed_nchw) return why;
     const Direction forward = forward_direction(false);
     const bool split = why == nullptr ? streamed_bytes(walk, forward) > half_l2
                                       : why == kPastTwiceTheL2 || why == kGroupsPastShares;
-    if (p.x.order != MemoryOrder::packed_nchw || !split) return why;
+    if (!split) return why;
     const std::int64_t bytes = p.x.element_count() * static_cast<std::int64_t>(dtype_size(p.x.dtype));
     const std::int64_t least = rule == PlanRule::size_rule ? kGnPersistentRoundLeastBytes : 0;
     const std::int64_t most = p.shape.len[kN] * p.shape.groups;
