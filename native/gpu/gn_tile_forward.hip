@@ -13,6 +13,10 @@
 // takes the mean m and M2 of its values of a group two-pass in registers;
 // the block and then the cluster add (n m, n m^2, M2) in double, in an
 // order fixed by thread and rank, never by timing (GnMomentSums).
+//
+// A tile of one group that one block holds with positions fastest takes a
+// leaner form of its own (gn_block_forward, below): float sums over the
+// block, in a fixed order too.
 #include "gpu/gn_activation.h"
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_stat_io.h"
@@ -62,6 +66,25 @@ __device__ __forceinline__ void load_channel_params(const P* p, float (&out)[W])
 #pragma unroll
         for (int j = 0; j < kLanes; ++j) out[i * kLanes + j] = static_cast<float>(widen(pack.lane[j]));
     }
+}
+
+// y's term t beside its scale s = rstd w: y = d s + t with d = x - shift
+// and t = b - offset s, one fused multiply-add an element.  Its error
+// beside the form (d - offset) s + b is |offset s| 2^-24, offset the
+// group's mean less its first element: negligible for 16-bit outputs;
+// float32 outputs keep that form (t = b).
+template <typename T>
+__device__ __forceinline__ float normalize_term(float bias, float offset, float scale) {
+    return sizeof(T) == 2 ? bias - offset * scale : bias;
+}
+
+// One lane's output from d = x - shift (normalize_term's two forms).
+template <typename T, bool kSwish>
+__device__ __forceinline__ T normalized_lane(float d, float offset, float scale, float term, float swish_constant,
+                                             int lane) {
+    float v = sizeof(T) == 2 ? d * scale + term : (d - offset) * scale + term;
+    if (kSwish) v = fast_swish_lane<T>(v, swish_constant, lane);
+    return narrow<T>(v);
 }
 
 __device__ __forceinline__ GnMomentSums moment_sums(float count, float mean, float m2) {
@@ -431,19 +454,15 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
             rstd[j] = j < split ? rstd_lo : rstd_hi;
         }
     }
-    // y = d s + t with d = x - shift, s = rstd w, t = b - offset s: one
-    // fused multiply-add per element.  Its error beside the form
-    // (d - offset) s + b is |offset s| 2^-24, offset the group's mean less
-    // its first element: negligible for 16-bit outputs; float32 outputs
-    // keep that form.  Channels fastest, s and t per lane, once; positions
-    // fastest, per slot, inside the slot loop (so only for held slots).
-    constexpr bool kFoldOffset = sizeof(T) == 2;
+    // y's scale and term (normalize_term): channels fastest, per lane,
+    // once; positions fastest, per slot, inside the slot loop (so only for
+    // held slots).
     float lane_scale[W], lane_term[W];
     if constexpr (kInner) {
 #pragma unroll
         for (int j = 0; j < W; ++j) {
             lane_scale[j] = rstd[j] * weight[j];
-            lane_term[j] = kFoldOffset ? bias[j] - offset[j] * lane_scale[j] : bias[j];
+            lane_term[j] = normalize_term<T>(bias[j], offset[j], lane_scale[j]);
         }
     }
     const float swish_constant = swish_lane_constant<T>(args.swish_beta);
@@ -455,17 +474,14 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         float slot_scale = 0.0f, slot_term = 0.0f;
         if constexpr (!kInner) {  // one group: rstd[0], offset[0]
             slot_scale = rstd[0] * slot_weight;
-            slot_term = kFoldOffset ? slot_bias - offset[0] * slot_scale : slot_bias;
+            slot_term = normalize_term<T>(slot_bias, offset[0], slot_scale);
         }
         Pack<T, W> out;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
             const float s = kInner ? lane_scale[j] : slot_scale;
             const float t = kInner ? lane_term[j] : slot_term;
-            const float d = widen(in.lane[j]) - shift[j];
-            float v = kFoldOffset ? d * s + t : (d - offset[j]) * s + t;
-            if (kSwish) v = fast_swish_lane<T>(v, swish_constant, j);
-            out.lane[j] = narrow<T>(v);
+            out.lane[j] = normalized_lane<T, kSwish>(widen(in.lane[j]) - shift[j], offset[j], s, t, swish_constant, j);
         }
         store_pack(slot_y, out);
     };
@@ -526,8 +542,210 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     if (w.cluster > 1) cluster_wait();
 }
 
-template <typename T, typename P, bool kInner, bool kStream>
-void launch_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target) {
+// ---- a tile of one group in one block, positions fastest ----------------
+//
+// Where a tile is one block and nothing streams (positions fastest,
+// cluster 1: Stable Diffusion's NCHW groups of up to some thousands of
+// values), the tile kernel's setup, double merges and finishing wave made a
+// dependent chain of ~540 instructions a warp, three times a lean
+// kernel's (bench/RESULTS.md, forty-fifth session).  This form walks the
+// same cut (thread (tx, ty) holds vector tx of rows ty, ty + row_threads,
+// ...), indexes from the block number alone, loads each slot's weight and
+// bias beside its x, and takes the moments as two float passes over the
+// block about the group's first element, one barrier each, the second
+// also correcting the first's mean: 1.03x-1.06x over the tile kernel on
+// 96 NCHW forward rows (H200, bench/RESULTS.md, forty-sixth session).
+
+// Most waves of a block: the entries of each value block_float_sums adds.
+constexpr int kGnBlockMostWaves = kGnTileForwardThreads / kGnTileNarrowestWave;
+
+// The sum of N values (a power of two) as a fixed tree: halves added
+// pairwise, level by level.  A template level by level: a loop halving its
+// width stayed rolled, its array indexed by moves.
+template <int N>
+__device__ __forceinline__ float tree_sum(const float (&v)[N]) {
+    if constexpr (N == 1) {
+        return v[0];
+    } else {
+        float half[N / 2];
+#pragma unroll
+        for (int i = 0; i < N / 2; ++i) half[i] = v[i] + v[i + N / 2];
+        return tree_sum(half);
+    }
+}
+
+// The block's float sums of N values; every thread gets the same bits.
+// Each wave adds its lanes by shuffles and its lane 0 stores the wave's
+// sums in `part` (value i in entries i * kGnBlockMostWaves + wave: a
+// pass's own entries, so no barrier follows the reads; those past the
+// block's waves hold +0.0, which changes no sum: zero_unused_entries);
+// after the barrier each thread adds each value's entries as one fixed
+// tree.  No test per entry: loads under predicates took an address
+// computation each (~200 instructions a pass, 0.85x-0.9x on blocks of 512
+// threads).
+template <int N>
+__device__ __forceinline__ void block_float_sums(float (&values)[N], float* part) {
+#pragma unroll
+    for (int mask = 1; mask < MBN_WAVE_SIZE; mask *= 2)
+#pragma unroll
+        for (int i = 0; i < N; ++i) values[i] += shuffle_xor_wave(values[i], mask);
+    if (threadIdx.x % MBN_WAVE_SIZE == 0)
+#pragma unroll
+        for (int i = 0; i < N; ++i) part[i * kGnBlockMostWaves + threadIdx.x / MBN_WAVE_SIZE] = values[i];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        float v[kGnBlockMostWaves];
+#pragma unroll
+        for (int e = 0; e < kGnBlockMostWaves; ++e) v[e] = part[i * kGnBlockMostWaves + e];
+        values[i] = tree_sum(v);
+    }
+}
+
+// +0.0 in the `entries` past the block's waves of consecutive
+// block_float_sums parts, before the first pass's barrier.
+__device__ __forceinline__ void zero_unused_entries(float* parts, int entries, int waves) {
+    const int t = static_cast<int>(threadIdx.x);
+    if (t >= waves && t < kGnBlockMostWaves)
+        for (int i = 0; i < entries; ++i) parts[i * kGnBlockMostWaves + t] = 0.0f;
+}
+
+// The block forward's sums: the first pass's one, the second's two.
+constexpr int kGnBlockSums = 3;
+// The shared memory a block_forward launch needs: their entries.
+constexpr int kGnBlockForwardSharedBytes = kGnBlockSums * kGnBlockMostWaves * static_cast<int>(sizeof(float));
+
+// Launched as the tile kernel with walk.cluster 1, !channels_inner and
+// nothing streamed, and at least kGnBlockForwardSharedBytes of shared
+// memory.  x may be y: every thread reads the group's first element before
+// the first barrier, and thread 0 writes it (slot 0) after the last.
+template <typename T, typename P>
+__global__ void __launch_bounds__(kGnTileForwardThreads, 1)
+    gn_block_forward(const T* x, T* y, GnTileForwardArgs<P> args) {
+    constexpr int W = static_cast<int>(16 / sizeof(T));
+    constexpr int R = kGnTileForwardSlots;
+    extern __shared__ double gn_tile_forward_shared[];
+    float* parts = reinterpret_cast<float*>(gn_tile_forward_shared);
+    const GnTileWalk& w = args.walk;
+    const int block = static_cast<int>(blockIdx.x);
+    const int n = w.by_tiles_per_sample.divide(block);
+    const int group = block - n * static_cast<int>(w.tiles_per_sample);
+    const int thread = static_cast<int>(threadIdx.x);
+    const int ty = w.by_columns.divide(thread);
+    const int tx = thread - ty * w.columns;
+    const int rows = static_cast<int>(w.rows);
+    const int slots = tx < w.vectors && ty < rows ? w.by_row_threads.divide(rows - ty + w.row_threads - 1) : 0;
+    const std::int64_t base = w.tile_base(n, group);
+    const std::int64_t first = base + ty * w.row_stride + tx * W;
+    const std::int64_t step = w.row_threads * w.row_stride;
+
+    Pack<T, W> raw[R];
+    {
+        const T* slot_x = x + first;
+#pragma unroll
+        for (int a = 0; a < R; ++a) {
+            if (a >= slots) MBN_UNROLLED_EXIT;
+            raw[a] = load_pack<W>(slot_x);
+            slot_x += step;
+        }
+    }
+    const float shift = widen(x[base]);
+    // Slot a's row is channel ty + a row_threads of the group.
+    float weight[R], bias[R];
+    if (args.weight == nullptr) {  // not affine: no bias either
+#pragma unroll
+        for (int a = 0; a < R; ++a) weight[a] = 1.0f, bias[a] = 0.0f;
+    } else {
+        const std::int64_t channel = static_cast<std::int64_t>(group) * w.channels + ty;
+        const P* slot_weight = args.weight + channel * args.weight_stride;
+        const P* slot_bias = args.bias + channel * args.bias_stride;
+#pragma unroll
+        for (int a = 0; a < R; ++a) {
+            if (a >= slots) MBN_UNROLLED_EXIT;
+            weight[a] = static_cast<float>(widen(*slot_weight));
+            bias[a] = static_cast<float>(widen(*slot_bias));
+            slot_weight += args.weight_slot_step;
+            slot_bias += args.bias_slot_step;
+        }
+    }
+
+    // The mean's offset from shift, then the spread about it and the
+    // offset's correction (the sum of the deviations, which makes good the
+    // first pass's rounding: with a first element far from the rest that
+    // sum's float rounding, relative to the offset, moved the mean by more
+    // than float32's tolerance allows): each slot's lanes added as a tree,
+    // then the slots in order, then the block.  One running value per sum
+    // across the slots: the loops leave at the first slot not held, and
+    // per-lane sums carried to that exit took a move per lane and exit
+    // (~200 a warp).
+    zero_unused_entries(parts, kGnBlockSums, w.threads / MBN_WAVE_SIZE);
+    const float inv_count = static_cast<float>(w.inv_group_size);
+    float first_pass[1] = {-0.0f};
+#pragma unroll
+    for (int a = 0; a < R; ++a) {
+        if (a >= slots) MBN_UNROLLED_EXIT;
+        float lane[W];
+#pragma unroll
+        for (int j = 0; j < W; ++j) lane[j] = widen(raw[a].lane[j]) - shift;
+        first_pass[0] += tree_sum(lane);
+    }
+    block_float_sums(first_pass, parts);
+    const float first_offset = first_pass[0] * inv_count;
+    // 16-bit data: the deviations about shift + offset in one subtraction
+    // (as thread_moments: that centre's rounding is far below their
+    // spacing); float32 data keep the exact deviations.
+    const float centre = sizeof(T) == 2 ? shift + first_offset : first_offset;
+    float second_pass[2] = {-0.0f, -0.0f};  // sums of e and e^2
+#pragma unroll
+    for (int a = 0; a < R; ++a) {
+        if (a >= slots) MBN_UNROLLED_EXIT;
+        float lane[W], lane_square[W];
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            lane[j] = sizeof(T) == 2 ? widen(raw[a].lane[j]) - centre : (widen(raw[a].lane[j]) - shift) - centre;
+            lane_square[j] = lane[j] * lane[j];
+        }
+        second_pass[0] += tree_sum(lane);
+        second_pass[1] += tree_sum(lane_square);
+    }
+    block_float_sums(second_pass, parts + kGnBlockMostWaves);
+    const float correction = second_pass[0] * inv_count;
+    const float variance = fmaxf(second_pass[1] * inv_count - correction * correction, 0.0f);
+    // The mean less shift.
+    const float offset = (sizeof(T) == 2 ? centre - shift : centre) + correction;
+    // rsqrtf is within 2 ulp of 1 / sqrt: far inside float32's tolerance.
+    const float rstd = rsqrtf(variance + static_cast<float>(args.epsilon));
+    if (thread == 0) {
+        write_stat(args.mean, n, group, static_cast<double>(shift) + static_cast<double>(offset));
+        write_stat(args.rstd, n, group, static_cast<double>(rstd));
+    }
+
+    const float swish_constant = swish_lane_constant<T>(args.swish_beta);
+    auto normalize_slots = [&](auto with_swish) {
+        constexpr bool kSwish = decltype(with_swish)::value;
+        T* slot_y = y + first;
+#pragma unroll
+        for (int a = 0; a < R; ++a) {
+            if (a >= slots) MBN_UNROLLED_EXIT;
+            const float scale = rstd * weight[a];
+            const float term = normalize_term<T>(bias[a], offset, scale);
+            Pack<T, W> out;
+#pragma unroll
+            for (int j = 0; j < W; ++j)
+                out.lane[j] = normalized_lane<T, kSwish>(widen(raw[a].lane[j]) - shift, offset, scale, term,
+                                                         swish_constant, j);
+            store_pack(slot_y, out);
+            slot_y += step;
+        }
+    };
+    if (args.swish)
+        normalize_slots(std::true_type{});
+    else
+        normalize_slots(std::false_type{});
+}
+
+template <typename P>
+GnTileForwardArgs<P> forward_args(const GnForward& p, const GnTileWalk& walk) {
     GnTileForwardArgs<P> args{};
     args.walk = walk;
     if (p.affine) {
@@ -547,8 +765,21 @@ void launch_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarg
     args.layout = tile_shared(walk, false);
     args.weight_slot_step = walk.row_threads * args.weight_stride;
     args.bias_slot_step = walk.row_threads * args.bias_stride;
+    return args;
+}
+
+template <typename T, typename P, bool kInner, bool kStream>
+void launch_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target) {
     launch_tile_kernel(gn_tile_forward<T, P, kInner, kStream>, walk, target.stream, "gn_tile_forward",
-                       static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), args);
+                       static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), forward_args<P>(p, walk));
+}
+
+template <typename T, typename P>
+void launch_block_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target) {
+    GnTileWalk block_walk = walk;
+    block_walk.shared_bytes = std::max(walk.shared_bytes, kGnBlockForwardSharedBytes);
+    launch_tile_kernel(gn_block_forward<T, P>, block_walk, target.stream, "gn_block_forward",
+                       static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), forward_args<P>(p, walk));
 }
 
 }  // namespace
@@ -569,6 +800,8 @@ void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const Launc
                     launch_forward<T, P, true, false>(p, walk, target);
                 else if (stream)
                     launch_forward<T, P, false, true>(p, walk, target);
+                else if (walk.cluster == 1)
+                    launch_block_forward<T, P>(p, walk, target);
                 else
                     launch_forward<T, P, false, false>(p, walk, target);
             });

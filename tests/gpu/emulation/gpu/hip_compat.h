@@ -46,6 +46,8 @@ inline void __nanosleep(unsigned) {}
 inline float __expf(float x) { return std::exp(x); }
 // The device's double rsqrt is within 1 ulp of this.
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+// rsqrtf: the device's is within 2 ulp of this.
+inline float rsqrtf(float x) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(x))); }
 // div.approx: a * (1 / b), which flushes to 0 for |b| beyond 2^126.
 inline float __fdividef(float a, float b) { return std::fabs(b) > 0x1p126f ? a * 0.0f : a / b; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
