@@ -14,8 +14,9 @@ forward), channel-outermost storage, bitwise-deterministic reruns, Swish where
 exp overflows, Swish across pre-activations of about [-60, 60] and a first
 element or channel far from the rest of its group on every forward algorithm,
 and capture in a CUDA graph.  The on-chip kernels (one launch;
-native/gpu/gn_tile.hpp) and the older paths each run on their own cases, chosen by MIOPEN_BN_GPU_ALGORITHM
-(gn_on_chip: on chip or fail; gn_slices, gn_chunks: never on chip).
+native/gpu/gn_tile.hpp) and the older paths each run on their own cases,
+chosen by MIOPEN_BN_GPU_ALGORITHM (gn_on_chip: on chip or fail; gn_slices,
+gn_chunks: never on chip).
 
 The whole module skips when torch, a CUDA device, the library's GPU backend
 or the package's group-norm API is missing.
@@ -386,13 +387,12 @@ def test_swish_over_its_range(handle, monkeypatch, algorithm, dtype, layout):
 @pytest.mark.parametrize("dtype", ("fp16", "fp32"))
 @pytest.mark.parametrize("algorithm", ("gn_on_chip", "gn_persistent", "gn_slices", "gn_chunks"))
 def test_values_far_from_the_rest(handle, monkeypatch, algorithm, dtype, layout, far):
-    """Each group's first element (the tile kernel's shift), or its first
-    channel (the block form's sample for its centre), thousands of units
-    from the rest: every forward algorithm's y, mean and rstd within the
-    tolerance table.  Sums of deviations from such a reference are large,
-    and their float rounding must not reach the statistics (it did, past
-    float32's tolerance, in a block form that took the mean from one float
-    pass about the first element)."""
+    """Each group's first element (the kernels' shift), or its whole first
+    channel, thousands of units from the rest: every forward algorithm's y,
+    mean and rstd within the tolerance table.  Sums of deviations from such
+    a reference are large, and their float rounding must not reach the
+    statistics (it did, past float32's tolerance, in a block form that took
+    the mean from one float pass about the first element)."""
     monkeypatch.setenv("MIOPEN_BN_GPU_ALGORITHM", algorithm)
     shape, groups = (2, 64, 16, 16), 8
     x = random_data(shape, dtype, 223, layout)
