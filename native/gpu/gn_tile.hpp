@@ -130,6 +130,11 @@ struct GnTileWalk {
     int row_threads;  // rows of threads: T / columns, rounded down
     int shared_bytes; // dynamic shared memory per block
     bool exact;       // backward: element arithmetic in double (kGnTileExactGroup)
+    // Forward, channels fastest, where a tile would be one block: one block
+    // a group instead (gn_block_forward_group), holding the `vectors`
+    // vectors its channels touch; tile_groups is 1 and tiles_per_sample G,
+    // so tile_base is the group's first element.
+    bool group_blocks;
     int backward_blocks;  // backward: its form, by blocks a multiprocessor (1 or 2; the forward: 0)
     int streamed;     // the most slots a thread streams past the registers' (kGnTileStreamRegisterSlots,
                       // backward kGnTileBackwardStreamRegisterSlots; 0: none)

@@ -16,7 +16,9 @@
 //
 // A tile of one group that one block holds with positions fastest takes a
 // leaner form of its own (gn_block_forward, below): float sums over the
-// block, in a fixed order too.
+// block, in a fixed order too; and where a channels-fastest tile would be
+// one block, each of its groups takes a block of that form
+// (gn_block_forward_group).
 #include "gpu/gn_activation.h"
 #include "gpu/gn_launch.hpp"
 #include "gpu/gn_stat_io.h"
@@ -744,6 +746,175 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         normalize_slots(std::false_type{});
 }
 
+// ---- a group in one block, channels fastest ----------------------------
+//
+// Where a channels-fastest tile would be one block (Stable Diffusion's NHWC
+// rows of its 8x8 and 16x16 planes), each group takes a block of its own
+// (GnTileWalk::group_blocks) instead: the block holds the vectors its
+// group's channels touch, columns tx of rows ty, ty + row_threads, ...,
+// and sums only its group's lanes, so its moments are gn_block_forward's
+// (two float passes over the block, one sum a thread and pass), where the
+// tile kernel's threads each split their lanes between two groups and
+// merge them in double by column and group (802-871 instructions a warp,
+// ncu on 2x320x8x8 and 2x320x16x16 half).  The lanes of a neighbouring
+// group in a vector it shares are read but neither summed nor written:
+// that group's block writes them.
+
+// The sum of the lanes of `lane` that `in` marks, as a fixed tree.
+template <int W>
+__device__ __forceinline__ float masked_sum(const float (&lane)[W], const bool (&in)[W]) {
+    float kept[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) kept[j] = in[j] ? lane[j] : 0.0f;
+    return tree_sum(kept);
+}
+
+// Launched with a group_blocks walk (plan_gn_tiles: tile_groups 1, so
+// block n G + g is sample n's group g, tile_base its first element) and at
+// least kGnBlockForwardSharedBytes of shared memory.  x may be y: every
+// thread reads the group's first element before the first barrier and the
+// block writes it (and only its group's elements) after the last.
+template <typename T, typename P>
+__global__ void __launch_bounds__(kGnTileForwardThreads, 1)
+    gn_block_forward_group(const T* x, T* y, GnTileForwardArgs<P> args) {
+    constexpr int W = static_cast<int>(16 / sizeof(T));
+    constexpr int R = kGnTileForwardSlots;
+    extern __shared__ double gn_tile_forward_shared[];
+    float* parts = reinterpret_cast<float*>(gn_tile_forward_shared);
+    const GnTileWalk& w = args.walk;
+    const int block = static_cast<int>(blockIdx.x);
+    const int n = w.by_tiles_per_sample.divide(block);
+    const int group = block - n * static_cast<int>(w.tiles_per_sample);
+    const int thread = static_cast<int>(threadIdx.x);
+    const int ty = w.by_columns.divide(thread);
+    const int tx = thread - ty * w.columns;
+    const int channels = static_cast<int>(w.channels);
+    const int first_channel = group * channels;
+    // This column's first channel; it touches the group where below its end
+    // (threads past the block's rows of threads hold nothing).
+    const int column_channel = (first_channel / W + tx) * W;
+    const bool touches = ty < w.row_threads && tx < w.vectors && column_channel < first_channel + channels;
+    const int rows = static_cast<int>(w.rows);
+    const int slots = touches && ty < rows ? w.by_row_threads.divide(rows - ty + w.row_threads - 1) : 0;
+    const std::int64_t sample = static_cast<std::int64_t>(n) * w.sample_stride;
+    const std::int64_t first = sample + ty * w.row_stride + column_channel;
+    const std::int64_t step = w.row_threads * w.row_stride;
+
+    Pack<T, W> raw[R];
+    {
+        const T* slot_x = x + first;
+#pragma unroll
+        for (int a = 0; a < R; ++a) {
+            if (a >= slots) MBN_UNROLLED_EXIT;
+            raw[a] = load_pack<W>(slot_x);
+            slot_x += step;
+        }
+    }
+    const float shift = widen(x[sample + first_channel]);
+    bool in[W];  // lane j is a channel of the group
+    bool whole = touches;  // every lane is
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+        in[j] = touches && column_channel + j >= first_channel && column_channel + j < first_channel + channels;
+        whole = whole && in[j];
+    }
+    // Lane j's channel's weight and bias, fetched beside x.
+    float weight[W], bias[W];
+    if (args.params_packed && touches) {
+        load_channel_params<W>(args.weight + column_channel, weight);
+        load_channel_params<W>(args.bias + column_channel, bias);
+    } else {
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            weight[j] = in[j] ? channel_param(args.weight, args.weight_stride, column_channel + j, 1.0f) : 1.0f;
+            bias[j] = in[j] ? channel_param(args.bias, args.bias_stride, column_channel + j, 0.0f) : 0.0f;
+        }
+    }
+
+    // The two passes of gn_block_forward, each lane's values summed across
+    // the slots and the group's lanes kept once, at the end.
+    zero_unused_entries(parts, kGnBlockSums, w.threads / MBN_WAVE_SIZE);
+    const float inv_count = static_cast<float>(w.inv_group_size);
+    float lane_sum[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) lane_sum[j] = -0.0f;
+#pragma unroll
+    for (int a = 0; a < R; ++a) {
+        if (a >= slots) MBN_UNROLLED_EXIT;
+#pragma unroll
+        for (int j = 0; j < W; ++j) lane_sum[j] += widen(raw[a].lane[j]) - shift;
+    }
+    float first_pass[1] = {masked_sum(lane_sum, in)};
+    block_float_sums(first_pass, parts);
+    const float first_offset = first_pass[0] * inv_count;
+    const float centre = sizeof(T) == 2 ? shift + first_offset : first_offset;
+    float lane_e[W], lane_square[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) lane_e[j] = -0.0f, lane_square[j] = -0.0f;
+#pragma unroll
+    for (int a = 0; a < R; ++a) {
+        if (a >= slots) MBN_UNROLLED_EXIT;
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            const float e = sizeof(T) == 2 ? widen(raw[a].lane[j]) - centre : (widen(raw[a].lane[j]) - shift) - centre;
+            lane_e[j] += e;
+            lane_square[j] += e * e;
+        }
+    }
+    float second_pass[2] = {masked_sum(lane_e, in), masked_sum(lane_square, in)};
+    block_float_sums(second_pass, parts + kGnBlockMostWaves);
+    const float correction = second_pass[0] * inv_count;
+    const float variance = fmaxf(second_pass[1] * inv_count - correction * correction, 0.0f);
+    const float offset = (sizeof(T) == 2 ? centre - shift : centre) + correction;
+    const float rstd = rsqrtf(variance + static_cast<float>(args.epsilon));
+    if (thread == 0) {
+        write_stat(args.mean, n, group, static_cast<double>(shift) + static_cast<double>(offset));
+        write_stat(args.rstd, n, group, static_cast<double>(rstd));
+    }
+
+    float scale[W], term[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+        scale[j] = rstd * weight[j];
+        term[j] = normalize_term<T>(bias[j], offset, scale[j]);
+    }
+    const float swish_constant = swish_lane_constant<T>(args.swish_beta);
+    // A vector wholly of the group is stored whole, else its group's lanes:
+    // 16-bit lanes in pairs where the group's channels are even (its ends
+    // split no pair), as 2-byte stores of every lane lost 0.79x-0.88x against
+    // the tile kernel on 16x16 half rows (H200, forty-seventh session).
+    const bool pairs = sizeof(T) == 2 && channels % 2 == 0;
+    auto normalize_slots = [&](auto with_swish) {
+        constexpr bool kSwish = decltype(with_swish)::value;
+        T* slot_y = y + first;
+#pragma unroll
+        for (int a = 0; a < R; ++a) {
+            if (a >= slots) MBN_UNROLLED_EXIT;
+            Pack<T, W> out;
+#pragma unroll
+            for (int j = 0; j < W; ++j)
+                out.lane[j] = normalized_lane<T, kSwish>(widen(raw[a].lane[j]) - shift, offset, scale[j], term[j],
+                                                         swish_constant, j);
+            if (whole) {
+                store_pack(slot_y, out);
+            } else if (pairs) {
+#pragma unroll
+                for (int j = 0; j < W; j += 2)
+                    if (in[j]) store_pack(slot_y + j, Pack<T, 2>{{out.lane[j], out.lane[j + 1]}});
+            } else {
+#pragma unroll
+                for (int j = 0; j < W; ++j)
+                    if (in[j]) slot_y[j] = out.lane[j];
+            }
+            slot_y += step;
+        }
+    };
+    if (args.swish)
+        normalize_slots(std::true_type{});
+    else
+        normalize_slots(std::false_type{});
+}
+
 template <typename P>
 GnTileForwardArgs<P> forward_args(const GnForward& p, const GnTileWalk& walk) {
     GnTileForwardArgs<P> args{};
@@ -775,6 +946,14 @@ void launch_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarg
 }
 
 template <typename T, typename P>
+void launch_block_forward_group(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target) {
+    GnTileWalk block_walk = walk;
+    block_walk.shared_bytes = std::max(walk.shared_bytes, kGnBlockForwardSharedBytes);
+    launch_tile_kernel(gn_block_forward_group<T, P>, block_walk, target.stream, "gn_block_forward_group",
+                       static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), forward_args<P>(p, walk));
+}
+
+template <typename T, typename P>
 void launch_block_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target) {
     GnTileWalk block_walk = walk;
     block_walk.shared_bytes = std::max(walk.shared_bytes, kGnBlockForwardSharedBytes);
@@ -794,7 +973,9 @@ void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const Launc
             with_parameter_type<T>(param_dtype, [&](auto p_tag) {
                 using P = typename decltype(p_tag)::type;
                 const bool stream = walk.streamed > 0;
-                if (walk.channels_inner && stream)
+                if (walk.group_blocks)
+                    launch_block_forward_group<T, P>(p, walk, target);
+                else if (walk.channels_inner && stream)
                     launch_forward<T, P, true, true>(p, walk, target);
                 else if (walk.channels_inner)
                     launch_forward<T, P, true, false>(p, walk, target);

@@ -88,6 +88,25 @@ BlockShape part_shape(const GnTileWalk& w, int cluster, int threads, int slots) 
     return block_shape(w.channels_inner, rows, vectors, threads, slots);
 }
 
+// One block a group of a whole channels-fastest forward tile
+// (GnTileWalk::group_blocks): a column for each vector a group's channels
+// touch (the most any group of the tile touches), the fewest threads (from
+// `least`) that leave each at most kSpreadSlots rows, else the most a
+// block takes if they hold the group.  threads == 0 where none does.
+BlockShape group_block_shape(const GnTileWalk& w, int width, int least) {
+    std::int64_t touched = 0;
+    for (std::int64_t g = 0; g < w.tile_groups; ++g)
+        touched = std::max(touched, ((g + 1) * w.channels - 1) / width - g * w.channels / width + 1);
+    BlockShape chosen{};
+    for (int threads = least; threads <= kGnTileForwardThreads; threads *= 2) {
+        const BlockShape s = block_shape(true, w.rows, touched, threads, kGnTileForwardSlots);
+        if (s.threads == 0) continue;
+        chosen = s;
+        if (s.slots_used <= kSpreadSlots) break;
+    }
+    return chosen;
+}
+
 // The cluster sizes a tile may take, smallest first: any with channels
 // fastest (rows split evenly), powers of two with positions fastest (the
 // parts' vectors stay whole).
@@ -173,6 +192,19 @@ const char* cut_tiles(const GnShape& shape, const TensorArg& x, int width, GnTil
     return nullptr;
 }
 
+// The walk's divisors, then the walk out.
+const char* finish_walk(GnTileWalk& w, GnTileWalk& walk) {
+    if (w.tiles() > INT_MAX / w.cluster) return "it has too many groups for one launch";
+    w.by_sample_cluster = make_divisor(w.sample_cluster);
+    w.by_cluster = make_divisor(w.cluster);
+    w.by_tiles_per_sample = make_divisor(static_cast<int>(w.tiles_per_sample));
+    w.by_columns = make_divisor(w.columns);
+    w.by_row_threads = make_divisor(w.row_threads);
+    w.by_channels = make_divisor(static_cast<int>(w.channels));
+    walk = w;
+    return nullptr;
+}
+
 }  // namespace
 
 const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const TensorArg*> data, bool backward,
@@ -211,6 +243,24 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     const std::int64_t to_fill = std::max<std::int64_t>(1, device.multiprocessors / tiles);
     const std::int64_t split_limit = std::min<std::int64_t>(cluster_limit, to_fill);
     std::int64_t wanted = std::min<std::int64_t>(split_limit, ceil_div(tile_bytes, kMinBlockBytes));
+    if (!backward && w.channels_inner && tile_bytes <= kWholeForwardTileBytes) {
+        // A block a group, each summing only its group's lanes: the tile
+        // kernel's threads split theirs between two groups and merge them in
+        // double (H200, bench/RESULTS.md, forty-seventh session).
+        const BlockShape s = group_block_shape(w, width, std::max(kGnTileMinThreads, device.wave_size));
+        if (s.threads != 0) {
+            w.group_blocks = true;
+            w.tile_groups = 1;
+            w.tiles_per_sample = w.groups;
+            w.vectors = s.vectors;
+            w.cluster = 1;
+            w.sample_cluster = 1;
+            w.threads = s.threads;
+            w.columns = s.columns;
+            w.row_threads = s.row_threads;
+            return finish_walk(w, walk);
+        }
+    }
     if (!backward && tile_bytes <= kWholeForwardTileBytes) {
         wanted = 1;
         // Channels fastest, a wave issues nearly twice a positions-fastest
@@ -345,7 +395,6 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
 
     w.shared_bytes = tile_shared(w, backward).bytes;
     if (w.shared_bytes > kGnTileMaxSharedBytes) return "its tiles hold too many channels for shared memory";
-    if (tiles > INT_MAX / w.cluster) return "it has too many groups for one launch";
     // The backward's samples of a one-block tile as one cluster, where such
     // clusters launch and all of a sample's tiles' clusters run at once:
     // the first block adds the samples' dweight/dbias sums from the
@@ -356,20 +405,16 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     if (backward && w.cluster == 1 && w.samples > 1 && w.samples <= kGnTileMaxCluster && device.cluster_blocks > 1 &&
         device.resident_clusters(static_cast<int>(w.samples), w.backward_blocks) >= w.tiles_per_sample)
         w.sample_cluster = static_cast<int>(w.samples);
-    w.by_sample_cluster = make_divisor(w.sample_cluster);
-    w.by_cluster = make_divisor(w.cluster);
-    w.by_tiles_per_sample = make_divisor(static_cast<int>(w.tiles_per_sample));
-    w.by_columns = make_divisor(w.columns);
-    w.by_row_threads = make_divisor(w.row_threads);
-    w.by_channels = make_divisor(static_cast<int>(w.channels));
-    walk = w;
-    return nullptr;
+    return finish_walk(w, walk);
 }
 
 namespace {
 
 std::int64_t cluster_rounds(const GnTileWalk& walk, const DeviceShape& device) {
-    const std::int64_t resident = device.resident_clusters(walk.cluster, walk.backward_blocks);
+    std::int64_t resident = device.resident_clusters(walk.cluster, walk.backward_blocks);
+    // Blocks a group: those of fewer threads share a multiprocessor (a
+    // thread's registers are the tile kernel's).
+    if (walk.group_blocks) resident *= kGnTileForwardThreads / walk.threads;
     return resident > 0 ? ceil_div(walk.tiles(), resident) : 0;
 }
 

@@ -78,6 +78,20 @@ int failures = 0;
 std::set<std::string> streamed_backward_covered;
 // The sizes of the backward's clusters of samples that ran (GnTileWalk::sample_cluster).
 std::set<int> sample_clusters_run;
+// What the forward's blocks of one group covered (GnTileWalk::group_blocks).
+std::set<std::string> group_blocks_covered;
+
+void cover_group_blocks(const Case& k, const GnTileWalk& w) {
+    std::set<std::string>& c = group_blocks_covered;
+    const std::int64_t width = 16 / static_cast<std::int64_t>(dtype_size(k.dtype));
+    c.insert(w.channels % width != 0 ? "vectors straddling groups" : "groups of whole vectors");
+    if (w.columns * w.row_threads < w.threads) c.insert("idle threads");
+    if (w.rows > w.row_threads) c.insert("several slots");
+    c.insert(k.swish ? "swish" : "no swish");
+    if (!k.affine) c.insert("plain");
+    if (k.in_place) c.insert("in place");
+    if (k.params_unaligned) c.insert("parameters one by one");
+}
 
 void cover_streamed_backward(const Case& k, const GnTileWalk& w) {
     std::set<std::string>& c = streamed_backward_covered;
@@ -100,6 +114,7 @@ std::string walk_text(const GnTileWalk& w) {
                   w.shared_bytes, w.backward_blocks == 0 ? "" : w.backward_blocks == 1 ? ", 1 block/SM" : ", 2 blocks/SM");
     if (w.streamed > 0)
         std::snprintf(text + std::strlen(text), sizeof text - std::strlen(text), ", %d slots streamed", w.streamed);
+    if (w.group_blocks) std::strncat(text, ", a block a group", sizeof text - std::strlen(text) - 1);
     return text;
 }
 
@@ -238,6 +253,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
         if (const char* why = plan_gn_forward_on_chip(p, device, plan))
             fail(miopenStatusNotImplemented, "the on-chip forward cannot take this problem: ", why);
         forward_walk = plan.tiles;
+        if (plan.tiles.group_blocks) cover_group_blocks(k, plan.tiles);
         if (k.streamed && !k.forward_in_registers && plan.tiles.streamed == 0) {
             ++failures;
             std::printf("FAIL %s: the forward did not stream (%s)\n", describe(k).c_str(),
@@ -408,6 +424,8 @@ int main(int argc, char** argv) {
         // The forward's entries of channels-last tiles of several groups:
         {{2, 136, 1, 3, 5}, 2, false},  // C/G = 68: 16-bit rows of 17 vectors (two groups), a wave's lanes 17 apart
         {{1, 520, 1, 2, 4}, 4, false},  // C/G = 130: 16-bit rows of 65 vectors (four groups), one entry per thread
+        // C/G = 16, 300 positions: the channels-fastest forward's blocks of one group, several slots a thread.
+        {{1, 32, 1, 10, 30}, 2, false},
     };
     for (const Shape& s : odd)
         for (DType t : types)
@@ -555,6 +573,19 @@ int main(int argc, char** argv) {
         if (!missing.empty()) {
             ++failures;
             std::printf("FAIL the streamed backward never ran with:%s\n", missing.c_str());
+        }
+    }
+    // The forward's blocks of one group ran with every variety they handle.
+    {
+        const std::vector<std::string> wanted = {
+            "vectors straddling groups", "groups of whole vectors", "idle threads", "several slots",
+            "swish", "no swish", "plain", "in place", "parameters one by one"};
+        std::string missing;
+        for (const std::string& item : wanted)
+            if (group_blocks_covered.count(item) == 0) missing += " [" + item + "]";
+        if (!missing.empty()) {
+            ++failures;
+            std::printf("FAIL the forward's blocks of one group never ran with:%s\n", missing.c_str());
         }
     }
     // With clusters, the backward's samples made clusters of two and of more.
