@@ -587,10 +587,7 @@ __device__ __forceinline__ float tree_sum(const float (&v)[N]) {
 // threads).
 template <int N>
 __device__ __forceinline__ void block_float_sums(float (&values)[N], float* part) {
-#pragma unroll
-    for (int mask = 1; mask < MBN_WAVE_SIZE; mask *= 2)
-#pragma unroll
-        for (int i = 0; i < N; ++i) values[i] += shuffle_xor_wave(values[i], mask);
+    wave_sum(1, MBN_WAVE_SIZE, values);
     if (threadIdx.x % MBN_WAVE_SIZE == 0)
 #pragma unroll
         for (int i = 0; i < N; ++i) part[i * kGnBlockMostWaves + threadIdx.x / MBN_WAVE_SIZE] = values[i];
@@ -616,6 +613,42 @@ __device__ __forceinline__ void zero_unused_entries(float* parts, int entries, i
 constexpr int kGnBlockSums = 3;
 // The shared memory a block_forward launch needs: their entries.
 constexpr int kGnBlockForwardSharedBytes = kGnBlockSums * kGnBlockMostWaves * static_cast<int>(sizeof(float));
+
+// The second pass's centre from the first's offset (its mean less shift,
+// the group's first element): 16-bit data take their deviations about
+// shift + offset in one subtraction (as thread_moments: that centre's
+// rounding is far below their spacing); float32 data keep the exact
+// deviations, (x - shift) - offset.
+template <typename T>
+__device__ __forceinline__ float second_pass_centre(float shift, float first_offset) {
+    return sizeof(T) == 2 ? shift + first_offset : first_offset;
+}
+template <typename T>
+__device__ __forceinline__ float second_pass_deviation(float x, float shift, float centre) {
+    return sizeof(T) == 2 ? x - centre : (x - shift) - centre;
+}
+
+// A group's offset (its mean less shift) and rstd from the second pass's
+// block sums of the deviations and of their squares: the first corrects
+// the first pass's offset.  Thread 0 writes the mean and rstd outputs.
+struct GnBlockMoments {
+    float offset, rstd;
+};
+template <typename T, typename P>
+__device__ __forceinline__ GnBlockMoments finish_two_passes(const GnTileForwardArgs<P>& args, int n, int group,
+                                                            const float (&second)[2], float shift, float centre,
+                                                            float inv_count) {
+    const float correction = second[0] * inv_count;
+    const float variance = fmaxf(second[1] * inv_count - correction * correction, 0.0f);
+    const float offset = (sizeof(T) == 2 ? centre - shift : centre) + correction;
+    // rsqrtf is within 2 ulp of 1 / sqrt: far inside float32's tolerance.
+    const float rstd = rsqrtf(variance + static_cast<float>(args.epsilon));
+    if (threadIdx.x == 0) {
+        write_stat(args.mean, n, group, static_cast<double>(shift) + static_cast<double>(offset));
+        write_stat(args.rstd, n, group, static_cast<double>(rstd));
+    }
+    return GnBlockMoments{offset, rstd};
+}
 
 // Launched as the tile kernel with walk.cluster 1, !channels_inner and
 // nothing streamed, and at least kGnBlockForwardSharedBytes of shared
@@ -692,11 +725,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         first_pass[0] += tree_sum(lane);
     }
     block_float_sums(first_pass, parts);
-    const float first_offset = first_pass[0] * inv_count;
-    // 16-bit data: the deviations about shift + offset in one subtraction
-    // (as thread_moments: that centre's rounding is far below their
-    // spacing); float32 data keep the exact deviations.
-    const float centre = sizeof(T) == 2 ? shift + first_offset : first_offset;
+    const float centre = second_pass_centre<T>(shift, first_pass[0] * inv_count);
     float second_pass[2] = {-0.0f, -0.0f};  // sums of e and e^2
 #pragma unroll
     for (int a = 0; a < R; ++a) {
@@ -704,23 +733,15 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         float lane[W], lane_square[W];
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            lane[j] = sizeof(T) == 2 ? widen(raw[a].lane[j]) - centre : (widen(raw[a].lane[j]) - shift) - centre;
+            lane[j] = second_pass_deviation<T>(widen(raw[a].lane[j]), shift, centre);
             lane_square[j] = lane[j] * lane[j];
         }
         second_pass[0] += tree_sum(lane);
         second_pass[1] += tree_sum(lane_square);
     }
     block_float_sums(second_pass, parts + kGnBlockMostWaves);
-    const float correction = second_pass[0] * inv_count;
-    const float variance = fmaxf(second_pass[1] * inv_count - correction * correction, 0.0f);
-    // The mean less shift.
-    const float offset = (sizeof(T) == 2 ? centre - shift : centre) + correction;
-    // rsqrtf is within 2 ulp of 1 / sqrt: far inside float32's tolerance.
-    const float rstd = rsqrtf(variance + static_cast<float>(args.epsilon));
-    if (thread == 0) {
-        write_stat(args.mean, n, group, static_cast<double>(shift) + static_cast<double>(offset));
-        write_stat(args.rstd, n, group, static_cast<double>(rstd));
-    }
+    const GnBlockMoments moments = finish_two_passes<T>(args, n, group, second_pass, shift, centre, inv_count);
+    const float offset = moments.offset, rstd = moments.rstd;
 
     const float swish_constant = swish_lane_constant<T>(args.swish_beta);
     auto normalize_slots = [&](auto with_swish) {
@@ -846,8 +867,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     }
     float first_pass[1] = {masked_sum(lane_sum, in)};
     block_float_sums(first_pass, parts);
-    const float first_offset = first_pass[0] * inv_count;
-    const float centre = sizeof(T) == 2 ? shift + first_offset : first_offset;
+    const float centre = second_pass_centre<T>(shift, first_pass[0] * inv_count);
     float lane_e[W], lane_square[W];
 #pragma unroll
     for (int j = 0; j < W; ++j) lane_e[j] = -0.0f, lane_square[j] = -0.0f;
@@ -856,21 +876,15 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         if (a >= slots) MBN_UNROLLED_EXIT;
 #pragma unroll
         for (int j = 0; j < W; ++j) {
-            const float e = sizeof(T) == 2 ? widen(raw[a].lane[j]) - centre : (widen(raw[a].lane[j]) - shift) - centre;
+            const float e = second_pass_deviation<T>(widen(raw[a].lane[j]), shift, centre);
             lane_e[j] += e;
             lane_square[j] += e * e;
         }
     }
     float second_pass[2] = {masked_sum(lane_e, in), masked_sum(lane_square, in)};
     block_float_sums(second_pass, parts + kGnBlockMostWaves);
-    const float correction = second_pass[0] * inv_count;
-    const float variance = fmaxf(second_pass[1] * inv_count - correction * correction, 0.0f);
-    const float offset = (sizeof(T) == 2 ? centre - shift : centre) + correction;
-    const float rstd = rsqrtf(variance + static_cast<float>(args.epsilon));
-    if (thread == 0) {
-        write_stat(args.mean, n, group, static_cast<double>(shift) + static_cast<double>(offset));
-        write_stat(args.rstd, n, group, static_cast<double>(rstd));
-    }
+    const GnBlockMoments moments = finish_two_passes<T>(args, n, group, second_pass, shift, centre, inv_count);
+    const float offset = moments.offset, rstd = moments.rstd;
 
     float scale[W], term[W];
 #pragma unroll
