@@ -100,6 +100,10 @@ constexpr int kGnTileBackwardStreamBlocks = 2;
 constexpr std::int64_t kGnTileExactGroup = 64;
 constexpr int kGnTileExactBackwardSlots = 4;
 constexpr int kGnTileExactBackwardBlocks = 2;
+// The backward's block a group (GnTileWalk::group_blocks, at most
+// kGnTileBackwardThreads threads) holds a thread's x and dy of at most this
+// many slots, and g of each in float for dx.
+constexpr int kGnBlockBackwardSlots = 4;
 constexpr int kGnTileMaxThreads = 512;
 constexpr int kGnTileMinThreads = 64;   // at least one wave on every target
 constexpr int kGnTileMaxCluster = 8;    // the portable cluster size
@@ -130,10 +134,10 @@ struct GnTileWalk {
     int row_threads;  // rows of threads: T / columns, rounded down
     int shared_bytes; // dynamic shared memory per block
     bool exact;       // backward: element arithmetic in double (kGnTileExactGroup)
-    // Forward, channels fastest, where a tile would be one block: one block
-    // a group instead (gn_block_forward_group), holding the `vectors`
-    // vectors its channels touch; tile_groups is 1 and tiles_per_sample G,
-    // so tile_base is the group's first element.
+    // Channels fastest, where a tile would be small: one block a group
+    // instead (gn_block_forward_group, gn_block_backward_group), holding
+    // the `vectors` vectors its channels touch; tile_groups is 1 and
+    // tiles_per_sample G, so tile_base is the group's first element.
     bool group_blocks;
     int backward_blocks;  // backward: its form, by blocks a multiprocessor (1 or 2; the forward: 0)
     int streamed;     // the most slots a thread streams past the registers' (kGnTileStreamRegisterSlots,

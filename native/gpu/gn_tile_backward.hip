@@ -228,6 +228,12 @@ __device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, co
     }
 }
 
+// Which tile of which sample a block holds, and its rank in the tile's
+// cluster (the tile kernel's GnTileThread, or a block a group's own).
+struct GnBlockPlace {
+    int n, tile, rank;
+};
+
 // dweight and dbias of the tile's channels: the cluster's first block
 // stores this sample's sums; the last tile of these channels to arrive adds
 // every sample's in order (every thread of the block calls).  With one
@@ -235,7 +241,7 @@ __device__ void group_terms(const GnTileWalk& w, const Sums2<double>* totals, co
 // samples (GnTileWalk::sample_cluster) the first block adds them from the
 // others' shared memory.
 template <typename P>
-__device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnTileThread& at,
+__device__ void parameter_gradients(const GnTileBackwardArgs<P>& args, const GnBlockPlace& at,
                                     const Sums2<double>* totals, std::int64_t channel0, int* last) {
     const GnTileWalk& w = args.walk;
     const std::int64_t channels = w.tile_channels();
@@ -672,7 +678,9 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
     Sums2<double>* terms = shared_at<Sums2<double>>(shared, layout.terms);
     GnDxCoefs* coefs = shared_at<GnDxCoefs>(shared, layout.coefs);
     group_terms<W, kInner, kFactors>(w, totals, params, stats, terms, coefs);
-    if (args.dweight != nullptr) parameter_gradients(args, at, totals, channel0, shared_at<int>(shared, layout.flag));
+    if (args.dweight != nullptr)
+        parameter_gradients(args, GnBlockPlace{at.n, at.tile, at.rank}, totals, channel0,
+                            shared_at<int>(shared, layout.flag));
     __syncthreads();
 
     // Each lane's group's mean(w g) and mean(w g xhat), picked per element
@@ -801,6 +809,184 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
     if (w.launch_cluster() > 1) cluster_wait();
 }
 
+
+// ---- a group in one block, channels fastest ----------------------------
+//
+// Where a channels-fastest tile is small (Stable Diffusion's NHWC rows of
+// its 8x8 and 16x16 planes), each group takes a block of its own
+// (GnTileWalk::group_blocks), as in the forward's gn_block_forward_group:
+// the block holds x and dy of the vectors its group's channels touch,
+// columns tx of rows ty, ty + row_threads, ..., sums only its group's
+// lanes and writes only them.  There the tile kernel's threads split each
+// vector's lanes between two groups and pick each element's terms lane by
+// lane: ncu counted 1,131 and 1,314 instructions a warp on 2x320x8x8 and
+// 2x320x16x16 half NHWC, against 878 and 785 NCHW (forty-seventh
+// session).  A neighbouring group's lanes in a shared vector are read but
+// neither summed nor written: that group's block writes them.  The
+// group's sums per channel go through block_channel_sums (double, fixed
+// order), then every wave forms mean(w g) and mean(w g xhat) alike, and dx
+// takes GnDxCoefs' form.  H200, against the tile kernel (run251, best of
+// two rounds): 1.05x-1.14x on the NHWC 8x8 and 16x16 UNet rows it takes
+// (2x320x16x16 half 11.0 -> 9.8 us, 2x640x16x16 half 11.4 -> 10.0).
+
+// Launched with a backward group_blocks walk (plan_gn_tiles: tile_groups 1,
+// so tile t is group t and tile_base its first element; backward_blocks 1)
+// and tile_shared(walk, true).  dx may be x or dy: each thread reads its
+// vectors before it writes its group's lanes of them, and no other thread
+// writes those lanes or reads them for a result.
+template <typename T, typename P>
+__global__ void __launch_bounds__(kGnTileBackwardThreads)
+    gn_block_backward_group(const T* x, const T* dy, T* dx, GnTileBackwardArgs<P> args) {
+    constexpr int W = static_cast<int>(16 / sizeof(T));
+    constexpr int R = kGnBlockBackwardSlots;
+    extern __shared__ double gn_tile_backward_shared[];
+    void* shared = gn_tile_backward_shared;
+    const GnTileWalk& w = args.walk;
+    require_cluster_support(w.launch_cluster());
+    const GnTileShared& layout = args.layout;
+    const int block = static_cast<int>(blockIdx.x);
+    // Clusters of samples: block g N + n holds sample n's group g.
+    int n, group;
+    if (w.sample_cluster > 1) {
+        group = w.by_sample_cluster.divide(block);
+        n = block - group * w.sample_cluster;
+    } else {
+        n = w.by_tiles_per_sample.divide(block);
+        group = block - n * static_cast<int>(w.tiles_per_sample);
+    }
+    const int thread = static_cast<int>(threadIdx.x);
+    const int ty = w.by_columns.divide(thread);
+    const int tx = thread - ty * w.columns;
+    const int channels = static_cast<int>(w.channels);
+    const int first_channel = group * channels;
+    // This column's first channel; it touches the group where below its end
+    // (threads past the block's rows of threads hold nothing).
+    const int column_channel = (first_channel / W + tx) * W;
+    const bool touches = ty < w.row_threads && tx < w.vectors && column_channel < first_channel + channels;
+    const int rows = static_cast<int>(w.rows);
+    const int slots = touches && ty < rows ? w.by_row_threads.divide(rows - ty + w.row_threads - 1) : 0;
+    const std::int64_t sample = static_cast<std::int64_t>(n) * w.sample_stride;
+    const std::int64_t first = sample + ty * w.row_stride + column_channel;
+    const std::int64_t step = w.row_threads * w.row_stride;
+
+    Pack<T, W> raw_x[R], raw_dy[R];
+    {
+        const T* slot_x = x + first;
+        const T* slot_dy = dy + first;
+#pragma unroll
+        for (int a = 0; a < R; ++a) {
+            if (a >= slots) MBN_UNROLLED_EXIT;
+            raw_x[a] = load_pack<W>(slot_x);
+            raw_dy[a] = load_pack<W>(slot_dy);
+            slot_x += step;
+            slot_dy += step;
+        }
+    }
+    const float mean = static_cast<float>(read_stat(args.mean, n, group));
+    const float rstd = static_cast<float>(read_stat(args.rstd, n, group));
+    bool in[W];  // lane j is a channel of the group
+    bool whole = touches;  // every lane is
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+        in[j] = touches && column_channel + j >= first_channel && column_channel + j < first_channel + channels;
+        whole = whole && in[j];
+    }
+    GnLaneTerms terms[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+        const int c = column_channel + j;
+        terms[j] = GnLaneTerms{mean, rstd, in[j] ? channel_param(args.weight, args.weight_stride, c, 1.0f) : 1.0f,
+                               in[j] ? channel_param(args.bias, args.bias_stride, c, 0.0f) : 0.0f};
+    }
+    // The group's weights, for its terms (a wave's lanes read them).
+    GnChannelParams* params = shared_at<GnChannelParams>(shared, layout.params);
+    for (int k = thread; k < channels; k += w.threads)
+        params[k] = GnChannelParams{channel_param(args.weight, args.weight_stride, first_channel + k, 1.0f), 0.0f};
+
+    // Each lane's sums of g and g * xhat over the slots, to its channel's
+    // entry of the thread's row (every row of threads stores each of the
+    // group's channels once); g kept in float for dx.
+    float kept[R][W];
+    float lane_g[W], lane_gx[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) lane_g[j] = -0.0f, lane_gx[j] = -0.0f;
+    auto first_pass = [&](auto with_swish) {
+        constexpr int kSwish = decltype(with_swish)::value;
+#pragma unroll
+        for (int a = 0; a < R; ++a) {
+            if (a >= slots) MBN_UNROLLED_EXIT;
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+                float xhat, g;
+                element_gradient<float, kSwish>(args, terms[j], widen(raw_x[a].lane[j]), widen(raw_dy[a].lane[j]),
+                                                xhat, g);
+                kept[a][j] = g;
+                lane_g[j] += g;
+                lane_gx[j] += g * xhat;
+            }
+        }
+    };
+    if (args.swish)
+        first_pass(std::integral_constant<int, kSwishOn>{});
+    else
+        first_pass(std::integral_constant<int, kSwishOff>{});
+    Sums2<float>* entries = shared_at<Sums2<float>>(shared, layout.entries);
+    if (touches) {
+#pragma unroll
+        for (int j = 0; j < W; ++j)
+            if (in[j]) entries[ty * channels + column_channel + j - first_channel] = Sums2<float>{lane_g[j], lane_gx[j]};
+    }
+    // The group's sums per channel, in a fixed order (block_channel_sums'
+    // barriers publish the entries and the weights, then its sums).
+    Sums2<double>* totals = shared_at<Sums2<double>>(shared, layout.block);
+    block_channel_sums(w, entries, totals);
+
+    // mean(w g) and mean(w g xhat), every wave alike (the same adds in the
+    // same order: the same bits), so no barrier waits on one wave.
+    Sums2<double> sum{0.0, 0.0};
+    const int lane = thread % MBN_WAVE_SIZE;
+    for (int k = lane; k < channels; k += MBN_WAVE_SIZE) {
+        const double weight = params[k].weight;
+        sum.a += weight * totals[k].a;
+        sum.b += weight * totals[k].b;
+    }
+    wave_sum(1, MBN_WAVE_SIZE, sum);
+    if (args.dweight != nullptr)
+        parameter_gradients(args, GnBlockPlace{n, group, 0}, totals, first_channel, shared_at<int>(shared, layout.flag));
+
+    // dx = rstd w g + f_d (x - mean) + f_c (GnDxCoefs' form).
+    const float f_d = -rstd * rstd * static_cast<float>(sum.b * w.inv_group_size);
+    const float f_c = -rstd * static_cast<float>(sum.a * w.inv_group_size);
+    float scaled[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) scaled[j] = rstd * terms[j].weight;
+    // Stores as gn_block_forward_group's: a vector wholly of the group
+    // whole, 16-bit lanes in pairs where the group's channels are even.
+    const bool pairs = sizeof(T) == 2 && channels % 2 == 0;
+    T* slot_dx = dx + first;
+#pragma unroll
+    for (int a = 0; a < R; ++a) {
+        if (a >= slots) MBN_UNROLLED_EXIT;
+        Pack<T, W> out;
+#pragma unroll
+        for (int j = 0; j < W; ++j)
+            out.lane[j] = narrow<T>(fmaf(scaled[j], kept[a][j], fmaf(f_d, widen(raw_x[a].lane[j]) - mean, f_c)));
+        if (whole) {
+            store_pack(slot_dx, out);
+        } else if (pairs) {
+#pragma unroll
+            for (int j = 0; j < W; j += 2)
+                if (in[j]) store_pack(slot_dx + j, Pack<T, 2>{{out.lane[j], out.lane[j + 1]}});
+        } else {
+#pragma unroll
+            for (int j = 0; j < W; ++j)
+                if (in[j]) slot_dx[j] = out.lane[j];
+        }
+        slot_dx += step;
+    }
+    if (w.launch_cluster() > 1) cluster_wait();
+}
+
 template <typename T, typename P, bool kInner>
 void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTarget& target) {
     GnTileBackwardArgs<P> args{};
@@ -826,6 +1012,12 @@ void launch_backward(const GnBackward& p, const GnTileWalk& walk, const LaunchTa
     const auto* x = static_cast<const T*>(p.x.data);
     const auto* dy = static_cast<const T*>(p.dy.data);
     auto* dx = static_cast<T*>(p.dx.data);
+    if (walk.group_blocks) {
+        if constexpr (kInner)
+            launch_tile_kernel(gn_block_backward_group<T, P>, walk, target.stream, "gn_block_backward_group", x, dy, dx,
+                               args);
+        return;
+    }
     auto launch = [&](auto kernel) { launch_tile_kernel(kernel, walk, target.stream, "gn_tile_backward", x, dy, dx, args); };
     if constexpr (std::is_same<T, float>::value) {
         if (walk.exact) return launch(gn_tile_backward<T, P, kInner, double, kGnTileExactBackwardBlocks, false>);

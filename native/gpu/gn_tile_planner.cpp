@@ -88,18 +88,19 @@ BlockShape part_shape(const GnTileWalk& w, int cluster, int threads, int slots) 
     return block_shape(w.channels_inner, rows, vectors, threads, slots);
 }
 
-// One block a group of a whole channels-fastest forward tile
+// One block a group of a whole channels-fastest tile
 // (GnTileWalk::group_blocks): a column for each vector a group's channels
 // touch (the most any group of the tile touches), the fewest threads (from
-// `least`) that leave each at most kSpreadSlots rows, else the most a
-// block takes if they hold the group.  threads == 0 where none does.
-BlockShape group_block_shape(const GnTileWalk& w, int width, int least) {
+// `least`, at most `most`) that leave each at most kSpreadSlots rows, else
+// the most a block takes if they hold the group in `slots` rows.
+// threads == 0 where none does.
+BlockShape group_block_shape(const GnTileWalk& w, int width, int least, int most, int slots) {
     std::int64_t touched = 0;
     for (std::int64_t g = 0; g < w.tile_groups; ++g)
         touched = std::max(touched, ((g + 1) * w.channels - 1) / width - g * w.channels / width + 1);
     BlockShape chosen{};
-    for (int threads = least; threads <= kGnTileForwardThreads; threads *= 2) {
-        const BlockShape s = block_shape(true, w.rows, touched, threads, kGnTileForwardSlots);
+    for (int threads = least; threads <= most; threads *= 2) {
+        const BlockShape s = block_shape(true, w.rows, touched, threads, slots);
         if (s.threads == 0) continue;
         chosen = s;
         if (s.slots_used <= kSpreadSlots) break;
@@ -192,6 +193,18 @@ const char* cut_tiles(const GnShape& shape, const TensorArg& x, int width, GnTil
     return nullptr;
 }
 
+// The backward's samples of a one-block tile as one cluster, where such
+// clusters launch and all of a sample's tiles' clusters run at once: the
+// first block adds the samples' dweight/dbias sums from the others' shared
+// memory, where an arrival through global memory (a fence, an atomic and
+// reloads on the last block's path) took 1.5-2.3 us (H200, N = 2 UNet rows).
+void set_sample_cluster(GnTileWalk& w, const DeviceShape& device) {
+    w.sample_cluster = 1;
+    if (w.cluster == 1 && w.samples > 1 && w.samples <= kGnTileMaxCluster && device.cluster_blocks > 1 &&
+        device.resident_clusters(static_cast<int>(w.samples), w.backward_blocks) >= w.tiles_per_sample)
+        w.sample_cluster = static_cast<int>(w.samples);
+}
+
 // The walk's divisors, then the walk out.
 const char* finish_walk(GnTileWalk& w, GnTileWalk& walk) {
     if (w.tiles() > INT_MAX / w.cluster) return "it has too many groups for one launch";
@@ -243,11 +256,22 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     const std::int64_t to_fill = std::max<std::int64_t>(1, device.multiprocessors / tiles);
     const std::int64_t split_limit = std::min<std::int64_t>(cluster_limit, to_fill);
     std::int64_t wanted = std::min<std::int64_t>(split_limit, ceil_div(tile_bytes, kMinBlockBytes));
-    if (!backward && w.channels_inner && tile_bytes <= kWholeForwardTileBytes) {
+    if (w.channels_inner && !w.exact && tile_bytes <= kWholeForwardTileBytes) {
         // A block a group, each summing only its group's lanes: the tile
         // kernel's threads split theirs between two groups and merge them in
-        // double (H200, bench/RESULTS.md, forty-seventh session).
-        const BlockShape s = group_block_shape(w, width, std::max(kGnTileMinThreads, device.wave_size));
+        // double (H200, bench/RESULTS.md, forty-seventh session: the
+        // forward; forty-eighth: the backward).  The backward's blocks take
+        // at most kGnTileBackwardThreads threads (kGnBlockBackwardSlots
+        // slots a thread): blocks of 512 threads at 2 slots measured
+        // 0.89x-0.96x against the tile kernel on one sample's 16x16 planes,
+        // whose clusters spread over more multiprocessors, where 256 threads
+        // at 4 slots measured 1.06x-1.14x (run249, run251); and tiles past
+        // this size (NHWC 32x32 planes) 0.66x-0.75x.
+        const BlockShape s =
+            backward ? group_block_shape(w, width, std::max(kGnTileMinThreads, device.wave_size),
+                                         kGnTileBackwardThreads, kGnBlockBackwardSlots)
+                     : group_block_shape(w, width, std::max(kGnTileMinThreads, device.wave_size),
+                                         kGnTileForwardThreads, kGnTileForwardSlots);
         if (s.threads != 0) {
             w.group_blocks = true;
             w.tile_groups = 1;
@@ -258,6 +282,13 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
             w.threads = s.threads;
             w.columns = s.columns;
             w.row_threads = s.row_threads;
+            if (backward) {
+                // Counted as the one-block form where a form matters (the
+                // resident clusters of samples: fewer than the block's own).
+                w.backward_blocks = 1;
+                w.shared_bytes = tile_shared(w, true).bytes;
+                set_sample_cluster(w, device);
+            }
             return finish_walk(w, walk);
         }
     }
@@ -395,16 +426,8 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
 
     w.shared_bytes = tile_shared(w, backward).bytes;
     if (w.shared_bytes > kGnTileMaxSharedBytes) return "its tiles hold too many channels for shared memory";
-    // The backward's samples of a one-block tile as one cluster, where such
-    // clusters launch and all of a sample's tiles' clusters run at once:
-    // the first block adds the samples' dweight/dbias sums from the
-    // others' shared memory, where an arrival through global memory (a
-    // fence, an atomic and reloads on the last block's path) took 1.5-2.3
-    // us (H200, N = 2 UNet rows).
     w.sample_cluster = 1;
-    if (backward && w.cluster == 1 && w.samples > 1 && w.samples <= kGnTileMaxCluster && device.cluster_blocks > 1 &&
-        device.resident_clusters(static_cast<int>(w.samples), w.backward_blocks) >= w.tiles_per_sample)
-        w.sample_cluster = static_cast<int>(w.samples);
+    if (backward) set_sample_cluster(w, device);
     return finish_walk(w, walk);
 }
 

@@ -93,6 +93,22 @@ void cover_group_blocks(const Case& k, const GnTileWalk& w) {
     if (k.params_unaligned) c.insert("parameters one by one");
 }
 
+// What the backward's blocks of one group covered.
+std::set<std::string> backward_group_blocks_covered;
+
+void cover_backward_group_blocks(const Case& k, const GnTileWalk& w) {
+    std::set<std::string>& c = backward_group_blocks_covered;
+    const std::int64_t width = 16 / static_cast<std::int64_t>(dtype_size(k.dtype));
+    c.insert(w.channels % width != 0 ? "vectors straddling groups" : "groups of whole vectors");
+    if (w.channels % 2 != 0) c.insert("odd groups");
+    if (w.columns * w.row_threads < w.threads) c.insert("idle threads");
+    if (w.rows > w.row_threads) c.insert("several slots");
+    c.insert(k.swish ? "swish" : "no swish");
+    if (!k.affine) c.insert("plain");
+    if (k.in_place) c.insert(k.dx_over_x ? "dx over x" : "dx over dy");
+    if (k.affine) c.insert(w.samples == 1 ? "one sample" : w.sample_cluster > 1 ? "a cluster of samples" : "arrival");
+}
+
 void cover_streamed_backward(const Case& k, const GnTileWalk& w) {
     std::set<std::string>& c = streamed_backward_covered;
     c.insert("cluster " + std::to_string(w.cluster));
@@ -334,6 +350,7 @@ void run_case(const Case& k, std::mt19937_64& rng) {
             if ((plan.tiles.exact || plan.tiles.streamed > 0) && form != plan.tiles.backward_blocks) continue;
             if (plan.tiles.streamed > 0 && round == 0) cover_streamed_backward(k, plan.tiles);
             if (plan.tiles.sample_cluster > 1) sample_clusters_run.insert(plan.tiles.sample_cluster);
+            if (plan.tiles.group_blocks && round == 0) cover_backward_group_blocks(k, plan.tiles);
             backward_walk = plan.tiles;  // the planner's pick, for the report
             plan.tiles.backward_blocks = form;
             // The form decides the shared arrays too (tile_dx_factors).
@@ -535,6 +552,18 @@ int main(int argc, char** argv) {
         }
         cases.insert(cases.end(), streamed.begin(), streamed.end());
     }
+    // The blocks of one group: odd groups (C/G = 9; 16-bit lanes stored one
+    // by one), more samples than a cluster takes (the backward's dweight and
+    // dbias through the arrival), and the backward writing dx over x.
+    // Last, as above.
+    for (DType t : types)
+        cases.push_back(Case{{2, 72, 1, 6, 6}, 8, t, true, true, true, false, false});
+    cases.push_back(Case{{9, 32, 1, 2, 4}, 2, DType::f32, true, true, true, false, false});
+    {
+        Case k{{2, 80, 1, 8, 8}, 8, DType::bf16, true, false, true, false, true};
+        k.dx_over_x = true;
+        cases.push_back(k);
+    }
     check_divisors(rng);
     int skipped = 0;
     auto run = [&](const Case& k, std::mt19937_64& data) {
@@ -586,6 +615,20 @@ int main(int argc, char** argv) {
         if (!missing.empty()) {
             ++failures;
             std::printf("FAIL the forward's blocks of one group never ran with:%s\n", missing.c_str());
+        }
+    }
+    // So did the backward's.
+    {
+        std::vector<std::string> wanted = {"vectors straddling groups", "groups of whole vectors", "odd groups",
+                                           "idle threads", "several slots", "swish", "no swish", "plain",
+                                           "dx over x", "dx over dy", "one sample", "arrival"};
+        if (EMU_WAVE_SIZE != 64) wanted.push_back("a cluster of samples");
+        std::string missing;
+        for (const std::string& item : wanted)
+            if (backward_group_blocks_covered.count(item) == 0) missing += " [" + item + "]";
+        if (!missing.empty()) {
+            ++failures;
+            std::printf("FAIL the backward's blocks of one group never ran with:%s\n", missing.c_str());
         }
     }
     // With clusters, the backward's samples made clusters of two and of more.
