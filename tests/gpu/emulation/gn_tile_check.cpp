@@ -93,6 +93,16 @@ void cover_group_blocks(const Case& k, const GnTileWalk& w) {
     if (k.params_unaligned) c.insert("parameters one by one");
 }
 
+// A failure where `covered` lacks any of `wanted` (what `what` ran with).
+void require_covered(const char* what, const std::vector<std::string>& wanted, const std::set<std::string>& covered) {
+    std::string missing;
+    for (const std::string& item : wanted)
+        if (covered.count(item) == 0) missing += " [" + item + "]";
+    if (missing.empty()) return;
+    ++failures;
+    std::printf("FAIL %s never ran with:%s\n", what, missing.c_str());
+}
+
 // What the backward's blocks of one group covered.
 std::set<std::string> backward_group_blocks_covered;
 
@@ -594,28 +604,17 @@ int main(int argc, char** argv) {
                                            "wide blocks", "two-block form"};
         if (EMU_WAVE_SIZE != 64) wanted.insert(wanted.end(), {"cluster 2", "cluster 4"});
         if (!quick) wanted.push_back("bfloat16");
-        std::string missing, seen;
-        for (const std::string& item : wanted)
-            if (streamed_backward_covered.count(item) == 0) missing += " [" + item + "]";
+        std::string seen;
         for (const std::string& item : streamed_backward_covered) seen += " [" + item + "]";
         std::printf("streamed backward covered:%s\n", seen.c_str());
-        if (!missing.empty()) {
-            ++failures;
-            std::printf("FAIL the streamed backward never ran with:%s\n", missing.c_str());
-        }
+        require_covered("the streamed backward", wanted, streamed_backward_covered);
     }
     // The forward's blocks of one group ran with every variety they handle.
     {
         const std::vector<std::string> wanted = {
             "vectors straddling groups", "groups of whole vectors", "idle threads", "several slots",
             "swish", "no swish", "plain", "in place", "parameters one by one"};
-        std::string missing;
-        for (const std::string& item : wanted)
-            if (group_blocks_covered.count(item) == 0) missing += " [" + item + "]";
-        if (!missing.empty()) {
-            ++failures;
-            std::printf("FAIL the forward's blocks of one group never ran with:%s\n", missing.c_str());
-        }
+        require_covered("the forward's blocks of one group", wanted, group_blocks_covered);
     }
     // So did the backward's.
     {
@@ -623,13 +622,7 @@ int main(int argc, char** argv) {
                                            "idle threads", "several slots", "swish", "no swish", "plain",
                                            "dx over x", "dx over dy", "one sample", "arrival"};
         if (EMU_WAVE_SIZE != 64) wanted.push_back("a cluster of samples");
-        std::string missing;
-        for (const std::string& item : wanted)
-            if (backward_group_blocks_covered.count(item) == 0) missing += " [" + item + "]";
-        if (!missing.empty()) {
-            ++failures;
-            std::printf("FAIL the backward's blocks of one group never ran with:%s\n", missing.c_str());
-        }
+        require_covered("the backward's blocks of one group", wanted, backward_group_blocks_covered);
     }
     // With clusters, the backward's samples made clusters of two and of more.
     if (EMU_WAVE_SIZE != 64) {
