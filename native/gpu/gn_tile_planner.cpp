@@ -18,13 +18,15 @@ constexpr int kPositionDims[] = {kD, kH, kW};
 // below that, one block loads its part in a single round trip anyway, and
 // the cluster's barriers would cost more than they save.
 constexpr std::int64_t kMinBlockBytes = 16 * 1024;
-// A forward tile up to this size stays one block (no cluster; channels
-// fastest, only where that block holds it at kSpreadSlots): measured on the
-// H200, the 16x16-plane UNet rows (20 KB tiles) ran 2-5% faster whole,
-// and the 40 KB float tiles 5-9% (2x1280x16x16 fp32 9.2 -> 8.4 us; 40 KB
-// half tiles at par), while 80 KB tiles lost when their blocks grew (NHWC
-// up to 14%), and so did every backward.
-constexpr std::int64_t kWholeForwardTileBytes = 48 * 1024;
+// A small tile: at most this size.  A small forward tile stays one block
+// (no cluster; channels fastest, only where that block holds it at
+// kSpreadSlots): measured on the H200, the 16x16-plane UNet rows (20 KB
+// tiles) ran 2-5% faster whole, and the 40 KB float tiles 5-9%
+// (2x1280x16x16 fp32 9.2 -> 8.4 us; 40 KB half tiles at par), while 80 KB
+// tiles lost when their blocks grew (NHWC up to 14%), and so did every
+// backward tile kernel.  A small channels-fastest tile takes a block a
+// group in both directions where one holds the group (plan_gn_tiles).
+constexpr std::int64_t kSmallTileBytes = 48 * 1024;
 // The slots a thread holds at most where its rows can spread wider (over
 // more threads, or a forward tile over more blocks: plan_gn_tiles).
 constexpr int kSpreadSlots = 2;
@@ -256,7 +258,7 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
     const std::int64_t to_fill = std::max<std::int64_t>(1, device.multiprocessors / tiles);
     const std::int64_t split_limit = std::min<std::int64_t>(cluster_limit, to_fill);
     std::int64_t wanted = std::min<std::int64_t>(split_limit, ceil_div(tile_bytes, kMinBlockBytes));
-    if (w.channels_inner && !w.exact && tile_bytes <= kWholeForwardTileBytes) {
+    if (w.channels_inner && !w.exact && tile_bytes <= kSmallTileBytes) {
         // A block a group, each summing only its group's lanes: the tile
         // kernel's threads split theirs between two groups and merge them in
         // double (H200, bench/RESULTS.md, forty-seventh session: the
@@ -292,7 +294,7 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
             return finish_walk(w, walk);
         }
     }
-    if (!backward && tile_bytes <= kWholeForwardTileBytes) {
+    if (!backward && tile_bytes <= kSmallTileBytes) {
         wanted = 1;
         // Channels fastest, a wave issues nearly twice a positions-fastest
         // one's instructions (both groups' lanes, sums shuffled by column;
