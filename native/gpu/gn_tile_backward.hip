@@ -885,12 +885,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads)
     const float mean = static_cast<float>(read_stat(args.mean, n, group));
     const float rstd = static_cast<float>(read_stat(args.rstd, n, group));
     bool in[W];  // lane j is a channel of the group
-    bool whole = touches;  // every lane is
-#pragma unroll
-    for (int j = 0; j < W; ++j) {
-        in[j] = touches && column_channel + j >= first_channel && column_channel + j < first_channel + channels;
-        whole = whole && in[j];
-    }
+    const bool whole = group_lanes(touches, column_channel, first_channel, channels, in);  // every lane is
     GnLaneTerms terms[W];
 #pragma unroll
     for (int j = 0; j < W; ++j) {
@@ -960,8 +955,8 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads)
     float scaled[W];
 #pragma unroll
     for (int j = 0; j < W; ++j) scaled[j] = rstd * terms[j].weight;
-    // Stores as gn_block_forward_group's: a vector wholly of the group
-    // whole, 16-bit lanes in pairs where the group's channels are even.
+    // 16-bit lanes stored in pairs where the group's channels are even
+    // (store_group_lanes).
     const bool pairs = sizeof(T) == 2 && channels % 2 == 0;
     T* slot_dx = dx + first;
 #pragma unroll
@@ -971,17 +966,7 @@ __global__ void __launch_bounds__(kGnTileBackwardThreads)
 #pragma unroll
         for (int j = 0; j < W; ++j)
             out.lane[j] = narrow<T>(fmaf(scaled[j], kept[a][j], fmaf(f_d, widen(raw_x[a].lane[j]) - mean, f_c)));
-        if (whole) {
-            store_pack(slot_dx, out);
-        } else if (pairs) {
-#pragma unroll
-            for (int j = 0; j < W; j += 2)
-                if (in[j]) store_pack(slot_dx + j, Pack<T, 2>{{out.lane[j], out.lane[j + 1]}});
-        } else {
-#pragma unroll
-            for (int j = 0; j < W; ++j)
-                if (in[j]) slot_dx[j] = out.lane[j];
-        }
+        store_group_lanes(slot_dx, out, in, whole, pairs);
         slot_dx += step;
     }
     if (w.launch_cluster() > 1) cluster_wait();

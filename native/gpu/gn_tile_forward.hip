@@ -833,12 +833,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
     }
     const float shift = widen(x[sample + first_channel]);
     bool in[W];  // lane j is a channel of the group
-    bool whole = touches;  // every lane is
-#pragma unroll
-    for (int j = 0; j < W; ++j) {
-        in[j] = touches && column_channel + j >= first_channel && column_channel + j < first_channel + channels;
-        whole = whole && in[j];
-    }
+    const bool whole = group_lanes(touches, column_channel, first_channel, channels, in);  // every lane is
     // Lane j's channel's weight and bias, fetched beside x.
     float weight[W], bias[W];
     if (args.params_packed && touches) {
@@ -893,10 +888,8 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
         term[j] = normalize_term<T>(bias[j], offset, scale[j]);
     }
     const float swish_constant = swish_lane_constant<T>(args.swish_beta);
-    // A vector wholly of the group is stored whole, else its group's lanes:
-    // 16-bit lanes in pairs where the group's channels are even (its ends
-    // split no pair), as 2-byte stores of every lane lost 0.79x-0.88x against
-    // the tile kernel on 16x16 half rows (H200, forty-seventh session).
+    // 16-bit lanes stored in pairs where the group's channels are even
+    // (store_group_lanes).
     const bool pairs = sizeof(T) == 2 && channels % 2 == 0;
     auto normalize_slots = [&](auto with_swish) {
         constexpr bool kSwish = decltype(with_swish)::value;
@@ -909,17 +902,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
             for (int j = 0; j < W; ++j)
                 out.lane[j] = normalized_lane<T, kSwish>(widen(raw[a].lane[j]) - shift, offset, scale[j], term[j],
                                                          swish_constant, j);
-            if (whole) {
-                store_pack(slot_y, out);
-            } else if (pairs) {
-#pragma unroll
-                for (int j = 0; j < W; j += 2)
-                    if (in[j]) store_pack(slot_y + j, Pack<T, 2>{{out.lane[j], out.lane[j + 1]}});
-            } else {
-#pragma unroll
-                for (int j = 0; j < W; ++j)
-                    if (in[j]) slot_y[j] = out.lane[j];
-            }
+            store_group_lanes(slot_y, out, in, whole, pairs);
             slot_y += step;
         }
     };
@@ -959,20 +942,15 @@ void launch_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarg
                        static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), forward_args<P>(p, walk));
 }
 
+// One of the block forms (gn_block_forward, gn_block_forward_group), with
+// shared memory for their block_float_sums entries.
 template <typename T, typename P>
-void launch_block_forward_group(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target) {
+void launch_block_form(void (*kernel)(const T*, T*, GnTileForwardArgs<P>), const char* name, const GnForward& p,
+                       const GnTileWalk& walk, const LaunchTarget& target) {
     GnTileWalk block_walk = walk;
     block_walk.shared_bytes = std::max(walk.shared_bytes, kGnBlockForwardSharedBytes);
-    launch_tile_kernel(gn_block_forward_group<T, P>, block_walk, target.stream, "gn_block_forward_group",
-                       static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), forward_args<P>(p, walk));
-}
-
-template <typename T, typename P>
-void launch_block_forward(const GnForward& p, const GnTileWalk& walk, const LaunchTarget& target) {
-    GnTileWalk block_walk = walk;
-    block_walk.shared_bytes = std::max(walk.shared_bytes, kGnBlockForwardSharedBytes);
-    launch_tile_kernel(gn_block_forward<T, P>, block_walk, target.stream, "gn_block_forward",
-                       static_cast<const T*>(p.x.data), static_cast<T*>(p.y.data), forward_args<P>(p, walk));
+    launch_tile_kernel(kernel, block_walk, target.stream, name, static_cast<const T*>(p.x.data),
+                       static_cast<T*>(p.y.data), forward_args<P>(p, walk));
 }
 
 }  // namespace
@@ -988,7 +966,7 @@ void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const Launc
                 using P = typename decltype(p_tag)::type;
                 const bool stream = walk.streamed > 0;
                 if (walk.group_blocks)
-                    launch_block_forward_group<T, P>(p, walk, target);
+                    launch_block_form<T, P>(gn_block_forward_group<T, P>, "gn_block_forward_group", p, walk, target);
                 else if (walk.channels_inner && stream)
                     launch_forward<T, P, true, true>(p, walk, target);
                 else if (walk.channels_inner)
@@ -996,7 +974,7 @@ void run_gn_tile_forward(const GnForward& p, const GnTileWalk& walk, const Launc
                 else if (stream)
                     launch_forward<T, P, false, true>(p, walk, target);
                 else if (walk.cluster == 1)
-                    launch_block_forward<T, P>(p, walk, target);
+                    launch_block_form<T, P>(gn_block_forward<T, P>, "gn_block_forward", p, walk, target);
                 else
                     launch_forward<T, P, false, false>(p, walk, target);
             });
