@@ -128,6 +128,14 @@ struct GnBackwardGroupTerms {
 MBN_HOST_DEVICE constexpr std::size_t gn_persistent_backward_sums_bytes(int threads, int lanes) {
     return static_cast<std::size_t>(threads) * lanes * 2 * sizeof(float);
 }
+// The lanes of a thread's sums: channels inner the vector's W, positions
+// inner the share's slices, but at least kGnPersistentMergeLanes: after the
+// grid's barrier the same space holds each thread's terms of the block's
+// two groups (two doubles each) for their merge.
+constexpr int kGnPersistentMergeLanes = 2 * kGnPersistentThreadGroups;
+MBN_HOST_DEVICE constexpr int gn_persistent_backward_sum_lanes(bool inner, int width, int block_slices) {
+    return inner ? width : block_slices > kGnPersistentMergeLanes ? block_slices : kGnPersistentMergeLanes;
+}
 MBN_HOST_DEVICE constexpr std::size_t gn_persistent_backward_groups_bytes(int groups) {
     return static_cast<std::size_t>(groups) * sizeof(GnBackwardGroupTerms);
 }

@@ -56,7 +56,7 @@ std::size_t fixed_shared_bytes(const GnPersistentWalk& w, const Direction& d, in
     if (!d.backward)
         return gn_persistent_sums_bytes(w.threads) + gn_persistent_stats_bytes(w.block_groups) +
                gn_persistent_params_bytes(w.block_channels);
-    const int lanes = w.channels_inner ? width : w.block_slices;
+    const int lanes = gn_persistent_backward_sum_lanes(w.channels_inner, width, w.block_slices);
     return gn_persistent_backward_sums_bytes(w.threads, lanes) + gn_persistent_backward_groups_bytes(w.block_groups) +
            gn_persistent_params_bytes(w.block_channels);
 }
