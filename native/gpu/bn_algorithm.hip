@@ -283,20 +283,20 @@ GnBackwardChoice choose_algorithm(const GnBackward& p, const DeviceShape& device
         log_choice(kOpGnBackward, c.algorithm, request.forced, "the groups fit the registers of a block or a cluster");
         return c;
     };
-    bool tiles_run_long = false;
+    bool tiles_yield = false;
     if (any || request.algorithm == Algorithm::gn_on_chip) {
         not_on_chip = plan_gn_backward_on_chip(p, device, c.plan);
         if (not_on_chip == nullptr) {
-            tiles_run_long = gn_backward_tiles_run_long(c.plan.tiles, device);
-            if (!any || !tiles_run_long) return choose_tiles();
+            tiles_yield = gn_backward_tiles_yield(c.plan.tiles, device);
+            if (!any || !tiles_yield) return choose_tiles();
         }
         if (!any)
             refuse(kOpGnBackward, request.algorithm, describe(p.x, "group norm", false),
                    concat("the on-chip group-norm kernels cannot take this problem: ", not_on_chip));
     }
-    // Packed and too large for the tiles, or where the tiles would run
-    // long: one persistent launch where the grid holds x and dy on chip and
-    // in L2.
+    // Packed and too large for the tiles, or where the tiles yield (run
+    // long, or spread thin): one persistent launch where the grid holds x
+    // and dy on chip and in L2.
     if (any || request.algorithm == Algorithm::gn_persistent) {
         const PlanRule rule = any ? PlanRule::size_rule : PlanRule::wherever_it_fits;
         const char* not_persistent = plan_gn_persistent_backward(p, device, rule, c.plan.persistent);
@@ -307,14 +307,16 @@ GnBackwardChoice choose_algorithm(const GnBackward& p, const DeviceShape& device
             c.plan.needs = GnScratchNeeds{gn_persistent_backward_scratch_bytes(c.plan.persistent), 1};
             log_choice(kOpGnBackward, c.algorithm, request.forced,
                        "packed, x and dy held by one resident grid in registers, shared memory and L2",
-                       !any ? nullptr : tiles_run_long ? "the tiles would run long" : why_not_on_chip(not_on_chip));
+                       !any           ? nullptr
+                       : tiles_yield ? "the tiles would run long or spread thin"
+                                     : why_not_on_chip(not_on_chip));
             return c;
         }
         if (!any)
             refuse(kOpGnBackward, request.algorithm, describe(p.x, "group norm", false),
                    concat("the persistent group-norm kernel cannot take this problem: ", not_persistent));
     }
-    if (tiles_run_long) return choose_tiles();
+    if (tiles_yield) return choose_tiles();
     c.algorithm = Algorithm::gn_slices;
     plan_gn_backward_slices(p, device, c.plan);
     log_choice(kOpGnBackward, c.algorithm, request.forced, "the slices take every problem",

@@ -84,11 +84,6 @@ const char* plan_walk(const GnShape& shape, const TensorArg& x, bool packed, con
     if (vectors == 0 || vectors > INT_MAX / 2 || samples * channels > INT_MAX) return "it is too large for int indices";
     if (rule == PlanRule::size_rule && vectors * 16 < kGnPersistentLeastBytes[inner ? 1 : 0])
         return "x is small enough for the slices' second read to come from L2";
-    // NCHW-like, the backward's slices read x and dy again from L2 while both
-    // fit it: there the persistent backward lost (H200, 1x1280x64x64 float,
-    // 42 MB against a 50 MB L2: 0.93x), past it won (1.02x-1.11x).
-    if (rule == PlanRule::size_rule && d.backward && !inner && 2 * vectors * 16 < device.l2_or_assumed())
-        return "x and dy fit the L2, from which the slices read them again";
 
     GnPersistentWalk w{};
     w.vectors = static_cast<int>(vectors);

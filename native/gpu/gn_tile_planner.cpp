@@ -449,8 +449,9 @@ bool gn_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device) {
     return cluster_rounds(walk, device) >= kGnTilesLongRounds || walk.streamed > 2 * kGnTileStreamRegisterSlots;
 }
 
-bool gn_backward_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device) {
-    return walk.channels_inner && cluster_rounds(walk, device) >= kGnTilesLongRounds;
+bool gn_backward_tiles_yield(const GnTileWalk& walk, const DeviceShape& device) {
+    if (walk.channels_inner) return cluster_rounds(walk, device) >= kGnTilesLongRounds;
+    return walk.streamed > 0 && walk.backward_blocks == kGnTileBackwardStreamBlocks;
 }
 
 }  // namespace gpu

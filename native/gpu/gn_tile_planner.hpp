@@ -24,14 +24,21 @@ const char* plan_gn_tiles(const GnShape& shape, std::initializer_list<const Tens
 // full (H200, bench/RESULTS.md, thirty-second session).
 bool gn_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device);
 
-// Whether a backward plan's clusters run long: channels inner (NHWC) in
-// three rounds or more.  There the persistent backward ran 1.16x-1.32x
-// faster (H200, bench/RESULTS.md, thirty-eighth session: 2x1280x64x64 half
-// NHWC 54.1 -> 40.9 us, bfloat16 54.8 -> 43.6, 2x640x64x64 float 39.1 ->
-// 33.6); positions inner the tiles kept the lead (2x640x64x64 float NCHW
-// 32.1 against 37.0), and so did the streamed one-round tiles (1x1280x64x64
-// 16-bit NCHW, 26.3 against 27.8).
-bool gn_backward_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device);
+// Whether a backward plan yields to the persistent backward where that
+// takes the call:
+// - channels inner (NHWC) in three rounds of clusters or more: there the
+//   persistent backward ran 1.16x-1.32x faster (H200, bench/RESULTS.md,
+//   thirty-eighth session: 2x1280x64x64 half NHWC 54.1 -> 40.9 us,
+//   bfloat16 54.8 -> 43.6, 2x640x64x64 float 39.1 -> 33.6);
+// - positions inner in the streamed two-block form, whose blocks, fewer
+//   than a round, spread one of 8 waves a multiprocessor, where the
+//   persistent blocks hold the same data in 16 waves on each (forty-ninth
+//   session, 1x1280x64x64 NCHW: bfloat16 25.9 -> 24.6 us, half 24.6 ->
+//   24.4; the thirty-eighth's persistent kernel, before its merges spread
+//   over the block, had lost there, 26.3 against 27.8).
+// Positions inner the other plans keep the lead (2x640x64x64 float NCHW
+// 32.1 against 37.0, the wide streamed form).
+bool gn_backward_tiles_yield(const GnTileWalk& walk, const DeviceShape& device);
 
 }  // namespace gpu
 }  // namespace mbn

@@ -666,7 +666,7 @@ def test_persistent_rounds(handle, dtype, shape, in_place):
 def test_channels_last_backward_past_the_tiles(handle, dtype, shape):
     """The default choice where channels-last backward tiles would take
     three rounds of clusters: on an H100 or H200 the persistent backward
-    (gn_backward_tiles_run_long), elsewhere whatever the planner takes."""
+    (gn_backward_tiles_yield), elsewhere whatever the planner takes."""
     run_both(handle, shape, 32, dtype, "nhwc", 197, activation="swish")
 
 

@@ -6,8 +6,8 @@
 // clusters each runs in (the backward's by the resident clusters of its
 // form).  Checks that the streamed plans run in one round, within their
 // slot and L2 bounds, that every plan that ran in one round without
-// streaming is unchanged, and which backward plans run long (the persistent
-// backward takes those).  Host only (no kernel runs).
+// streaming is unchanged, and which backward plans yield to the persistent
+// backward.  Host only (no kernel runs).
 //
 //   gn_tile_plans            exit status 0 when every check holds
 #include "common/group_norm_problem.hpp"
@@ -154,20 +154,23 @@ int main() {
                     }
                 }
             }
-    // The backward's tiles yield to the persistent backward where they run
-    // long: channels inner in three rounds or more (bn_algorithm.hip), not
-    // positions inner, not the streamed one-round plans.
-    struct LongCase {
+    // The backward's tiles yield to the persistent backward
+    // (bn_algorithm.hip) where they run long, channels inner in three rounds
+    // or more, and where they spread thin, positions inner in the streamed
+    // two-block form; not the other positions-inner plans (several rounds,
+    // the wide streamed form), not the streamed one-round plans channels inner.
+    struct YieldCase {
         Lengths len;
         DType type;
-        bool channels_last, run_long;
+        bool channels_last, yields;
     };
-    const LongCase long_cases[] = {{{2, 1280, 1, 64, 64}, DType::f16, true, true},
+    const YieldCase yield_cases[] = {{{2, 1280, 1, 64, 64}, DType::f16, true, true},
                                    {{2, 640, 1, 64, 64}, DType::f32, true, true},
                                    {{2, 1280, 1, 64, 64}, DType::f16, false, false},
-                                   {{1, 1280, 1, 64, 64}, DType::f16, false, false},
+                                   {{1, 1280, 1, 64, 64}, DType::f16, false, true},
+                                   {{2, 640, 1, 64, 64}, DType::f16, false, false},
                                    {{2, 320, 1, 64, 64}, DType::f16, true, false}};
-    for (const LongCase& k : long_cases) {
+    for (const YieldCase& k : yield_cases) {
         GnShape s;
         s.len = k.len;
         s.groups = 32;
@@ -181,10 +184,10 @@ int main() {
         const char* why = plan_gn_tiles(s, {&x, &dy, &y}, true, device, w);
         check(why == nullptr, "the tiles refuse it", shape);
         if (why != nullptr) continue;
-        const bool run_long = gn_backward_tiles_run_long(w, device);
+        const bool yields = gn_backward_tiles_yield(w, device);
         std::printf("%s: %lld round(s), %s\n", shape, static_cast<long long>(rounds(w, device)),
-                    run_long ? "runs long" : "the tiles keep it");
-        check(run_long == k.run_long, k.run_long ? "should run long" : "should not run long", shape);
+                    yields ? "yields to the persistent backward" : "the tiles keep it");
+        check(yields == k.yields, k.yields ? "should yield" : "should not yield", shape);
     }
     std::printf("%d failure(s)\n", failures);
     return failures == 0 ? 0 : 1;
