@@ -98,6 +98,7 @@ struct GnPersistentWalk {
     Divisor by_group;    // positions inner: group_vectors
     int plane_vectors;   // positions inner: the vectors of a slice, S / W
     Divisor by_plane;    // positions inner: plane_vectors
+    Divisor by_share;    // positions inner: block_vectors (the blocks a group or a slice spans)
     double inv_group_size;
     std::size_t shared_bytes;  // dynamic: the thread sums, group statistics, weights and biases, held vectors
 };

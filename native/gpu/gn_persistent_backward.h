@@ -76,11 +76,13 @@ __device__ __forceinline__ GnBackwardGroupTerms lane_group(bool low, const GnBac
                                 low ? lo.dx_c : hi.dx_c};
 }
 
-// Positions inner: the blocks whose shares touch slice s, [from, to].
+// Positions inner: the blocks whose shares touch slice s, [from, to].  The
+// slice's vectors lie below x's, which count in int (the planner), so a
+// divisor's multiply divides them: two 64-bit divisions here had stood
+// between the grid's barrier and every merge's loads.
 __device__ __forceinline__ void slice_blocks(const GnPersistentWalk& w, int s, int& from, int& to) {
-    const std::int64_t plane = w.plane_vectors;
-    from = static_cast<int>(static_cast<std::int64_t>(s) * plane / w.block_vectors);
-    to = min(w.blocks - 1, static_cast<int>(((static_cast<std::int64_t>(s) + 1) * plane - 1) / w.block_vectors));
+    from = w.by_share.divide(s * w.plane_vectors);
+    to = min(w.blocks - 1, w.by_share.divide((s + 1) * w.plane_vectors - 1));
 }
 
 // Positions inner: block b's double sums of slice s (which its share touches).

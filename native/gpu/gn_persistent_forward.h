@@ -307,9 +307,11 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
     } else {
         for (int local = warp; local < groups_here; local += warps) {
             const int flat = share.first + local;
-            const int from = static_cast<int>(static_cast<std::int64_t>(flat) * w.group_vectors / w.block_vectors);
-            const int to = min(w.blocks, static_cast<int>((static_cast<std::int64_t>(flat + 1) * w.group_vectors - 1) /
-                                                          w.block_vectors) + 1);
+            // The group's vectors lie below x's, which count in int (the
+            // planner): a divisor's multiply, no 64-bit division after the
+            // barrier.
+            const int from = w.by_share.divide(flat * w.group_vectors);
+            const int to = min(w.blocks, w.by_share.divide((flat + 1) * w.group_vectors - 1) + 1);
             const GnGroupStats g = merge(local, flat, from, to);
             if (lane == 0) {
                 stats[local] = g;

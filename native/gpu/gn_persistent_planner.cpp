@@ -137,6 +137,7 @@ const char* plan_walk(const GnShape& shape, const TensorArg& x, bool packed, con
     }
     w.threads = static_cast<int>(threads);
     w.block_vectors = static_cast<int>(block_vectors);
+    if (!inner) w.by_share = make_divisor(w.block_vectors);
     w.slots = static_cast<int>(ceil_div(block_vectors, threads));
     w.inv_group_size = 1.0 / static_cast<double>(shape.group_size());
 
