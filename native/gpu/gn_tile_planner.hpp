@@ -33,9 +33,10 @@ bool gn_tiles_run_long(const GnTileWalk& walk, const DeviceShape& device);
 // - positions inner in the streamed two-block form, whose blocks, fewer
 //   than a round, spread one of 8 waves a multiprocessor, where the
 //   persistent blocks hold the same data in 16 waves on each (forty-ninth
-//   session, 1x1280x64x64 NCHW: bfloat16 25.9 -> 24.6 us, half 24.6 ->
-//   24.4; the thirty-eighth's persistent kernel, before its merges spread
-//   over the block, had lost there, 26.3 against 27.8).
+//   session, 1x1280x64x64 NCHW, the tiles against the persistent backward
+//   with its merge spread over the block and no 64-bit division: bfloat16
+//   25.9 against 23.1 us, half 24.6 against 22.9; the thirty-eighth's
+//   persistent kernel had lost there, 26.3 against 27.8).
 // Positions inner the other plans keep the lead (2x640x64x64 float NCHW
 // 32.1 against 37.0, the wide streamed form).
 bool gn_backward_tiles_yield(const GnTileWalk& walk, const DeviceShape& device);
