@@ -206,7 +206,7 @@ int main() {
         GroupShape shape;
         bool channels_last;
         int multiprocessors;
-        bool once = false;  // large grids: half with weights, no swish, only
+        bool once = false;  // a large grid: only half, with weights, without swish
     };
     const Shape shapes[] = {
         // NCHW: each block inside one group and one slice, slots in registers, shared and streamed.

@@ -165,11 +165,11 @@ int main() {
         bool channels_last, yields;
     };
     const YieldCase yield_cases[] = {{{2, 1280, 1, 64, 64}, DType::f16, true, true},
-                                   {{2, 640, 1, 64, 64}, DType::f32, true, true},
-                                   {{2, 1280, 1, 64, 64}, DType::f16, false, false},
-                                   {{1, 1280, 1, 64, 64}, DType::f16, false, true},
-                                   {{2, 640, 1, 64, 64}, DType::f16, false, false},
-                                   {{2, 320, 1, 64, 64}, DType::f16, true, false}};
+                                     {{2, 640, 1, 64, 64}, DType::f32, true, true},
+                                     {{2, 1280, 1, 64, 64}, DType::f16, false, false},
+                                     {{1, 1280, 1, 64, 64}, DType::f16, false, true},
+                                     {{2, 640, 1, 64, 64}, DType::f16, false, false},
+                                     {{2, 320, 1, 64, 64}, DType::f16, true, false}};
     for (const YieldCase& k : yield_cases) {
         GnShape s;
         s.len = k.len;
