@@ -458,8 +458,8 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
 #pragma unroll
         for (int b = 0; b < B; ++b)
             if (k0 - b >= on_chip && used(k0 - b)) {
-                bx[b] = load_pack<W>(x + at(k0 - b));
-                bdy[b] = load_pack<W>(dy + at(k0 - b));
+                bx[b] = load_pack_last<W>(x + at(k0 - b));
+                bdy[b] = load_pack_last<W>(dy + at(k0 - b));
             }
 #pragma unroll
         for (int b = 0; b < B; ++b)

@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(kGnPersistentThreads, 1)
         Pack<T, W> batch[B];
 #pragma unroll
         for (int b = 0; b < B; ++b)
-            if (k0 - b >= on_chip && used(k0 - b)) batch[b] = load_pack<W>(x + at(k0 - b));
+            if (k0 - b >= on_chip && used(k0 - b)) batch[b] = load_pack_last<W>(x + at(k0 - b));
 #pragma unroll
         for (int b = 0; b < B; ++b)
             if (k0 - b >= on_chip && used(k0 - b)) write(k0 - b, batch[b]);

@@ -782,8 +782,8 @@ __global__ void __launch_bounds__(kStream && kBlocks == 1 ? kGnTileBackwardWideT
 #pragma unroll
                 for (int i = 0; i < BD; ++i) {
                     if (i >= count) MBN_UNROLLED_EXIT;
-                    batch_x[i] = load_pack<W>(slot_x);
-                    batch_dy[i] = load_pack<W>(slot_dy);
+                    batch_x[i] = load_pack_last<W>(slot_x);
+                    batch_dy[i] = load_pack_last<W>(slot_dy);
                     slot_x -= at.step;
                     slot_dy -= at.step;
                 }

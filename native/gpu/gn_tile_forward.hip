@@ -501,7 +501,7 @@ __global__ void __launch_bounds__(kGnTileForwardThreads, 1)
 #pragma unroll
             for (int i = 0; i < B; ++i) {
                 if (i >= count) MBN_UNROLLED_EXIT;
-                batch[i] = load_pack<W>(slot_x);
+                batch[i] = load_pack_last<W>(slot_x);
                 slot_x -= at.step;
                 batch_weight[i] = 1.0f, batch_bias[i] = 0.0f;
                 if (!kInner && args.weight != nullptr) {
