@@ -1,0 +1,159 @@
+// How fast could a lean batch-norm training forward run on small NCHW
+// channels?  A bound for bench/RESULTS.md's lead (fifty-third session), not
+// the library: one warp a channel (four warps a block), a lane's values of
+// sample n at plane positions lane, lane + 32, ... held in registers (at
+// most kMost a lane), float two-pass statistics by warp shuffles, lane 0
+// writing the saved and running statistics, y from the registers.  No
+// shared memory, no barrier, no double.  Checks every channel against
+// float64 on the host; time it with ncu beside the library's kernel and
+// torch.compile's on the same shape (.dev/ncu_anchor.py):
+//   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/lean_bn bench/micro_lean_batch_norm.cu
+//   ncu --clock-control none --metrics gpu__time_duration.sum,smsp__inst_executed.sum /tmp/lean_bn
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+constexpr int kWaves = 4, kMost = 16;
+
+__device__ __forceinline__ float wave_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// kPerPlane: the slots a lane takes in one plane (ceil(HW / 32)); the
+// plane's count and the samples are run-time, the slots' layout is not.
+template <typename T, int kPerPlane>
+__global__ void __launch_bounds__(kWaves * 32)
+    lean_batch_norm_training(const T* __restrict__ x, T* __restrict__ y, const float* __restrict__ weight,
+                             const float* __restrict__ bias, float* running_mean, float* running_var,
+                             float* saved_mean, float* saved_inv_std, int N, int C, int HW, float momentum,
+                             float epsilon) {
+    constexpr int kPlanes = kMost / kPerPlane;
+    const int lane = threadIdx.x % 32;
+    const int c = blockIdx.x * kWaves + threadIdx.x / 32;
+    if (c >= C) return;
+    const long plane_stride = static_cast<long>(C) * HW;
+    const T* cx = x + static_cast<long>(c) * HW + lane;
+    T* cy = y + static_cast<long>(c) * HW + lane;
+    float v[kMost];
+    bool held[kPerPlane];
+#pragma unroll
+    for (int j = 0; j < kPerPlane; ++j) held[j] = lane + 32 * j < HW;
+#pragma unroll
+    for (int n = 0; n < kPlanes; ++n)
+#pragma unroll
+        for (int j = 0; j < kPerPlane; ++j) {
+            const bool in = n < N && held[j];
+            v[n * kPerPlane + j] = in ? static_cast<float>(cx[n * plane_stride + 32 * j]) : 0.0f;
+        }
+    const float count = static_cast<float>(N) * HW;
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMost; ++k) s += v[k];
+    const float mean = wave_sum(s) / count;
+    float q = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kPlanes; ++n)
+#pragma unroll
+        for (int j = 0; j < kPerPlane; ++j) {
+            const float e = n < N && held[j] ? v[n * kPerPlane + j] - mean : 0.0f;
+            q = fmaf(e, e, q);
+        }
+    const float var = wave_sum(q) / count;
+    const float inv_std = rsqrtf(var + epsilon);
+    const float scale = weight[c] * inv_std, shift = bias[c] - mean * scale;
+    if (lane == 0) {
+        saved_mean[c] = mean;
+        saved_inv_std[c] = inv_std;
+        running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
+        running_var[c] = (1.0f - momentum) * running_var[c] + momentum * var * count / (count - 1.0f);
+    }
+#pragma unroll
+    for (int n = 0; n < kPlanes; ++n)
+#pragma unroll
+        for (int j = 0; j < kPerPlane; ++j)
+            if (n < N && held[j]) cy[n * plane_stride + 32 * j] = static_cast<T>(fmaf(v[n * kPerPlane + j], scale, shift));
+}
+
+template <typename T>
+double run(int N, int C, int H, int W, const char* name) {
+    const int HW = H * W;
+    const size_t count = static_cast<size_t>(N) * C * HW;
+    std::vector<T> hx(count);
+    for (size_t i = 0; i < count; ++i) hx[i] = static_cast<T>(static_cast<float>((i * 2654435761u) % 1000) / 250.f - 2.f);
+    std::vector<float> w(C), b(C), rm(C, 0.0f), rv(C, 1.0f);
+    for (int c = 0; c < C; ++c) w[c] = 0.5f + (c % 7) * 0.1f, b[c] = (c % 5) * 0.2f - 0.4f;
+    T *x, *y;
+    float *dw, *db, *drm, *drv, *sm, *si, *flush;
+    cudaMalloc(&x, count * sizeof(T));
+    cudaMalloc(&y, count * sizeof(T));
+    cudaMalloc(&dw, C * 4); cudaMalloc(&db, C * 4); cudaMalloc(&drm, C * 4); cudaMalloc(&drv, C * 4);
+    cudaMalloc(&sm, C * 4); cudaMalloc(&si, C * 4);
+    cudaMalloc(&flush, 256 << 20);
+    cudaMemcpy(x, hx.data(), count * sizeof(T), cudaMemcpyHostToDevice);
+    cudaMemcpy(dw, w.data(), C * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, b.data(), C * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(drm, rm.data(), C * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(drv, rv.data(), C * 4, cudaMemcpyHostToDevice);
+    const int per_plane = (HW + 31) / 32;
+    auto launch = [&] {
+        const dim3 grid((C + kWaves - 1) / kWaves), block(kWaves * 32);
+        if (per_plane == 1 && N <= kMost)
+            lean_batch_norm_training<T, 1><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
+        else if (per_plane == 2 && N <= kMost / 2)
+            lean_batch_norm_training<T, 2><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
+        else if (per_plane <= 8 && N <= kMost / 8)
+            lean_batch_norm_training<T, 8><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
+        else
+            return false;
+        return true;
+    };
+    // Cold L2 before the call ncu times, as the bench flushes before each repetition.
+    cudaMemset(flush, 0, 256 << 20);
+    if (!launch()) {
+        std::printf("%s: no instance for %d values a plane\n", name, HW);
+        return -1;
+    }
+    cudaDeviceSynchronize();
+    std::vector<T> hy(count);
+    std::vector<float> hsm(C), hsi(C);
+    cudaMemcpy(hy.data(), y, count * sizeof(T), cudaMemcpyDeviceToHost);
+    cudaMemcpy(hsm.data(), sm, C * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hsi.data(), si, C * 4, cudaMemcpyDeviceToHost);
+    double worst_y = 0, worst_stat = 0;
+    for (int c = 0; c < C; ++c) {
+        double s = 0, q = 0;
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < HW; ++i) s += static_cast<float>(hx[(static_cast<size_t>(n) * C + c) * HW + i]);
+        const double mu = s / (static_cast<double>(N) * HW);
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < HW; ++i) {
+                const double e = static_cast<float>(hx[(static_cast<size_t>(n) * C + c) * HW + i]) - mu;
+                q += e * e;
+            }
+        const double rs = 1.0 / std::sqrt(q / (static_cast<double>(N) * HW) + 1e-5);
+        worst_stat = std::fmax(worst_stat, std::fabs(hsm[c] - mu) + std::fabs(hsi[c] - rs) / rs);
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < HW; ++i) {
+                const size_t at = (static_cast<size_t>(n) * C + c) * HW + i;
+                const double ref = (static_cast<float>(hx[at]) - mu) * rs * w[c] + b[c];
+                worst_y = std::fmax(worst_y, std::fabs(static_cast<float>(hy[at]) - ref) / (1.0 + std::fabs(ref)));
+            }
+    }
+    std::printf("%s %dx%dx%dx%d: worst |y error| / (1 + |y|) %.3g, statistics %.3g (%s)\n", name, N, C, H, W, worst_y,
+                worst_stat, cudaGetErrorString(cudaGetLastError()));
+    cudaFree(x); cudaFree(y); cudaFree(dw); cudaFree(db); cudaFree(drm); cudaFree(drv); cudaFree(sm); cudaFree(si);
+    cudaFree(flush);
+    return worst_y;
+}
+
+int main() {
+    run<__half>(8, 2048, 7, 7, "half");
+    run<float>(8, 2048, 7, 7, "float");
+    run<float>(2, 256, 14, 14, "float");
+    run<__half>(2, 256, 14, 14, "half");
+    run<__half>(1, 2048, 7, 7, "half");
+    return 0;
+}
