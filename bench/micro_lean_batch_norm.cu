@@ -1,21 +1,26 @@
 // How fast could a lean batch-norm training forward run on small NCHW
 // channels?  A bound for bench/RESULTS.md's lead (fifty-third session), not
-// the library: one warp a channel (four warps a block), a lane's values of
-// sample n at plane positions lane, lane + 32, ... held in registers (at
-// most kMost a lane), float two-pass statistics by warp shuffles, lane 0
-// writing the saved and running statistics, y from the registers.  No
-// shared memory, no barrier, no double.  Checks every channel against
-// float64 on the host; time it with ncu beside the library's kernel and
-// torch.compile's on the same shape (.dev/ncu_anchor.py):
+// the library.  Three forms, each with float two-pass statistics by warp
+// shuffles, lane 0 (thread 0) writing the saved and running statistics, y
+// from the registers, and no double:
+//   0: a warp a channel, four warps a block; a lane's values of sample n at
+//      plane positions lane, lane + 32, ... (at most kMost a lane);
+//   1: the same, one warp a block;
+//   2: a block of 128 threads a channel, at most 8 values a thread, one
+//      shared-memory round a pass.
+// Checks every channel against float64 on the host; time it with ncu
+// beside the library's kernel and torch.compile's on the same shape
+// (.dev/ncu_anchor.py):
 //   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/lean_bn bench/micro_lean_batch_norm.cu
 //   ncu --clock-control none --metrics gpu__time_duration.sum,smsp__inst_executed.sum /tmp/lean_bn
 #include <cuda_fp16.h>
 
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
 #include <vector>
 
-constexpr int kWaves = 4, kMost = 16;
+constexpr int kMost = 16;
 
 __device__ __forceinline__ float wave_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -24,7 +29,7 @@ __device__ __forceinline__ float wave_sum(float v) {
 
 // kPerPlane: the slots a lane takes in one plane (ceil(HW / 32)); the
 // plane's count and the samples are run-time, the slots' layout is not.
-template <typename T, int kPerPlane>
+template <typename T, int kPerPlane, int kWaves>
 __global__ void __launch_bounds__(kWaves * 32)
     lean_batch_norm_training(const T* __restrict__ x, T* __restrict__ y, const float* __restrict__ weight,
                              const float* __restrict__ bias, float* running_mean, float* running_var,
@@ -37,6 +42,10 @@ __global__ void __launch_bounds__(kWaves * 32)
     const long plane_stride = static_cast<long>(C) * HW;
     const T* cx = x + static_cast<long>(c) * HW + lane;
     T* cy = y + static_cast<long>(c) * HW + lane;
+    // The channel's parameters and prior statistics first: loaded after the
+    // sums (behind the saved statistics' stores, which may alias them) each
+    // was a round trip to DRAM on the chain.
+    const float w = weight[c], b = bias[c], prior_mean = running_mean[c], prior_var = running_var[c];
     float v[kMost];
     bool held[kPerPlane];
 #pragma unroll
@@ -63,12 +72,12 @@ __global__ void __launch_bounds__(kWaves * 32)
         }
     const float var = wave_sum(q) / count;
     const float inv_std = rsqrtf(var + epsilon);
-    const float scale = weight[c] * inv_std, shift = bias[c] - mean * scale;
+    const float scale = w * inv_std, shift = b - mean * scale;
     if (lane == 0) {
         saved_mean[c] = mean;
         saved_inv_std[c] = inv_std;
-        running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
-        running_var[c] = (1.0f - momentum) * running_var[c] + momentum * var * count / (count - 1.0f);
+        running_mean[c] = (1.0f - momentum) * prior_mean + momentum * mean;
+        running_var[c] = (1.0f - momentum) * prior_var + momentum * var * count / (count - 1.0f);
     }
 #pragma unroll
     for (int n = 0; n < kPlanes; ++n)
@@ -77,8 +86,69 @@ __global__ void __launch_bounds__(kWaves * 32)
             if (n < N && held[j]) cy[n * plane_stride + 32 * j] = static_cast<T>(fmaf(v[n * kPerPlane + j], scale, shift));
 }
 
+// The same with a block of kThreads a channel: value r of the channel's
+// N * HW at thread r mod kThreads, at most kPer a thread, float two-pass
+// statistics by shuffles and one shared-memory round a pass.
+template <typename T, int kThreads, int kPer>
+__global__ void __launch_bounds__(kThreads)
+    lean_batch_norm_training_block(const T* __restrict__ x, T* __restrict__ y, const float* __restrict__ weight,
+                                   const float* __restrict__ bias, float* running_mean, float* running_var,
+                                   float* saved_mean, float* saved_inv_std, int N, int C, int HW, float momentum,
+                                   float epsilon) {
+    __shared__ float part[2][kThreads / 32];
+    const int c = blockIdx.x, t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const int total = N * HW;
+    const float w = weight[c], b = bias[c], prior_mean = running_mean[c], prior_var = running_var[c];
+    long at[kPer];
+    float v[kPer];
+    int n = t / HW, hw = t - n * HW;
+    const int step_n = kThreads / HW, step_hw = kThreads - step_n * HW;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+        at[k] = (static_cast<long>(n) * C + c) * HW + hw;
+        v[k] = t + k * kThreads < total ? static_cast<float>(x[at[k]]) : 0.0f;
+        n += step_n;
+        hw += step_hw;
+        if (hw >= HW) hw -= HW, ++n;
+    }
+    auto block_sum = [&](float value, float* slot) {
+        value = wave_sum(value);
+        if (lane == 0) slot[warp] = value;
+        __syncthreads();
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kThreads / 32; ++w) sum += slot[w];
+        return sum;
+    };
+    const float count = static_cast<float>(total);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) s += v[k];
+    const float mean = block_sum(s, part[0]) / count;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+        const float e = t + k * kThreads < total ? v[k] - mean : 0.0f;
+        q = fmaf(e, e, q);
+    }
+    const float var = block_sum(q, part[1]) / count;
+    const float inv_std = rsqrtf(var + epsilon);
+    const float scale = w * inv_std, shift = b - mean * scale;
+    if (t == 0) {
+        saved_mean[c] = mean;
+        saved_inv_std[c] = inv_std;
+        running_mean[c] = (1.0f - momentum) * prior_mean + momentum * mean;
+        running_var[c] = (1.0f - momentum) * prior_var + momentum * var * count / (count - 1.0f);
+    }
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+        if (t + k * kThreads < total) y[at[k]] = static_cast<T>(fmaf(v[k], scale, shift));
+}
+
+// form: 0 a channel a wave, four waves a block; 1 the same, one wave a
+// block; 2 a block of 128 threads a channel.
 template <typename T>
-double run(int N, int C, int H, int W, const char* name) {
+double run(int N, int C, int H, int W, const char* name, int form) {
     const int HW = H * W;
     const size_t count = static_cast<size_t>(N) * C * HW;
     std::vector<T> hx(count);
@@ -99,16 +169,25 @@ double run(int N, int C, int H, int W, const char* name) {
     cudaMemcpy(drv, rv.data(), C * 4, cudaMemcpyHostToDevice);
     const int per_plane = (HW + 31) / 32;
     auto launch = [&] {
-        const dim3 grid((C + kWaves - 1) / kWaves), block(kWaves * 32);
-        if (per_plane == 1 && N <= kMost)
-            lean_batch_norm_training<T, 1><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
-        else if (per_plane == 2 && N <= kMost / 2)
-            lean_batch_norm_training<T, 2><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
-        else if (per_plane <= 8 && N <= kMost / 8)
-            lean_batch_norm_training<T, 8><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
-        else
-            return false;
-        return true;
+        if (form == 2) {
+            if (static_cast<long>(N) * HW > 128L * 8) return false;
+            lean_batch_norm_training_block<T, 128, 8><<<C, 128>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
+            return true;
+        }
+        auto go = [&](auto waves) {
+            constexpr int kW = decltype(waves)::value;
+            const dim3 grid((C + kW - 1) / kW), block(kW * 32);
+            if (per_plane == 1 && N <= kMost)
+                lean_batch_norm_training<T, 1, kW><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
+            else if (per_plane == 2 && N <= kMost / 2)
+                lean_batch_norm_training<T, 2, kW><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
+            else if (per_plane <= 8 && N <= kMost / 8)
+                lean_batch_norm_training<T, 8, kW><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
+            else
+                return false;
+            return true;
+        };
+        return form == 0 ? go(std::integral_constant<int, 4>{}) : go(std::integral_constant<int, 1>{});
     };
     // Cold L2 before the call ncu times, as the bench flushes before each repetition.
     cudaMemset(flush, 0, 256 << 20);
@@ -142,7 +221,7 @@ double run(int N, int C, int H, int W, const char* name) {
                 worst_y = std::fmax(worst_y, std::fabs(static_cast<float>(hy[at]) - ref) / (1.0 + std::fabs(ref)));
             }
     }
-    std::printf("%s %dx%dx%dx%d: worst |y error| / (1 + |y|) %.3g, statistics %.3g (%s)\n", name, N, C, H, W, worst_y,
+    std::printf("form %d %s %dx%dx%dx%d: worst |y error| / (1 + |y|) %.3g, statistics %.3g (%s)\n", form, name, N, C, H, W, worst_y,
                 worst_stat, cudaGetErrorString(cudaGetLastError()));
     cudaFree(x); cudaFree(y); cudaFree(dw); cudaFree(db); cudaFree(drm); cudaFree(drv); cudaFree(sm); cudaFree(si);
     cudaFree(flush);
@@ -150,10 +229,12 @@ double run(int N, int C, int H, int W, const char* name) {
 }
 
 int main() {
-    run<__half>(8, 2048, 7, 7, "half");
-    run<float>(8, 2048, 7, 7, "float");
-    run<float>(2, 256, 14, 14, "float");
-    run<__half>(2, 256, 14, 14, "half");
-    run<__half>(1, 2048, 7, 7, "half");
+    for (int form = 0; form < 3; ++form) {
+        run<__half>(8, 2048, 7, 7, "half", form);
+        run<float>(8, 2048, 7, 7, "float", form);
+        run<float>(2, 256, 14, 14, "float", form);
+        run<__half>(2, 256, 14, 14, "half", form);
+        run<__half>(1, 2048, 7, 7, "half", form);
+    }
     return 0;
 }
