@@ -7,7 +7,8 @@
 //      plane positions lane, lane + 32, ... (at most kMost a lane);
 //   1: the same, one warp a block;
 //   2: a block of 128 threads a channel, at most 8 values a thread, one
-//      shared-memory round a pass.
+//      shared-memory round a pass;
+// and the backward in form 0.
 // Checks every channel against float64 on the host; time it with ncu
 // beside the library's kernel and torch.compile's on the same shape
 // (.dev/ncu_anchor.py):
@@ -228,6 +229,134 @@ double run(int N, int C, int H, int W, const char* name, int form) {
     return worst_y;
 }
 
+// The backward in form 0, from the saved mean and inverse std: dbias =
+// sum(dy), dscale = sum(dy (x - mean)) inv_std, dx = scale inv_std (dy -
+// dbias / M - (x - mean) inv_std dscale / M); the channel's scale and saved
+// statistics read before the values.
+template <typename T, int kPerPlane>
+__global__ void __launch_bounds__(4 * 32)
+    lean_batch_norm_backward(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx,
+                             const float* __restrict__ weight, const float* __restrict__ saved_mean,
+                             const float* __restrict__ saved_inv_std, float* dscale, float* dbias, int N, int C,
+                             int HW) {
+    constexpr int kPlanes = kMost / kPerPlane;
+    const int lane = threadIdx.x % 32;
+    const int c = blockIdx.x * 4 + threadIdx.x / 32;
+    if (c >= C) return;
+    const float w = weight[c], mean = saved_mean[c], inv_std = saved_inv_std[c];
+    const long plane_stride = static_cast<long>(C) * HW, base = static_cast<long>(c) * HW + lane;
+    float xv[kMost], gv[kMost];
+    bool held[kPerPlane];
+#pragma unroll
+    for (int j = 0; j < kPerPlane; ++j) held[j] = lane + 32 * j < HW;
+#pragma unroll
+    for (int n = 0; n < kPlanes; ++n)
+#pragma unroll
+        for (int j = 0; j < kPerPlane; ++j) {
+            const bool in = n < N && held[j];
+            const long at = base + n * plane_stride + 32 * j;
+            xv[n * kPerPlane + j] = in ? static_cast<float>(x[at]) - mean : 0.0f;
+            gv[n * kPerPlane + j] = in ? static_cast<float>(dy[at]) : 0.0f;
+        }
+    float g1 = 0.0f, g2 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMost; ++k) g1 += gv[k], g2 = fmaf(gv[k], xv[k], g2);
+    g1 = wave_sum(g1);
+    g2 = wave_sum(g2);
+    const float count = static_cast<float>(N) * HW;
+    const float k0 = w * inv_std, k1 = -k0 * inv_std * inv_std * g2 / count, k2 = -k0 * g1 / count;
+    if (lane == 0) dbias[c] = g1, dscale[c] = g2 * inv_std;
+#pragma unroll
+    for (int n = 0; n < kPlanes; ++n)
+#pragma unroll
+        for (int j = 0; j < kPerPlane; ++j)
+            if (n < N && held[j]) {
+                const int k = n * kPerPlane + j;
+                dx[base + n * plane_stride + 32 * j] = static_cast<T>(fmaf(k0, gv[k], fmaf(k1, xv[k], k2)));
+            }
+}
+
+// The backward's check and one cold call (form 0), on the same data as
+// run's: dy from a second hash, the saved statistics from the host.
+template <typename T>
+double run_backward(int N, int C, int H, int W, const char* name) {
+    const int HW = H * W, per_plane = (HW + 31) / 32;
+    const size_t count = static_cast<size_t>(N) * C * HW;
+    std::vector<T> hx(count), hdy(count);
+    for (size_t i = 0; i < count; ++i) {
+        hx[i] = static_cast<T>(static_cast<float>((i * 2654435761u) % 1000) / 250.f - 2.f);
+        hdy[i] = static_cast<T>(static_cast<float>((i * 40503u + 7) % 997) / 500.f - 1.f);
+    }
+    std::vector<float> w(C), mu(C), rs(C);
+    std::vector<double> mu64(C), rs64(C);
+    for (int c = 0; c < C; ++c) {
+        w[c] = 0.5f + (c % 7) * 0.1f;
+        double s = 0, q = 0;
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < HW; ++i) s += static_cast<float>(hx[(static_cast<size_t>(n) * C + c) * HW + i]);
+        mu64[c] = s / (static_cast<double>(N) * HW);
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < HW; ++i) {
+                const double e = static_cast<float>(hx[(static_cast<size_t>(n) * C + c) * HW + i]) - mu64[c];
+                q += e * e;
+            }
+        rs64[c] = 1.0 / std::sqrt(q / (static_cast<double>(N) * HW) + 1e-5);
+        mu[c] = static_cast<float>(mu64[c]);
+        rs[c] = static_cast<float>(rs64[c]);
+    }
+    T *x, *dy, *dx;
+    float *dw, *dm, *dr, *ds, *db, *flush;
+    cudaMalloc(&x, count * sizeof(T)); cudaMalloc(&dy, count * sizeof(T)); cudaMalloc(&dx, count * sizeof(T));
+    cudaMalloc(&dw, C * 4); cudaMalloc(&dm, C * 4); cudaMalloc(&dr, C * 4); cudaMalloc(&ds, C * 4); cudaMalloc(&db, C * 4);
+    cudaMalloc(&flush, 256 << 20);
+    cudaMemcpy(x, hx.data(), count * sizeof(T), cudaMemcpyHostToDevice);
+    cudaMemcpy(dy, hdy.data(), count * sizeof(T), cudaMemcpyHostToDevice);
+    cudaMemcpy(dw, w.data(), C * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dm, mu.data(), C * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dr, rs.data(), C * 4, cudaMemcpyHostToDevice);
+    cudaMemset(flush, 0, 256 << 20);
+    const dim3 grid((C + 3) / 4), block(128);
+    if (per_plane == 1 && N <= kMost)
+        lean_batch_norm_backward<T, 1><<<grid, block>>>(x, dy, dx, dw, dm, dr, ds, db, N, C, HW);
+    else if (per_plane == 2 && N <= kMost / 2)
+        lean_batch_norm_backward<T, 2><<<grid, block>>>(x, dy, dx, dw, dm, dr, ds, db, N, C, HW);
+    else if (per_plane <= 8 && N <= kMost / 8)
+        lean_batch_norm_backward<T, 8><<<grid, block>>>(x, dy, dx, dw, dm, dr, ds, db, N, C, HW);
+    else
+        return -1;
+    cudaDeviceSynchronize();
+    std::vector<T> hdx(count);
+    std::vector<float> hds(C), hdb(C);
+    cudaMemcpy(hdx.data(), dx, count * sizeof(T), cudaMemcpyDeviceToHost);
+    cudaMemcpy(hds.data(), ds, C * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hdb.data(), db, C * 4, cudaMemcpyDeviceToHost);
+    double worst_dx = 0, worst_param = 0;
+    const double m = static_cast<double>(N) * HW;
+    for (int c = 0; c < C; ++c) {
+        double g1 = 0, g2 = 0;
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < HW; ++i) {
+                const size_t at = (static_cast<size_t>(n) * C + c) * HW + i;
+                g1 += static_cast<float>(hdy[at]);
+                g2 += static_cast<float>(hdy[at]) * (static_cast<float>(hx[at]) - mu64[c]);
+            }
+        worst_param = std::fmax(worst_param, std::fabs(hdb[c] - g1) / (1 + std::fabs(g1)) +
+                                                 std::fabs(hds[c] - g2 * rs64[c]) / (1 + std::fabs(g2 * rs64[c])));
+        for (int n = 0; n < N; ++n)
+            for (int i = 0; i < HW; ++i) {
+                const size_t at = (static_cast<size_t>(n) * C + c) * HW + i;
+                const double xhat = (static_cast<float>(hx[at]) - mu64[c]) * rs64[c];
+                const double ref = w[c] * rs64[c] * (static_cast<float>(hdy[at]) - g1 / m - xhat * g2 * rs64[c] / m);
+                worst_dx = std::fmax(worst_dx, std::fabs(static_cast<float>(hdx[at]) - ref) / (1.0 + std::fabs(ref)));
+            }
+    }
+    std::printf("backward %s %dx%dx%dx%d: worst |dx error| / (1 + |dx|) %.3g, dscale/dbias %.3g (%s)\n", name, N, C, H,
+                W, worst_dx, worst_param, cudaGetErrorString(cudaGetLastError()));
+    cudaFree(x); cudaFree(dy); cudaFree(dx); cudaFree(dw); cudaFree(dm); cudaFree(dr); cudaFree(ds); cudaFree(db);
+    cudaFree(flush);
+    return worst_dx;
+}
+
 int main() {
     for (int form = 0; form < 3; ++form) {
         run<__half>(8, 2048, 7, 7, "half", form);
@@ -236,5 +365,10 @@ int main() {
         run<__half>(2, 256, 14, 14, "half", form);
         run<__half>(1, 2048, 7, 7, "half", form);
     }
+    run_backward<__half>(8, 2048, 7, 7, "half");
+    run_backward<float>(8, 2048, 7, 7, "float");
+    run_backward<float>(2, 256, 14, 14, "float");
+    run_backward<__half>(2, 256, 14, 14, "half");
+    run_backward<__half>(1, 2048, 7, 7, "half");
     return 0;
 }
