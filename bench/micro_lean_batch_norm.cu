@@ -28,6 +28,43 @@ __device__ __forceinline__ float wave_sum(float v) {
     return v;
 }
 
+// A lane's values of one channel (`p`: the channel's first plane, at the
+// lane), less `offset`: sample n's at plane positions lane + 32 j, slot
+// n kPerPlane + j; 0 past N samples or the plane's end (`held[j]`: whether
+// position lane + 32 j lies in the plane).
+template <int kPerPlane, typename T>
+__device__ __forceinline__ void load_wave_values(const T* p, long plane_stride, int N, int HW, float offset,
+                                                 float (&v)[kMost], bool (&held)[kPerPlane]) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < kPerPlane; ++j) held[j] = lane + 32 * j < HW;
+#pragma unroll
+    for (int n = 0; n < kMost / kPerPlane; ++n)
+#pragma unroll
+        for (int j = 0; j < kPerPlane; ++j)
+            v[n * kPerPlane + j] = n < N && held[j] ? static_cast<float>(p[n * plane_stride + 32 * j]) - offset : 0.0f;
+}
+
+// A channel's statistics finished: y = x scale + shift, and what one
+// thread stores (the saved mean and inverse std, the running statistics
+// from their prior values, read before the channel's values).
+struct ChannelFinish {
+    float mean, var, count, inv_std, scale, shift, prior_mean, prior_var;
+    __device__ void store(int c, float* saved_mean, float* saved_inv_std, float* running_mean, float* running_var,
+                          float momentum) const {
+        saved_mean[c] = mean;
+        saved_inv_std[c] = inv_std;
+        running_mean[c] = (1.0f - momentum) * prior_mean + momentum * mean;
+        running_var[c] = (1.0f - momentum) * prior_var + momentum * var * count / (count - 1.0f);
+    }
+};
+
+__device__ __forceinline__ ChannelFinish finish_channel(float mean, float var, float count, float w, float b,
+                                                        float prior_mean, float prior_var, float epsilon) {
+    const float inv_std = rsqrtf(var + epsilon), scale = w * inv_std;
+    return ChannelFinish{mean, var, count, inv_std, scale, b - mean * scale, prior_mean, prior_var};
+}
+
 // kPerPlane: the slots a lane takes in one plane (ceil(HW / 32)); the
 // plane's count and the samples are run-time, the slots' layout is not.
 template <typename T, int kPerPlane, int kWaves>
@@ -49,15 +86,7 @@ __global__ void __launch_bounds__(kWaves * 32)
     const float w = weight[c], b = bias[c], prior_mean = running_mean[c], prior_var = running_var[c];
     float v[kMost];
     bool held[kPerPlane];
-#pragma unroll
-    for (int j = 0; j < kPerPlane; ++j) held[j] = lane + 32 * j < HW;
-#pragma unroll
-    for (int n = 0; n < kPlanes; ++n)
-#pragma unroll
-        for (int j = 0; j < kPerPlane; ++j) {
-            const bool in = n < N && held[j];
-            v[n * kPerPlane + j] = in ? static_cast<float>(cx[n * plane_stride + 32 * j]) : 0.0f;
-        }
+    load_wave_values<kPerPlane>(cx, plane_stride, N, HW, 0.0f, v, held);
     const float count = static_cast<float>(N) * HW;
     float s = 0.0f;
 #pragma unroll
@@ -72,19 +101,14 @@ __global__ void __launch_bounds__(kWaves * 32)
             q = fmaf(e, e, q);
         }
     const float var = wave_sum(q) / count;
-    const float inv_std = rsqrtf(var + epsilon);
-    const float scale = w * inv_std, shift = b - mean * scale;
-    if (lane == 0) {
-        saved_mean[c] = mean;
-        saved_inv_std[c] = inv_std;
-        running_mean[c] = (1.0f - momentum) * prior_mean + momentum * mean;
-        running_var[c] = (1.0f - momentum) * prior_var + momentum * var * count / (count - 1.0f);
-    }
+    const ChannelFinish f = finish_channel(mean, var, count, w, b, prior_mean, prior_var, epsilon);
+    if (lane == 0) f.store(c, saved_mean, saved_inv_std, running_mean, running_var, momentum);
 #pragma unroll
     for (int n = 0; n < kPlanes; ++n)
 #pragma unroll
         for (int j = 0; j < kPerPlane; ++j)
-            if (n < N && held[j]) cy[n * plane_stride + 32 * j] = static_cast<T>(fmaf(v[n * kPerPlane + j], scale, shift));
+            if (n < N && held[j])
+                cy[n * plane_stride + 32 * j] = static_cast<T>(fmaf(v[n * kPerPlane + j], f.scale, f.shift));
 }
 
 // The same with a block of kThreads a channel: value r of the channel's
@@ -133,17 +157,34 @@ __global__ void __launch_bounds__(kThreads)
         q = fmaf(e, e, q);
     }
     const float var = block_sum(q, part[1]) / count;
-    const float inv_std = rsqrtf(var + epsilon);
-    const float scale = w * inv_std, shift = b - mean * scale;
-    if (t == 0) {
-        saved_mean[c] = mean;
-        saved_inv_std[c] = inv_std;
-        running_mean[c] = (1.0f - momentum) * prior_mean + momentum * mean;
-        running_var[c] = (1.0f - momentum) * prior_var + momentum * var * count / (count - 1.0f);
-    }
+    const ChannelFinish f = finish_channel(mean, var, count, w, b, prior_mean, prior_var, epsilon);
+    if (t == 0) f.store(c, saved_mean, saved_inv_std, running_mean, running_var, momentum);
 #pragma unroll
     for (int k = 0; k < kPer; ++k)
-        if (t + k * kThreads < total) y[at[k]] = static_cast<T>(fmaf(v[k], scale, shift));
+        if (t + k * kThreads < total) y[at[k]] = static_cast<T>(fmaf(v[k], f.scale, f.shift));
+}
+
+// A device array's `count` values on the host (after the work before it).
+template <typename V>
+std::vector<V> download(const V* device, size_t count) {
+    std::vector<V> host(count);
+    cudaMemcpy(host.data(), device, count * sizeof(V), cudaMemcpyDeviceToHost);
+    return host;
+}
+
+// Channel c's mean and inverse std (epsilon 1e-5) in float64 on the host.
+template <typename T>
+void reference_moments(const std::vector<T>& hx, int N, int C, int HW, int c, double& mean, double& inv_std) {
+    double s = 0, q = 0;
+    for (int n = 0; n < N; ++n)
+        for (int i = 0; i < HW; ++i) s += static_cast<float>(hx[(static_cast<size_t>(n) * C + c) * HW + i]);
+    mean = s / (static_cast<double>(N) * HW);
+    for (int n = 0; n < N; ++n)
+        for (int i = 0; i < HW; ++i) {
+            const double e = static_cast<float>(hx[(static_cast<size_t>(n) * C + c) * HW + i]) - mean;
+            q += e * e;
+        }
+    inv_std = 1.0 / std::sqrt(q / (static_cast<double>(N) * HW) + 1e-5);
 }
 
 // form: 0 a channel a wave, four waves a block; 1 the same, one wave a
@@ -196,24 +237,12 @@ double run(int N, int C, int H, int W, const char* name, int form) {
         std::printf("%s: no instance for %d values a plane\n", name, HW);
         return -1;
     }
-    cudaDeviceSynchronize();
-    std::vector<T> hy(count);
-    std::vector<float> hsm(C), hsi(C);
-    cudaMemcpy(hy.data(), y, count * sizeof(T), cudaMemcpyDeviceToHost);
-    cudaMemcpy(hsm.data(), sm, C * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(hsi.data(), si, C * 4, cudaMemcpyDeviceToHost);
+    const std::vector<T> hy = download(y, count);
+    const std::vector<float> hsm = download(sm, C), hsi = download(si, C);
     double worst_y = 0, worst_stat = 0;
     for (int c = 0; c < C; ++c) {
-        double s = 0, q = 0;
-        for (int n = 0; n < N; ++n)
-            for (int i = 0; i < HW; ++i) s += static_cast<float>(hx[(static_cast<size_t>(n) * C + c) * HW + i]);
-        const double mu = s / (static_cast<double>(N) * HW);
-        for (int n = 0; n < N; ++n)
-            for (int i = 0; i < HW; ++i) {
-                const double e = static_cast<float>(hx[(static_cast<size_t>(n) * C + c) * HW + i]) - mu;
-                q += e * e;
-            }
-        const double rs = 1.0 / std::sqrt(q / (static_cast<double>(N) * HW) + 1e-5);
+        double mu, rs;
+        reference_moments(hx, N, C, HW, c, mu, rs);
         worst_stat = std::fmax(worst_stat, std::fabs(hsm[c] - mu) + std::fabs(hsi[c] - rs) / rs);
         for (int n = 0; n < N; ++n)
             for (int i = 0; i < HW; ++i) {
@@ -245,6 +274,7 @@ __global__ void __launch_bounds__(4 * 32)
     if (c >= C) return;
     const float w = weight[c], mean = saved_mean[c], inv_std = saved_inv_std[c];
     const long plane_stride = static_cast<long>(C) * HW, base = static_cast<long>(c) * HW + lane;
+    // x and dy of a slot loaded side by side (as measured in run284).
     float xv[kMost], gv[kMost];
     bool held[kPerPlane];
 #pragma unroll
@@ -291,16 +321,7 @@ double run_backward(int N, int C, int H, int W, const char* name) {
     std::vector<double> mu64(C), rs64(C);
     for (int c = 0; c < C; ++c) {
         w[c] = 0.5f + (c % 7) * 0.1f;
-        double s = 0, q = 0;
-        for (int n = 0; n < N; ++n)
-            for (int i = 0; i < HW; ++i) s += static_cast<float>(hx[(static_cast<size_t>(n) * C + c) * HW + i]);
-        mu64[c] = s / (static_cast<double>(N) * HW);
-        for (int n = 0; n < N; ++n)
-            for (int i = 0; i < HW; ++i) {
-                const double e = static_cast<float>(hx[(static_cast<size_t>(n) * C + c) * HW + i]) - mu64[c];
-                q += e * e;
-            }
-        rs64[c] = 1.0 / std::sqrt(q / (static_cast<double>(N) * HW) + 1e-5);
+        reference_moments(hx, N, C, HW, c, mu64[c], rs64[c]);
         mu[c] = static_cast<float>(mu64[c]);
         rs[c] = static_cast<float>(rs64[c]);
     }
@@ -324,12 +345,8 @@ double run_backward(int N, int C, int H, int W, const char* name) {
         lean_batch_norm_backward<T, 8><<<grid, block>>>(x, dy, dx, dw, dm, dr, ds, db, N, C, HW);
     else
         return -1;
-    cudaDeviceSynchronize();
-    std::vector<T> hdx(count);
-    std::vector<float> hds(C), hdb(C);
-    cudaMemcpy(hdx.data(), dx, count * sizeof(T), cudaMemcpyDeviceToHost);
-    cudaMemcpy(hds.data(), ds, C * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(hdb.data(), db, C * 4, cudaMemcpyDeviceToHost);
+    const std::vector<T> hdx = download(dx, count);
+    const std::vector<float> hds = download(ds, C), hdb = download(db, C);
     double worst_dx = 0, worst_param = 0;
     const double m = static_cast<double>(N) * HW;
     for (int c = 0; c < C; ++c) {
