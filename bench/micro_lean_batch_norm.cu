@@ -164,6 +164,30 @@ __global__ void __launch_bounds__(kThreads)
         if (t + k * kThreads < total) y[at[k]] = static_cast<T>(fmaf(v[k], f.scale, f.shift));
 }
 
+// The wave kernels' instance for a shape: `launch` is called with the
+// slots a lane takes in a plane (kPerPlane, 1, 2 or 8) where N samples fit
+// kMost slots; false where no instance holds the shape.
+template <typename F>
+bool with_per_plane(int N, int HW, F&& launch) {
+    const int per_plane = (HW + 31) / 32;
+    if (per_plane == 1 && N <= kMost)
+        launch(std::integral_constant<int, 1>{});
+    else if (per_plane == 2 && N <= kMost / 2)
+        launch(std::integral_constant<int, 2>{});
+    else if (per_plane <= 8 && N <= kMost / 8)
+        launch(std::integral_constant<int, 8>{});
+    else
+        return false;
+    return true;
+}
+
+// The checks' data: x and dy of element i (hashed, spread over about
+// [-2, 2] and [-1, 1]) and channel c's weight and bias.
+float input_x(size_t i) { return static_cast<float>((i * 2654435761u) % 1000) / 250.f - 2.f; }
+float input_dy(size_t i) { return static_cast<float>((i * 40503u + 7) % 997) / 500.f - 1.f; }
+float input_weight(int c) { return 0.5f + (c % 7) * 0.1f; }
+float input_bias(int c) { return (c % 5) * 0.2f - 0.4f; }
+
 // A device array's `count` values on the host (after the work before it).
 template <typename V>
 std::vector<V> download(const V* device, size_t count) {
@@ -194,9 +218,9 @@ double run(int N, int C, int H, int W, const char* name, int form) {
     const int HW = H * W;
     const size_t count = static_cast<size_t>(N) * C * HW;
     std::vector<T> hx(count);
-    for (size_t i = 0; i < count; ++i) hx[i] = static_cast<T>(static_cast<float>((i * 2654435761u) % 1000) / 250.f - 2.f);
+    for (size_t i = 0; i < count; ++i) hx[i] = static_cast<T>(input_x(i));
     std::vector<float> w(C), b(C), rm(C, 0.0f), rv(C, 1.0f);
-    for (int c = 0; c < C; ++c) w[c] = 0.5f + (c % 7) * 0.1f, b[c] = (c % 5) * 0.2f - 0.4f;
+    for (int c = 0; c < C; ++c) w[c] = input_weight(c), b[c] = input_bias(c);
     T *x, *y;
     float *dw, *db, *drm, *drv, *sm, *si, *flush;
     cudaMalloc(&x, count * sizeof(T));
@@ -209,27 +233,23 @@ double run(int N, int C, int H, int W, const char* name, int form) {
     cudaMemcpy(db, b.data(), C * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(drm, rm.data(), C * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(drv, rv.data(), C * 4, cudaMemcpyHostToDevice);
-    const int per_plane = (HW + 31) / 32;
     auto launch = [&] {
         if (form == 2) {
             if (static_cast<long>(N) * HW > 128L * 8) return false;
             lean_batch_norm_training_block<T, 128, 8><<<C, 128>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
             return true;
         }
-        auto go = [&](auto waves) {
-            constexpr int kW = decltype(waves)::value;
-            const dim3 grid((C + kW - 1) / kW), block(kW * 32);
-            if (per_plane == 1 && N <= kMost)
-                lean_batch_norm_training<T, 1, kW><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
-            else if (per_plane == 2 && N <= kMost / 2)
-                lean_batch_norm_training<T, 2, kW><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
-            else if (per_plane <= 8 && N <= kMost / 8)
-                lean_batch_norm_training<T, 8, kW><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW, 0.1f, 1e-5f);
+        const int waves = form == 0 ? 4 : 1;
+        return with_per_plane(N, HW, [&](auto per_plane) {
+            constexpr int kPerPlane = decltype(per_plane)::value;
+            const dim3 grid((C + waves - 1) / waves), block(waves * 32);
+            if (waves == 4)
+                lean_batch_norm_training<T, kPerPlane, 4><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW,
+                                                                         0.1f, 1e-5f);
             else
-                return false;
-            return true;
-        };
-        return form == 0 ? go(std::integral_constant<int, 4>{}) : go(std::integral_constant<int, 1>{});
+                lean_batch_norm_training<T, kPerPlane, 1><<<grid, block>>>(x, y, dw, db, drm, drv, sm, si, N, C, HW,
+                                                                         0.1f, 1e-5f);
+        });
     };
     // Cold L2 before the call ncu times, as the bench flushes before each repetition.
     cudaMemset(flush, 0, 256 << 20);
@@ -310,17 +330,14 @@ __global__ void __launch_bounds__(4 * 32)
 // run's: dy from a second hash, the saved statistics from the host.
 template <typename T>
 double run_backward(int N, int C, int H, int W, const char* name) {
-    const int HW = H * W, per_plane = (HW + 31) / 32;
+    const int HW = H * W;
     const size_t count = static_cast<size_t>(N) * C * HW;
     std::vector<T> hx(count), hdy(count);
-    for (size_t i = 0; i < count; ++i) {
-        hx[i] = static_cast<T>(static_cast<float>((i * 2654435761u) % 1000) / 250.f - 2.f);
-        hdy[i] = static_cast<T>(static_cast<float>((i * 40503u + 7) % 997) / 500.f - 1.f);
-    }
+    for (size_t i = 0; i < count; ++i) hx[i] = static_cast<T>(input_x(i)), hdy[i] = static_cast<T>(input_dy(i));
     std::vector<float> w(C), mu(C), rs(C);
     std::vector<double> mu64(C), rs64(C);
     for (int c = 0; c < C; ++c) {
-        w[c] = 0.5f + (c % 7) * 0.1f;
+        w[c] = input_weight(c);
         reference_moments(hx, N, C, HW, c, mu64[c], rs64[c]);
         mu[c] = static_cast<float>(mu64[c]);
         rs[c] = static_cast<float>(rs64[c]);
@@ -336,15 +353,11 @@ double run_backward(int N, int C, int H, int W, const char* name) {
     cudaMemcpy(dm, mu.data(), C * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(dr, rs.data(), C * 4, cudaMemcpyHostToDevice);
     cudaMemset(flush, 0, 256 << 20);
-    const dim3 grid((C + 3) / 4), block(128);
-    if (per_plane == 1 && N <= kMost)
-        lean_batch_norm_backward<T, 1><<<grid, block>>>(x, dy, dx, dw, dm, dr, ds, db, N, C, HW);
-    else if (per_plane == 2 && N <= kMost / 2)
-        lean_batch_norm_backward<T, 2><<<grid, block>>>(x, dy, dx, dw, dm, dr, ds, db, N, C, HW);
-    else if (per_plane <= 8 && N <= kMost / 8)
-        lean_batch_norm_backward<T, 8><<<grid, block>>>(x, dy, dx, dw, dm, dr, ds, db, N, C, HW);
-    else
-        return -1;
+    const bool launched = with_per_plane(N, HW, [&](auto per_plane) {
+        lean_batch_norm_backward<T, decltype(per_plane)::value>
+            <<<(C + 3) / 4, 128>>>(x, dy, dx, dw, dm, dr, ds, db, N, C, HW);
+    });
+    if (!launched) return -1;
     const std::vector<T> hdx = download(dx, count);
     const std::vector<float> hds = download(ds, C), hdb = download(db, C);
     double worst_dx = 0, worst_param = 0;
