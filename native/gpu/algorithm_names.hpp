@@ -38,7 +38,7 @@ enum class Algorithm : int {
     dense_inference,  // inference on packed NCHW/NHWC data as one elementwise pass (bn_dense_inference.hip)
     nest_walk,        // inference over any strides, the layout's nests walked per feature (bn_forward.hip)
     nhwc_columns,     // packed NHWC, each column of channels held in registers by its own blocks (bn_nhwc_columns.hip)
-    wave_tiles,       // packed NCHW, each channel held in one wave's registers (bn_channel_tile.hip)
+    wave_tiles,       // packed NCHW, each channel held in one wave's registers (bn_wave_tile.hip)
     channel_tiles,    // packed NCHW/NHWC, each channel tile held by a block or a cluster, or streamed by one block (bn_channel_tile.hip)
     resident,         // packed NCHW/NHWC, the tensors held in shared memory by a persistent grid (bn_resident.hip)
     single_launch,    // any strides, one block per feature walking its whole reduction (bn_*_single_launch.hip)

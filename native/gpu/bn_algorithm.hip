@@ -51,8 +51,9 @@ const char* requirement(Algorithm a) {
                    "2 rows, and for backward at least 256 rows (dx in float)";
         case Algorithm::wave_tiles:
             return "it takes spatial calls without a fused activation on packed NCHW half, bfloat16 or float data "
-                   "of one type and layout, under 2^31 elements, whose channels each fit one wave's registers "
-                   "(up to 4 16-byte vectors a lane, or 16 single values where a plane does not split into them)";
+                   "of one type and layout, under 2^31 elements, whose channels each fit one wave's registers: "
+                   "a lane takes up to 8 positions of a plane (ceil(H*W / wave size), rounded up to 1, 2, 4 or 8) "
+                   "in each of N samples, at most 16 values";
         case Algorithm::channel_tiles:
             return "it takes spatial calls without a fused activation on packed NCHW, or packed NHWC with C a "
                    "multiple of the 16-byte vector, half, bfloat16 or float data of one type and layout, under "
@@ -108,8 +109,10 @@ bool plan_bn(Algorithm a, const Problem& p, const SlotTensors& t, const DeviceSh
             c.counters = c.columns.counters;
             return c.columns.usable;
         case Algorithm::wave_tiles:
+            c.waves = plan_wave_tiles(p, device, rule);
+            return c.waves.usable;
         case Algorithm::channel_tiles:
-            c.tiles = plan_channel_tiles(p, device, rule, a == Algorithm::wave_tiles);
+            c.tiles = plan_channel_tiles(p, device, rule);
             return c.tiles.usable;
         case Algorithm::resident:
             c.resident = plan_resident(p, device, rule);

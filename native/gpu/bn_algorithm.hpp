@@ -13,6 +13,7 @@
 #include "gpu/bn_nhwc_columns.hpp"
 #include "gpu/bn_planner.hpp"
 #include "gpu/bn_resident.hpp"
+#include "gpu/bn_wave_tile.hpp"
 #include "gpu/gn_planner.hpp"
 
 #include <cstddef>
@@ -26,7 +27,8 @@ namespace gpu {
 struct BnChoice {
     Algorithm algorithm = Algorithm::multi_pass;
     ColumnPlan columns;     // nhwc_columns
-    ChannelTilePlan tiles;  // wave_tiles, channel_tiles
+    WaveTilePlan waves;     // wave_tiles
+    ChannelTilePlan tiles;  // channel_tiles
     ResidentPlan resident;  // resident
     FeatureLayout layout{};      // single_launch, multi_pass, nest_walk
     std::size_t scratch_bytes = 0;

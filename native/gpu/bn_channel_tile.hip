@@ -41,11 +41,6 @@ constexpr int kMaxThreads = 512;
 constexpr int kMaxWaves = kMaxThreads / MBN_WAVE_SIZE;  // sizes the waves' parts: 8 KiB (32 lanes) or 4 (64)
 constexpr int kMaxTileChannels = 16;  // NHWC: 2 lanes of 8 half channels
 constexpr int kMaxPerThread = 4;      // vectors per thread and tensor, in registers
-// Wave tiles hold up to 16 single values per lane and tensor (small NCHW
-// planes such as 7x7 do not divide into vectors; 16 loads in flight per
-// lane still fit the registers).
-constexpr int kMaxWavePerThread = 16;
-constexpr int kWavesPerWaveTileBlock = 4;
 // Threads per multiprocessor the grid aims at (a block's share of them).
 constexpr std::int64_t kResidentThreadsAimed = 1024;
 // The most vectors a block of a cluster of several takes by default: past
@@ -526,10 +521,7 @@ __device__ __forceinline__ void stream_outputs(const T* x, const T* dy, T* out, 
     }
 }
 
-// kWave: each wave of the block owns an NCHW channel of its own (small
-// channels: no shared memory, no block barrier; every lane finishes the
-// channel itself).
-// Otherwise the block, or a cluster of blocks, owns one tile; kStream: the
+// The block, or a cluster of blocks, owns one tile; kStream: the
 // tile is an NCHW channel larger than its blocks' registers, the rest streamed.
 // The streamed backward's instances held to 3 blocks of kStreamThreads a
 // multiprocessor (80 registers): bfloat16 and float at 4 values a thread
@@ -545,23 +537,23 @@ constexpr bool stream_bounded() {
                                                           std::is_same<T, mbn_bfloat16>::value)));
 }
 
-template <typename T, bool kBackward, bool kNhwc, bool kWave, bool kStream, int V, int K>
-__global__ void __launch_bounds__((kWave                                           ? kWavesPerWaveTileBlock * MBN_WAVE_SIZE
-                                   : stream_bounded<T, kBackward, kStream, V>() ? kStreamThreads
-                                                                                  : kMaxThreads),
+template <typename T, bool kBackward, bool kNhwc, bool kStream, int V, int K>
+__global__ void __launch_bounds__((stream_bounded<T, kBackward, kStream, V>() ? kStreamThreads : kMaxThreads),
                                   (stream_bounded<T, kBackward, kStream, V>() ? 3 : 0))
     bn_channel_tile(TileArgs a) {
-    static_assert(!kStream || (!kWave && !kNhwc), "streamed tiles are NCHW channels");
+    static_assert(!kStream || !kNhwc, "streamed tiles are NCHW channels");
     constexpr int NC = kNhwc ? V : 1;  // channels one thread's vectors span
-    static_assert(!(kWave && kNhwc), "wave tiles are NCHW channels");
     __shared__ TileShared sh;
-    const int tile_threads = kWave ? MBN_WAVE_SIZE : static_cast<int>(blockDim.x);
+    const int tile_threads = static_cast<int>(blockDim.x);
+    // threadIdx.x itself, but taken modulo the block: without the modulo
+    // nvcc gave several instances more registers (half backward, 16-byte
+    // vectors, 4 a thread: 64 -> 73, one block a multiprocessor instead of
+    // two) and the half NCHW backward rows of 28x28 and 56x56 planes ran
+    // 1.26x-1.47x slower (H200, bench/RESULTS.md, fifty-fourth session).
     const int t = static_cast<int>(threadIdx.x) % tile_threads;
     // No division before the loads: the cluster and lanes are powers of two.
-    const int rank = !kWave ? static_cast<int>(blockIdx.x) & (a.cluster - 1) : 0;
-    const int tile = kWave ? static_cast<int>(blockIdx.x * (blockDim.x / MBN_WAVE_SIZE) + threadIdx.x / MBN_WAVE_SIZE)
-                           : static_cast<int>(blockIdx.x) >> a.cluster_shift;
-    if (kWave && tile >= a.tiles) return;  // a whole wave: no barrier follows
+    const int rank = static_cast<int>(blockIdx.x) & (a.cluster - 1);
+    const int tile = static_cast<int>(blockIdx.x) >> a.cluster_shift;
     const int lane = t & (a.lanes - 1);
     const int row0 = t >> a.lanes_shift;
     const int rows = tile_threads >> a.lanes_shift;
@@ -574,15 +566,14 @@ __global__ void __launch_bounds__((kWave                                        
     const T* x = static_cast<const T*>(a.x);
     const T* dy = static_cast<const T*>(a.dy);
 
-    // Block tiles: thread t < tile_channels owns channel first_channel + t in
-    // tile_sum, finishes it (its statistics kept between the rounds, in its
-    // registers or its own slot of sh.coef: kPark below) and hands the
-    // output's constants over through shared memory, the only barrier
-    // after a round.  Wave tiles: every lane finishes the wave's channel.
-    const bool finisher = !kWave && t < tile_channels && first_channel + t < a.channels;
+    // Thread t < tile_channels owns channel first_channel + t in tile_sum,
+    // finishes it (its statistics kept between the rounds, in its registers
+    // or its own slot of sh.coef: kPark below) and hands the output's
+    // constants over through shared memory, the only barrier after a round.
+    const bool finisher = t < tile_channels && first_channel + t < a.channels;
     const int finisher_channel = first_channel + t;
     const bool saved = kBackward && a.back.saved;
-    const bool writer = kWave ? row0 == 0 && lane_used : finisher && rank == 0;
+    const bool writer = finisher && rank == 0;
     bool cluster_pending = false;  // a relaxed cluster arrival not yet waited for (tile_sum)
 
     Pack<T, V> xv[K];
@@ -591,7 +582,7 @@ __global__ void __launch_bounds__((kWave                                        
     int at[K];  // each slot's offset, for the loads and the output
     // NCHW: the slots' units are `rows` apart; one division for the first,
     // then steps (a slot's division and index products had made most of
-    // the ~270 instructions a wave tile issued before its first load).
+    // the ~270 instructions a small tile issued before its first load).
     int plane_base = 0, plane_s = 0, step_planes = 0, step_rest = 0;
     if constexpr (!kNhwc) {
         const int u0 = begin + row0;
@@ -622,32 +613,25 @@ __global__ void __launch_bounds__((kWave                                        
             if (kBackward) gv[kBackward ? k : 0] = load_pack<V>(dy + at[k]);
         }
     }
-    // The finishing thread's channel inputs (wave tiles: every lane's).
+    // The finishing thread's channel inputs.
     ChannelInputs in{};
-    if (kWave)
-        in = read_channel<T, kBackward, kNhwc, V>(a, x, channel);
-    else if (finisher)
-        in = read_channel<T, kBackward, kNhwc, V>(a, x, finisher_channel);
+    if (finisher) in = read_channel<T, kBackward, kNhwc, V>(a, x, finisher_channel);
     // Every thread reads the centers of its own channels (the same few
     // addresses across the block: one request a wave) rather than wait at
     // a barrier for the finishing thread's.
     float center[NC];
-    if (kWave) {
-        center[0] = in.center;
-    } else {
 #pragma unroll
-        for (int j = 0; j < NC; ++j) center[j] = 0.0f;
-        if (lane_used) {
-            if (saved) {
+    for (int j = 0; j < NC; ++j) center[j] = 0.0f;
+    if (lane_used) {
+        if (saved) {
 #pragma unroll
-                for (int j = 0; j < NC; ++j) center[j] = static_cast<float>(a.saved_mean.load(channel + j));
-            } else if (kNhwc) {
-                const Pack<T, V> first = load_pack<V>(x + channel);
+            for (int j = 0; j < NC; ++j) center[j] = static_cast<float>(a.saved_mean.load(channel + j));
+        } else if (kNhwc) {
+            const Pack<T, V> first = load_pack<V>(x + channel);
 #pragma unroll
-                for (int j = 0; j < NC; ++j) center[j] = widen(first.lane[j]);
-            } else {
-                center[0] = widen(x[channel * a.plane_units * V]);
-            }
+            for (int j = 0; j < NC; ++j) center[j] = widen(first.lane[j]);
+        } else {
+            center[0] = widen(x[channel * a.plane_units * V]);
         }
     }
     auto slot = [](int v) { return kNhwc ? v : 0; };
@@ -669,41 +653,33 @@ __global__ void __launch_bounds__((kWave                                        
         double s1 = 0.0, s2 = 0.0;
         // The slot whose sums the thread holds (wave_scatter_sum).
         const int slot0 = wave_moments<T, kStream, V, K, NC>(xv, valid, center, a.lanes, streamed, s1, s2);
-        if (kWave) {
-            finish_statistics<kBackward>(a, channel, in, s1, s2, writer, stat[0]);
-        } else {
-            double total[2];
-            tile_sum<NC>(s1, s2, slot0, a, lane, 0, cluster_pending, sh, total);
-            // Set on every path: left unset in the other threads, the
-            // saved statistics' branch (0, the saved inverse std) became
-            // their value and stayed live through the round (4 registers).
-            if (finisher)
-                finish_statistics<kBackward>(a, finisher_channel, in, total[0], total[1], writer, stat[0]);
-            else
-                stat[0][0] = stat[0][1] = 0.0;
-        }
+        double total[2];
+        tile_sum<NC>(s1, s2, slot0, a, lane, 0, cluster_pending, sh, total);
+        // Set on every path: left unset in the other threads, the saved
+        // statistics' branch (0, the saved inverse std) became their value
+        // and stayed live through the round (4 registers).
+        if (finisher)
+            finish_statistics<kBackward>(a, finisher_channel, in, total[0], total[1], writer, stat[0]);
+        else
+            stat[0][0] = stat[0][1] = 0.0;
     } else {
         stat[0][0] = 0.0;
         stat[0][1] = in.param[1];
     }
 
     if (!kBackward) {
-        if (kWave) {
-            forward_coefficients(in, stat[0], coef[0]);
-        } else {
-            if (finisher) {
-                double k[3];
-                forward_coefficients(in, stat[0], k);
-                sh.coef[t][0] = k[0];
-                sh.coef[t][1] = k[1];
-            }
-            __syncthreads();
+        if (finisher) {
+            double k[3];
+            forward_coefficients(in, stat[0], k);
+            sh.coef[t][0] = k[0];
+            sh.coef[t][1] = k[1];
+        }
+        __syncthreads();
 #pragma unroll
-            for (int j = 0; j < NC; ++j) {
-                const int i = kNhwc ? lane * V + j : 0;
-                coef[j][0] = sh.coef[i][0];
-                coef[j][1] = sh.coef[i][1];
-            }
+        for (int j = 0; j < NC; ++j) {
+            const int i = kNhwc ? lane * V + j : 0;
+            coef[j][0] = sh.coef[i][0];
+            coef[j][1] = sh.coef[i][1];
         }
         float factor[NC], shift[NC];
 #pragma unroll
@@ -740,7 +716,7 @@ __global__ void __launch_bounds__((kWave                                        
     // round (it alone reads them back: no barrier).  In registers they
     // stood beside the tile's data through the gradient sums.  Not for
     // NHWC and streamed tiles, whose counts it raised.
-    constexpr bool kPark = !kWave && !kNhwc && !kStream;
+    constexpr bool kPark = !kNhwc && !kStream;
     if (kPark && finisher) {
         sh.coef[t][0] = stat[0][0];
         sh.coef[t][1] = stat[0][1];
@@ -764,31 +740,25 @@ __global__ void __launch_bounds__((kWave                                        
             g2[0] += streamed[3];
         }
         const int slot1 = wave_scatter_sum(a.lanes, g1, g2);
-        if (kWave) {
-            double dy_xhat;
-            backward_coefficients(a, in.param[0], stat[0], g1[0], g2[0], coef[0], dy_xhat);
-            if (writer) store_parameter_grads(a, channel, dy_xhat, g1[0]);
-        } else {
-            double total[2];
-            tile_sum<NC>(g1[0], g2[0], slot1, a, lane, 1, cluster_pending, sh, total);
-            if (finisher) {
-                const double scale = kPark ? sh.coef[t][2] : in.param[0],
-                             parked[2] = {kPark ? sh.coef[t][0] : stat[0][0], kPark ? sh.coef[t][1] : stat[0][1]};
-                double k[3], dy_xhat;
-                backward_coefficients(a, scale, parked, total[0], total[1], k, dy_xhat);
-                sh.coef[t][0] = k[0];
-                sh.coef[t][1] = k[1];
-                sh.coef[t][2] = k[2];
-                if (writer) store_parameter_grads(a, finisher_channel, dy_xhat, total[0]);
-            }
-            __syncthreads();
+        double total[2];
+        tile_sum<NC>(g1[0], g2[0], slot1, a, lane, 1, cluster_pending, sh, total);
+        if (finisher) {
+            const double scale = kPark ? sh.coef[t][2] : in.param[0],
+                         parked[2] = {kPark ? sh.coef[t][0] : stat[0][0], kPark ? sh.coef[t][1] : stat[0][1]};
+            double k[3], dy_xhat;
+            backward_coefficients(a, scale, parked, total[0], total[1], k, dy_xhat);
+            sh.coef[t][0] = k[0];
+            sh.coef[t][1] = k[1];
+            sh.coef[t][2] = k[2];
+            if (writer) store_parameter_grads(a, finisher_channel, dy_xhat, total[0]);
+        }
+        __syncthreads();
 #pragma unroll
-            for (int j = 0; j < NC; ++j) {
-                const int i = kNhwc ? lane * V + j : 0;
-                coef[j][0] = sh.coef[i][0];
-                coef[j][1] = sh.coef[i][1];
-                coef[j][2] = sh.coef[i][2];
-            }
+        for (int j = 0; j < NC; ++j) {
+            const int i = kNhwc ? lane * V + j : 0;
+            coef[j][0] = sh.coef[i][0];
+            coef[j][1] = sh.coef[i][1];
+            coef[j][2] = sh.coef[i][2];
         }
     }
     T* dx = static_cast<T*>(a.out);
@@ -884,15 +854,12 @@ ChannelTilePlan plan_streamed(ChannelTilePlan p, const TensorArg& x, bool backwa
     return p;
 }
 
-// With `wave_tiles` the wave tiles only (no size rule: taken wherever they
-// fit), else the block and cluster tiles only.
 ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
-                     bool identity, const DeviceShape& device, PlanRule rule, bool wave_tiles) {
+                     bool identity, const DeviceShape& device, PlanRule rule) {
     ChannelTilePlan p{};
     if (!identity || geom.mode != BnMode::spatial) return p;
     if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return p;
     const bool nhwc = x.order == MemoryOrder::packed_nhwc;
-    if (nhwc && wave_tiles) return p;
     if (x.order != MemoryOrder::packed_nchw && !nhwc) return p;
     bool aligned = true;
     for (const TensorArg* t : data) {
@@ -922,27 +889,6 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
         p.lanes = 1;
         p.tiles = channels;
         p.units = m / p.vector;
-        // Wave tiles: an NCHW channel that one wave holds in registers, each
-        // wave of a block a channel of its own, finished by its own lanes
-        // with no shared memory and no block barrier.  Measured on the H100
-        // (bench/RESULTS.md "wave tiles"): 1.2-1.3x on 7x7 planes, even where
-        // the block takes 16-byte vectors too; slower where they cost the
-        // block's vectors (14x14 half: 0.75x) and for NHWC tiles, whose lanes
-        // each finish 4-8 channels (0.64-0.81x), so neither takes them.
-        const int most = p.vector == 1 ? kMaxWavePerThread : kMaxPerThread;
-        const std::int64_t per_lane = ceil_div(p.units, wave);
-        if (wave_tiles) {
-            if ((p.vector != 1 && p.vector != full) || per_lane > most) return p;
-            p.wave = true;
-            p.cluster = 1;
-            p.block_units = p.units;
-            p.per_thread = p.vector == 1 ? 4 : 1;  // the smallest instances (launch())
-            while (p.per_thread < per_lane) p.per_thread *= 2;
-            p.threads = static_cast<int>(std::min<std::int64_t>(kWavesPerWaveTileBlock, p.tiles)) * wave;
-            p.blocks = ceil_div(p.tiles, p.threads / wave);
-            p.usable = true;
-            return p;
-        }
     }
     // Blocks per tile: enough tiles to cover the multiprocessors where
     // clusters allow it, and enough that a block's share fits its registers
@@ -999,54 +945,48 @@ void launch(const TileArgs& a, DType dtype, const ChannelTilePlan& p, const Laun
         using T = typename decltype(tag)::type;
         if constexpr (!std::is_same<T, double>::value) {
             constexpr int kFull = 16 / sizeof(T);
-            auto go = [&](auto nhwc, auto wave, auto vector, auto per_thread) {
+            auto go = [&](auto nhwc, auto vector, auto per_thread) {
                 constexpr bool kNhwc = decltype(nhwc)::value;
-                constexpr bool kWave = decltype(wave)::value;
                 constexpr int kV = decltype(vector)::value;
                 constexpr int kK = decltype(per_thread)::value;
-                if constexpr (!kNhwc && !kWave && kK == kStreamPerThread) {
+                if constexpr (!kNhwc && kK == kStreamPerThread) {
                     if (p.stream) {
-                        launch_clustered(bn_channel_tile<T, kBackward, false, false, true, kV, kK>,
+                        launch_clustered(bn_channel_tile<T, kBackward, false, true, kV, kK>,
                                          dim3(static_cast<unsigned>(p.blocks)), dim3(static_cast<unsigned>(p.threads)),
                                          0, p.cluster, target.stream, "bn_channel_tile", a);
                         return;
                     }
                 }
-                launch_clustered(bn_channel_tile<T, kBackward, kNhwc, kWave, false, kV, kK>,
+                launch_clustered(bn_channel_tile<T, kBackward, kNhwc, false, kV, kK>,
                                  dim3(static_cast<unsigned>(p.blocks)), dim3(static_cast<unsigned>(p.threads)), 0,
                                  p.cluster, target.stream, "bn_channel_tile", a);
             };
-            // Vectors per thread: 1, 2 or 4 (single values in wave tiles: 4, 8 or 16).
-            auto with_k = [&](auto nhwc, auto wave, auto vector) {
-                constexpr int kLeast = decltype(vector)::value == 1 && decltype(wave)::value ? 4 : 1;
-                if (p.per_thread <= kLeast)
-                    go(nhwc, wave, vector, std::integral_constant<int, kLeast>{});
-                else if (p.per_thread <= 2 * kLeast)
-                    go(nhwc, wave, vector, std::integral_constant<int, 2 * kLeast>{});
+            // Vectors per thread: 1, 2 or 4.
+            auto with_k = [&](auto nhwc, auto vector) {
+                if (p.per_thread <= 1)
+                    go(nhwc, vector, std::integral_constant<int, 1>{});
+                else if (p.per_thread <= 2)
+                    go(nhwc, vector, std::integral_constant<int, 2>{});
                 else
-                    go(nhwc, wave, vector, std::integral_constant<int, 4 * kLeast>{});
+                    go(nhwc, vector, std::integral_constant<int, 4>{});
             };
-            auto with_vector = [&](auto nhwc, auto wave) {
+            auto with_vector = [&](auto nhwc) {
                 if constexpr (decltype(nhwc)::value) {
-                    with_k(nhwc, wave, std::integral_constant<int, kFull>{});
+                    with_k(nhwc, std::integral_constant<int, kFull>{});
                 } else if (p.vector == kFull) {
-                    with_k(nhwc, wave, std::integral_constant<int, kFull>{});
-                } else if constexpr (decltype(wave)::value) {  // 16-byte vectors or single values
-                    with_k(nhwc, wave, std::integral_constant<int, 1>{});
+                    with_k(nhwc, std::integral_constant<int, kFull>{});
                 } else if (p.vector == 4) {  // half and bfloat16 only: float's 4 is kFull
-                    with_k(nhwc, wave, std::integral_constant<int, 4>{});
+                    with_k(nhwc, std::integral_constant<int, 4>{});
                 } else if (p.vector == 2) {
-                    with_k(nhwc, wave, std::integral_constant<int, 2>{});
+                    with_k(nhwc, std::integral_constant<int, 2>{});
                 } else {
-                    with_k(nhwc, wave, std::integral_constant<int, 1>{});
+                    with_k(nhwc, std::integral_constant<int, 1>{});
                 }
             };
             if (p.nhwc)
-                with_vector(std::true_type{}, std::false_type{});
-            else if (p.wave)
-                with_vector(std::false_type{}, std::true_type{});
+                with_vector(std::true_type{});
             else
-                with_vector(std::false_type{}, std::false_type{});
+                with_vector(std::false_type{});
         }
     });
 }
@@ -1074,28 +1014,20 @@ TileParam tile_param(const TensorArg& t) {
     return TileParam{c.ref.data, static_cast<int>(c.stride), c.ref.dtype};
 }
 
-// Whether every parameter's channel offsets fit TileParam's int stride.
-bool strides_fit(std::initializer_list<const TensorArg*> params, std::int64_t channels) {
-    for (const TensorArg* t : params)
-        if (t->present() && std::abs(static_cast<std::int64_t>(t->stride[kC])) * channels >= (std::int64_t(1) << 31))
-            return false;
-    return true;
-}
-
 }  // namespace
 
-ChannelTilePlan plan_channel_tiles(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule, bool wave) {
+ChannelTilePlan plan_channel_tiles(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule) {
     if (!strides_fit({&p.scale, &p.bias, &p.prev_running_mean, &p.prev_running_var, &p.running_mean,
                       &p.running_var, &p.saved_mean, &p.saved_inv_std},
                      p.geom.len[kC]))
         return ChannelTilePlan{};
-    return plan(p.geom, p.x, {&p.x, &p.y}, p.activation.identity(), device, rule, wave);
+    return plan(p.geom, p.x, {&p.x, &p.y}, p.activation.identity(), device, rule);
 }
 
-ChannelTilePlan plan_channel_tiles(const BnBackward& p, const DeviceShape& device, PlanRule rule, bool wave) {
+ChannelTilePlan plan_channel_tiles(const BnBackward& p, const DeviceShape& device, PlanRule rule) {
     if (!strides_fit({&p.scale, &p.saved_mean, &p.saved_inv_std, &p.dscale, &p.dbias}, p.geom.len[kC]))
         return ChannelTilePlan{};
-    return plan(p.geom, p.x, {&p.x, &p.dy, &p.dx}, p.activation.identity(), device, rule, wave);
+    return plan(p.geom, p.x, {&p.x, &p.dy, &p.dx}, p.activation.identity(), device, rule);
 }
 
 void run_channel_tiles(const BnForwardTraining& p, const ChannelTilePlan& plan, const LaunchTarget& target) {

@@ -4,14 +4,11 @@
 // (a tile is a channel) or NHWC (8-16 channels), half, bfloat16 or float,
 // without a fused activation, up to 2048 vectors of x (16 bytes or the
 // widest that divides an NCHW plane) per block and 8 blocks per tile.
-// NCHW channels one wave holds (up to 4 vectors, or 16 single values of a
-// plane that does not divide into vectors, per lane) are each owned by one
-// wave: the algorithm wave_tiles, planned with `wave_tiles` true; the block
-// and cluster tiles are channel_tiles (bn_algorithm.cpp orders them), as are
-// streamed tiles: one block per NCHW channel too large for its registers
-// (float data: a cluster where the channels are fewer than the
-// multiprocessors), the rest read twice, the second time from L2 where it
-// is still there.
+// The algorithm channel_tiles (bn_algorithm.hip orders it after wave_tiles,
+// bn_wave_tile.hpp), streamed tiles included: one block per NCHW channel too
+// large for its registers (float data: a cluster where the channels are
+// fewer than the multiprocessors), the rest read twice, the second time
+// from L2 where it is still there.
 #pragma once
 
 #include "common/problem.hpp"
@@ -26,7 +23,6 @@ namespace gpu {
 struct ChannelTilePlan {
     bool usable = false;
     bool nhwc = false;
-    bool wave = false;   // each wave of a block owns a channel (small NCHW channels)
     bool stream = false;  // NCHW channels, the units past the blocks' registers streamed (read again, from L2)
     int vector = 1;      // elements per access
     int lanes = 1;       // threads across a row of an NHWC tile
@@ -39,9 +35,8 @@ struct ChannelTilePlan {
     std::int64_t block_units = 0;  // of them per block
 };
 
-ChannelTilePlan plan_channel_tiles(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule,
-                                   bool wave_tiles);
-ChannelTilePlan plan_channel_tiles(const BnBackward& p, const DeviceShape& device, PlanRule rule, bool wave_tiles);
+ChannelTilePlan plan_channel_tiles(const BnForwardTraining& p, const DeviceShape& device, PlanRule rule);
+ChannelTilePlan plan_channel_tiles(const BnBackward& p, const DeviceShape& device, PlanRule rule);
 void run_channel_tiles(const BnForwardTraining& p, const ChannelTilePlan& plan, const LaunchTarget& target);
 void run_channel_tiles(const BnBackward& p, const ChannelTilePlan& plan, const LaunchTarget& target);
 

@@ -121,7 +121,7 @@ public:
         run(c.scratch_bytes, c.counters, [&](const LaunchTarget& target) {
             switch (c.algorithm) {
                 case Algorithm::nhwc_columns: run_nhwc_columns(p, c.columns, target); return;
-                case Algorithm::wave_tiles:
+                case Algorithm::wave_tiles: run_wave_tiles(p, c.waves, target); return;
                 case Algorithm::channel_tiles: run_channel_tiles(p, c.tiles, target); return;
                 case Algorithm::resident: run_resident(p, c.resident, target); return;
                 case Algorithm::single_launch: run_forward_training(p, c.layout, true, target); return;
@@ -149,7 +149,7 @@ public:
         run(c.scratch_bytes, c.counters, [&](const LaunchTarget& target) {
             switch (c.algorithm) {
                 case Algorithm::nhwc_columns: run_nhwc_columns(p, c.columns, target); return;
-                case Algorithm::wave_tiles:
+                case Algorithm::wave_tiles: run_wave_tiles(p, c.waves, target); return;
                 case Algorithm::channel_tiles: run_channel_tiles(p, c.tiles, target); return;
                 case Algorithm::resident: run_resident(p, c.resident, target); return;
                 case Algorithm::single_launch: run_backward(p, c.layout, true, target); return;

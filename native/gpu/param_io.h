@@ -11,6 +11,8 @@
 #include "gpu/norm_math.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
 
 namespace mbn {
 namespace gpu {
@@ -88,6 +90,16 @@ struct ChannelParam {
 
 inline ChannelParam channel_param(const TensorArg& t) {
     return ChannelParam{param_ref(t), t.present() ? static_cast<long long>(t.stride[kC]) : 0};
+}
+
+// Whether every parameter's channel offsets (C stride times C) fit an int,
+// as the small per-channel kernels index them (bn_channel_tile.hip,
+// bn_wave_tile.hip).
+inline bool strides_fit(std::initializer_list<const TensorArg*> params, std::int64_t channels) {
+    for (const TensorArg* t : params)
+        if (t->present() && std::abs(static_cast<std::int64_t>(t->stride[kC])) * channels >= (std::int64_t(1) << 31))
+            return false;
+    return true;
 }
 
 }  // namespace gpu

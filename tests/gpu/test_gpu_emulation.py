@@ -1,5 +1,6 @@
 """The on-chip group-norm kernels (native/gpu/gn_tile_*.hip) and batch
-norm's channel tiles (native/gpu/bn_channel_tile.hip) run on the host:
+norm's wave and channel tiles (native/gpu/bn_wave_tile.hip,
+bn_channel_tile.hip) run on the host:
 tests/gpu/emulation builds them with the host compiler over a fiber emulator
 of the GPU (threads, barriers, warp shuffles, thread-block clusters with
 their shared memory) and checks every output of the real planner's launches
@@ -25,8 +26,9 @@ CUDA_INCLUDES = [pathlib.Path("/usr/local/cuda/include"), pathlib.Path("/usr/inc
 SOURCES = [EMULATION / name for name in ("emulator.cpp", "emu_tile_forward.cpp", "emu_tile_backward.cpp",
                                          "gn_tile_check.cpp")]
 PLANNER = [REPO / "native" / "gpu" / name for name in ("gn_planner.cpp", "gn_tile_planner.cpp", "feature_plan.cpp")]
-# Batch norm's channel tiles: their planner lives in the .hip beside the kernel.
-BN_SOURCES = [EMULATION / name for name in ("emulator.cpp", "emu_bn_channel_tile.cpp", "bn_tile_check.cpp")]
+# Batch norm's wave and channel tiles: their planners live in the .hip beside the kernels.
+BN_SOURCES = [EMULATION / name for name in ("emulator.cpp", "emu_bn_channel_tile.cpp", "emu_bn_wave_tile.cpp",
+                                            "bn_tile_check.cpp")]
 
 
 def cuda_include():

@@ -1,7 +1,8 @@
-// Runs the batch-norm channel-tile kernels (native/gpu/bn_channel_tile.hip:
-// wave tiles, block tiles NCHW and NHWC, cluster tiles, streamed tiles) on
-// the host emulator (emulator.hpp) through the real planner
-// (plan_channel_tiles, PlanRule::wherever_it_fits), and checks every output
+// Runs the batch-norm tile kernels (native/gpu/bn_wave_tile.hip: wave
+// tiles; native/gpu/bn_channel_tile.hip: block tiles NCHW and NHWC, cluster
+// tiles, streamed tiles) on the host emulator (emulator.hpp) through the
+// real planners (plan_wave_tiles, plan_channel_tiles,
+// PlanRule::wherever_it_fits), and checks every output
 // against a float64 reference computed here, with the tolerance table of
 // python/miopen_bn/tolerances.csv (check_support.hpp): training (y, running
 // mean and variance, saved mean and inverse std; then again with none of
@@ -14,6 +15,7 @@
 //   bn_tile_check    exit status 0 when every case passes
 #include "common/problem.hpp"
 #include "gpu/bn_channel_tile.hpp"
+#include "gpu/bn_wave_tile.hpp"
 
 #include "check_support.hpp"
 
@@ -88,7 +90,6 @@ DeviceShape device_shape(bool clustered) {
 std::string path_of(const ChannelTilePlan& p, const Case& k) {
     const int full = 16 / static_cast<int>(dtype_size(k.dtype));
     const std::string vector = p.vector == full ? "16B" : p.vector == 1 ? "single" : "8B";
-    if (p.wave) return "wave " + vector;
     if (p.stream) {
         const std::int64_t plane_units = k.len[kD] * k.len[kH] * k.len[kW] / p.vector;
         const char* step = p.threads > plane_units ? "step>plane" : p.threads < plane_units ? "step<plane" : "step=plane";
@@ -100,7 +101,8 @@ std::string path_of(const ChannelTilePlan& p, const Case& k) {
 // The paths the cases must reach (a planner change that moved one away
 // fails the check rather than leaving the path untested).
 const char* const kCovered[] = {
-    "wave 16B",          "wave single",       "block NCHW",         "block NHWC",
+    "wave 1 slot",       "wave 2 slots",      "wave 4 slots",       "wave 8 slots",
+    "block NCHW",        "block NHWC",
     "stream 16B step<plane", "stream 16B step>plane", "stream 16B step=plane", "stream 8B step>plane",
     "stream single step<plane", "stream single step>plane",
 };
@@ -128,23 +130,41 @@ struct Param : Small {
     }
 };
 
-// Plans p's channel tiles (wave tiles or the others) and runs them; false
+// Plans p's wave tiles (`wave`) or channel tiles and runs them; false
 // where the planner takes no such tiles.  The first round of a case records
 // and prints the path.
 template <typename Problem>
 bool plan_and_run(const Problem& p, const Case& k, bool wave, const std::string& label, const char* op, bool first) {
-    const ChannelTilePlan plan = plan_channel_tiles(p, device_shape(k.clustered), PlanRule::wherever_it_fits, wave);
+    const DeviceShape device = device_shape(k.clustered);
+    const LaunchTarget target{nullptr, nullptr, nullptr};
+    if (wave) {
+        const WaveTilePlan plan = plan_wave_tiles(p, device, PlanRule::wherever_it_fits);
+        if (!plan.usable) {
+            if (first) std::printf("no plan %s %s\n", label.c_str(), op);
+            return false;
+        }
+        check(plan.threads <= 4 * EMU_WAVE_SIZE, label + " " + op, "more threads than the kernel's launch bounds");
+        if (first) {
+            const std::string path = "wave " + std::to_string(plan.plane_slots) +
+                                     (plan.plane_slots == 1 ? " slot" : " slots");
+            covered.insert(path);
+            std::printf("run %s %s: %s: %lld blocks x %d threads\n", label.c_str(), op, path.c_str(),
+                        static_cast<long long>(plan.blocks), plan.threads);
+        }
+        run_wave_tiles(p, plan, target);
+        return true;
+    }
+    const ChannelTilePlan plan = plan_channel_tiles(p, device, PlanRule::wherever_it_fits);
     if (!plan.usable) {
         if (first) std::printf("no plan %s %s\n", label.c_str(), op);
         return false;
     }
-    const int bound = wave ? 4 * EMU_WAVE_SIZE : 512;  // the kernel's __launch_bounds__
-    check(plan.threads <= bound, label + " " + op, "more threads than the kernel's launch bounds");
+    check(plan.threads <= 512, label + " " + op, "more threads than the kernel's launch bounds");
     if (first) {
         covered.insert(path_of(plan, k));
         std::printf("run %s %s: %s: %s\n", label.c_str(), op, path_of(plan, k).c_str(), plan_text(plan).c_str());
     }
-    run_channel_tiles(p, plan, LaunchTarget{nullptr, nullptr, nullptr});
+    run_channel_tiles(p, plan, target);
     return true;
 }
 
@@ -349,14 +369,31 @@ int main() {
             cases.push_back(Case{len, t, nhwc, like_x, blend, false, 0.0});
         }
     };
-    // Wave tiles (and the block tiles of the same shapes): 7x7 planes of
-    // single values, 4 to 16 a lane; 4x4 planes of 16-byte vectors; C not a
-    // multiple of the 4 waves of a block.
-    add({2, 6, 1, 7, 7}, false, {DType::f32, DType::f16, DType::bf16});
-    add({8, 5, 1, 7, 7}, false, {DType::f16});
-    add({20, 3, 1, 7, 7}, false, {DType::f32});  // 16 a lane at wave 64 (none at 32: channel tiles)
-    add({4, 9, 1, 4, 4}, false, {DType::f32, DType::f16, DType::bf16});
-    add({3, 3, 1, 4, 4}, false, {DType::bf16}, true);
+    // The same, with float32 parameters for half and bfloat16 too (the wave
+    // tiles take only those).
+    auto add_both = [&](Lengths len, std::initializer_list<DType> which, bool blend = false) {
+        add(len, false, which, blend);
+        for (DType t : which)
+            if (t != DType::f32 && !blend) cases.push_back(Case{len, t, false, false, false, false, 0.0});
+    };
+    // Wave tiles (and the block tiles of the same shapes; the wave tiles
+    // refuse parameters of x's type), slots a plane at
+    // 32 / 64 lanes: 7x7 2 / 1 (8x5x7x7: 16 values a lane at 32), 4x4 1 / 1,
+    // 10x10 4 / 2, 14x14 8 / 4, 16x16 8 / 4, 20x20 none / 8; 20x3x7x7 too
+    // many samples (channel tiles); C not a multiple of the 4 waves of a block.
+    add_both({2, 6, 1, 7, 7}, {DType::f32, DType::f16, DType::bf16});
+    add_both({8, 5, 1, 7, 7}, {DType::f16});
+    add_both({20, 3, 1, 7, 7}, {DType::f32});
+    add_both({4, 9, 1, 4, 4}, {DType::f32, DType::f16, DType::bf16});
+    add_both({3, 3, 1, 4, 4}, {DType::bf16}, true);
+    add_both({3, 5, 1, 10, 10}, {DType::f16});
+    add_both({2, 7, 1, 14, 14}, {DType::f32, DType::bf16});
+    add_both({2, 3, 1, 16, 16}, {DType::f16}, true);
+    add_both({2, 3, 1, 20, 20}, {DType::f32});
+    // Blocks of 4 waves (529 channels: 133 blocks), the last one's three
+    // waves past C.
+    add_both({2, 529, 1, 4, 4}, {DType::f16});
+    cases.push_back(Case{{8, 6, 1, 7, 7}, DType::f32, false, false, false, false, 1e4});
     // Block tiles, NCHW: 16-byte vectors, 8-byte (10x10 half), single values
     // (5x5), two and four vectors a thread (12x2x16x16, 32x2x16x16 float).
     add({8, 12, 1, 8, 8}, false, {DType::f32, DType::f16, DType::bf16});
@@ -397,7 +434,7 @@ int main() {
     cases.push_back(Case{{4, 16, 1, 10, 10}, DType::bf16, true, false, false, false, 0.0, 5e18, false, true});
     cases.push_back(Case{{2, 6, 1, 7, 7}, DType::bf16, false, false, false, false, 0.0, 5e18, false, true});
     // In place: y = x, dx = dy and dx = x.
-    cases.push_back(Case{{2, 6, 1, 7, 7}, DType::f16, false, true, false, false, 0.0, 1.0, true});
+    cases.push_back(Case{{2, 6, 1, 7, 7}, DType::f16, false, false, false, false, 0.0, 1.0, true});  // float32 parameters: the wave tiles too
     cases.push_back(Case{{8, 12, 1, 8, 8}, DType::f32, false, false, false, false, 0.0, 1.0, true});
     cases.push_back(Case{{4, 16, 1, 10, 10}, DType::bf16, true, true, false, false, 0.0, 1.0, true});
     cases.push_back(Case{{4, 3, 1, 45, 47}, DType::f16, false, true, false, false, 0.0, 1.0, true});
