@@ -131,12 +131,6 @@ struct LaneSlots {
     }
 };
 
-// Both sums over the wave at once (every lane gets the same bits).
-template <typename A>
-__device__ __forceinline__ void wave_sum_pair(A& a, A& b) {
-    wave_sum(1, MBN_WAVE_SIZE, a, b);
-}
-
 // The channel's statistics from the wave's values: `center` (m1, the float
 // mean of pass one), the mean's offset from it and the biased variance.
 struct WaveMoments {
@@ -157,7 +151,7 @@ __device__ WaveMoments wave_moments(const float (&v)[kMostPerLane], const LaneSl
         r += d;
         q = fmaf(d, d, q);
     });
-    wave_sum_pair(r, q);
+    wave_sum(1, MBN_WAVE_SIZE, r, q);
     if (isfinite(m1) && isfinite(r) && isfinite(q)) {
         const float offset = r * inv_count;
         return {m1, offset, fmax(static_cast<double>(q) * inv_count - static_cast<double>(offset) * offset, 0.0)};
@@ -175,11 +169,9 @@ __device__ WaveMoments wave_moments(const float (&v)[kMostPerLane], const LaneSl
         dr += d;
         dq += d * d;
     });
-    wave_sum_pair(dr, dq);
-    const double offset = dr * inv_count;
-    double variance = dq * inv_count - offset * offset;
-    if (variance < 0.0) variance = 0.0;  // rounding below 0; NaN stays NaN
-    return {center, static_cast<float>(offset), variance};
+    wave_sum(1, MBN_WAVE_SIZE, dr, dq);
+    const ShiftedStatistics st = finish_shifted(dr, dq, inv_count, 0.0);  // its inverse std unused
+    return {center, static_cast<float>(st.offset), st.variance};
 }
 
 // The gradient sums g1 = sum(dy), g2 = sum(dy (x - center)); in double
@@ -193,7 +185,7 @@ __device__ __forceinline__ void wave_gradient_sums(const float (&x)[kMostPerLane
         a += g[k];
         b = fmaf(g[k], x[k] - center, b);
     });
-    wave_sum_pair(a, b);
+    wave_sum(1, MBN_WAVE_SIZE, a, b);
     if (isfinite(a) && isfinite(b)) {
         g1 = a;
         g2 = b;
@@ -204,7 +196,7 @@ __device__ __forceinline__ void wave_gradient_sums(const float (&x)[kMostPerLane
         g1 += g[k];
         g2 += static_cast<double>(g[k]) * (static_cast<double>(x[k]) - center);
     });
-    wave_sum_pair(g1, g2);
+    wave_sum(1, MBN_WAVE_SIZE, g1, g2);
 }
 
 template <typename T, bool kBackward, int kPlaneSlots>
