@@ -68,6 +68,7 @@ __device__ __forceinline__ unsigned wave_members() {
 // check (a lane-mask match and a divergent fallback) that a computed mask
 // takes before each chain.
 //   shuffle_xor_wave: the value of the lane whose index differs by `mask`;
+//   shuffle_from_wave: the value of a given lane;
 //   shuffle_down: the value of the lane `delta` above this one, or past
 //     the wave's last lane this lane's own.
 template <typename V>
@@ -76,6 +77,15 @@ __device__ __forceinline__ V shuffle_xor_wave(V value, int mask) {
     return __shfl_xor_sync(0xffffffffu, value, mask);
 #else
     return __shfl_xor(value, mask);
+#endif
+}
+// The value of lane `source` of this wave (whole waves only, as above).
+template <typename V>
+__device__ __forceinline__ V shuffle_from_wave(V value, int source) {
+#if MBN_GPU_CUDA
+    return __shfl_sync(0xffffffffu, value, source);
+#else
+    return __shfl(value, source);
 #endif
 }
 __device__ __forceinline__ double shuffle_down(double value, int delta) {

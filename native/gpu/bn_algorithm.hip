@@ -27,7 +27,8 @@ const char* default_reason(Algorithm a) {
         case Algorithm::nest_walk: return "strides, types or sizes the dense pass does not take";
         case Algorithm::nhwc_columns:
             return "packed NHWC from 1 MB and 1024 rows: each column of channels on its own blocks";
-        case Algorithm::wave_tiles: return "each NCHW channel fits one wave's registers";
+        case Algorithm::wave_tiles:
+            return "each NCHW channel fits one wave's registers, or each NHWC tile of channels one block's";
         case Algorithm::channel_tiles:
             return "each channel tile fits the registers of a block or a cluster, or an NCHW channel's block or cluster "
                    "streams it through L2";
@@ -50,10 +51,12 @@ const char* requirement(Algorithm a) {
                    "of one type, 16-byte aligned, C a multiple of the 16-byte vector, under 2^31 elements, at least "
                    "2 rows, and for backward at least 256 rows (dx in float)";
         case Algorithm::wave_tiles:
-            return "it takes spatial calls without a fused activation on packed NCHW half, bfloat16 or float data "
-                   "of one type and layout, under 2^31 elements, whose channels each fit one wave's registers: "
-                   "a lane takes up to 8 positions of a plane (ceil(H*W / wave size), rounded up to 1, 2, 4 or 8) "
-                   "in each of N samples, at most 16 values";
+            return "it takes spatial calls without a fused activation on half, bfloat16 or float data of one "
+                   "type and layout, under 2^31 elements, with float32 parameters: packed NCHW whose channels each "
+                   "fit one wave's registers (a lane takes up to 8 positions of a plane, ceil(H*W / wave size) "
+                   "rounded up to 1, 2, 4 or 8, in each of N samples, at most 16 values), or packed NHWC, 16-byte "
+                   "aligned, C a multiple of the 16-byte vector, whose rows fit a block of 256 threads at 4 rows a "
+                   "lane (N*D*H*W up to 1024, or 512 where a tile takes two vectors)";
         case Algorithm::channel_tiles:
             return "it takes spatial calls without a fused activation on packed NCHW, or packed NHWC with C a "
                    "multiple of the 16-byte vector, half, bfloat16 or float data of one type and layout, under "

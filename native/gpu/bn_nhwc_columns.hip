@@ -93,33 +93,6 @@ struct ColumnShared {
     float coef[kMaxColumnChannels][4];  // center, then y or dx coefficients
 };
 
-// A 16-byte vector as four 32-bit registers, its elements converted where
-// they are used (held as Pack<T, V>, 16-bit elements took a register each).
-using Bits = uint4;
-
-template <typename T>
-__device__ __forceinline__ Bits load_bits(const T* p) {
-    return *reinterpret_cast<const Bits*>(p);
-}
-
-__device__ __forceinline__ unsigned word_of(const Bits& b, int i) {
-    return i == 0 ? b.x : i == 1 ? b.y : i == 2 ? b.z : b.w;
-}
-
-// Element v of the vector (v a constant after unrolling), as float.
-template <typename T>
-__device__ __forceinline__ float value_at(const Bits& b, int v) {
-    if constexpr (std::is_same<T, float>::value) {
-        return __uint_as_float(word_of(b, v));
-    } else {
-        const unsigned w = word_of(b, v / 2);
-        if constexpr (std::is_same<T, __half>::value)
-            return __half2float(__ushort_as_half(static_cast<unsigned short>(v % 2 ? w >> 16 : w & 0xffffu)));
-        else
-            return __uint_as_float(v % 2 ? w & 0xffff0000u : w << 16);
-    }
-}
-
 // ---- sums -------------------------------------------------------------------------
 
 template <int V>

@@ -19,11 +19,12 @@
 // variance and inverse std are taken in double, the rest of the channel's
 // constants in float; dx's coefficients and dx in double below
 // kFloatBackpropMinCount values, as elsewhere.
-#include "gpu/bn_wave_tile.hpp"
+#include "gpu/bn_wave_tile_args.h"
 
 #include "common/numerics.hpp"
 #include "gpu/block_reduce.h"
 #include "gpu/cluster_launch.h"
+#include "gpu/feature_plan.hpp"
 #include "gpu/norm_math.h"
 #include "gpu/param_io.h"
 #include "gpu/type_dispatch.hpp"
@@ -43,57 +44,6 @@ constexpr int kMostWavesPerBlock = 4;
 // Values a lane holds per tensor: x and dy take 32 registers in the
 // backward, all loads in flight at once.
 constexpr int kMostPerLane = 16;
-
-// A float32 parameter tensor by channel (the planner takes no other
-// type): plain loads and stores, nothing to convert.  Loaded parameters
-// stay float until the sums are in: a conversion of a loaded value (to
-// double, or from another type) was scheduled at once, and waited for the
-// load before the values' loads issued.
-struct FloatParam {
-    float* data;  // nullptr: absent
-    int stride;   // elements from one channel to the next
-
-    __host__ __device__ bool present() const { return data != nullptr; }
-    __device__ __forceinline__ float load(int c) const { return present() ? data[c * stride] : 0.0f; }
-    __device__ __forceinline__ void store(int c, float value) const { data[c * stride] = value; }
-    // alpha value + beta prior, the prior read only when beta != 0.
-    __device__ __forceinline__ void store_blended(int c, float value, float alpha, float beta) const {
-        float out = alpha * value;
-        if (beta != 0.0f) out += beta * data[c * stride];
-        data[c * stride] = out;
-    }
-};
-
-FloatParam float_param(const TensorArg& t) {
-    return FloatParam{static_cast<float*>(t.data), t.present() ? static_cast<int>(t.stride[kC]) : 0};
-}
-
-struct WaveTileArgs {
-    const void* x;
-    const void* dy;
-    void* out;  // y or dx
-    int channels;
-    int samples;  // N
-    int plane;    // D*H*W
-    float alpha, beta;  // y or dx blended with its prior content
-    double inv_count;       // 1 / (N*D*H*W): the kernel multiplies, it never divides
-    double unbiased_ratio;  // count / (count - 1), 1 for a single value
-    double epsilon;
-    FloatParam scale, saved_mean, saved_inv_std;  // the saved statistics: absent in a backward that recomputes them
-    struct Training {
-        FloatParam bias, prev_mean, prev_var, running_mean, running_var;
-        double exp_avg_factor;
-    };
-    struct Backward {
-        FloatParam dscale, dbias;
-        float param_alpha, param_beta;
-        bool double_math;  // dx in double
-    };
-    union {
-        Training train;
-        Backward back;
-    };
-};
 
 // A lane's slots: k = n * kPlaneSlots + j holds sample n at plane position
 // lane + W j.  Only the slots of the call's N samples are touched (each()):
@@ -308,14 +258,45 @@ __global__ void __launch_bounds__(kMostWavesPerBlock * MBN_WAVE_SIZE) bn_wave_ti
     }
 }
 
+// NHWC: a block a tile of one or two 16-byte vectors of channels (two, a
+// 32-byte sector a row, where C allows and the tiles still outnumber the
+// multiprocessors); the fewest row slots (1, 2, 4) that one wave's lanes
+// need, else 4 and as many waves as the rows take, up to kMostNhwcThreads.
+WaveTilePlan plan_nhwc(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
+                       const DeviceShape& device) {
+    WaveTilePlan p{};
+    for (const TensorArg* t : data)
+        if (!aligned16(*t)) return p;
+    const std::int64_t vector = 16 / static_cast<std::int64_t>(dtype_size(x.dtype));
+    const std::int64_t channels = geom.len[kC];
+    if (channels % vector != 0) return p;
+    const std::int64_t vectors = channels / vector;
+    const std::int64_t rows = geom.len[kN] * geom.spatial_size();
+    const int wave = std::max(1, device.wave_size);
+    p.lanes = vectors % 2 == 0 && vectors / 2 >= device.multiprocessors ? 2 : 1;
+    const std::int64_t wave_rows = wave / p.lanes;
+    if (wave_rows < vector) return p;  // a lane of a wave's rows finishes each channel of a vector
+    p.row_slots = 1;
+    while (p.row_slots < kMostRowSlots && p.row_slots * wave_rows < rows) p.row_slots *= 2;
+    const std::int64_t waves = (rows + wave_rows * p.row_slots - 1) / (wave_rows * p.row_slots);
+    if (waves * wave > kMostNhwcThreads) return p;
+    p.nhwc = true;
+    p.threads = static_cast<int>(waves) * wave;
+    p.blocks = vectors / p.lanes;
+    p.usable = true;
+    return p;
+}
+
 WaveTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
                   bool identity, const DeviceShape& device) {
     WaveTilePlan p{};
-    if (!identity || geom.mode != BnMode::spatial || x.order != MemoryOrder::packed_nchw) return p;
+    if (!identity || geom.mode != BnMode::spatial) return p;
+    if (x.order != MemoryOrder::packed_nchw && x.order != MemoryOrder::packed_nhwc) return p;
     if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return p;
     for (const TensorArg* t : data)
         if (t->dtype != x.dtype || t->order != x.order) return p;
     if (x.element_count() >= (std::int64_t(1) << 31)) return p;
+    if (x.order == MemoryOrder::packed_nhwc) return plan_nhwc(geom, x, data, device);
     const std::int64_t samples = geom.len[kN], plane = geom.spatial_size();
     const int wave = std::max(1, device.wave_size);
     const std::int64_t needed = (plane + wave - 1) / wave;
@@ -333,6 +314,10 @@ WaveTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initializer_l
 
 template <bool kBackward>
 void launch(const WaveTileArgs& a, DType dtype, const WaveTilePlan& p, const LaunchTarget& target) {
+    if (p.nhwc) {
+        launch_wave_tiles_nhwc(a, dtype, kBackward, p, target);
+        return;
+    }
     with_element_type(dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         if constexpr (!std::is_same<T, double>::value) {
@@ -353,11 +338,19 @@ void launch(const WaveTileArgs& a, DType dtype, const WaveTilePlan& p, const Lau
     });
 }
 
-WaveTileArgs shape_args(const BnGeometry& geom, double epsilon, float alpha, float beta) {
+FloatParam float_param(const TensorArg& t) {
+    FloatParam f{static_cast<float*>(t.data), t.present() ? static_cast<int>(t.stride[kC]) : 0, false};
+    f.packed = t.present() && f.stride == 1 && aligned16(t);
+    return f;
+}
+
+WaveTileArgs shape_args(const BnGeometry& geom, const WaveTilePlan& plan, double epsilon, float alpha, float beta) {
     WaveTileArgs a{};
     a.channels = static_cast<int>(geom.len[kC]);
     a.samples = static_cast<int>(geom.len[kN]);
     a.plane = static_cast<int>(geom.spatial_size());
+    a.rows = static_cast<int>(geom.len[kN] * geom.spatial_size());
+    a.lanes = plan.lanes;
     const double count = static_cast<double>(geom.reduction_size());
     a.inv_count = 1.0 / count;
     a.unbiased_ratio = unbiased_ratio(count);
@@ -391,7 +384,7 @@ WaveTilePlan plan_wave_tiles(const BnBackward& p, const DeviceShape& device, Pla
 }
 
 void run_wave_tiles(const BnForwardTraining& p, const WaveTilePlan& plan, const LaunchTarget& target) {
-    WaveTileArgs a = shape_args(p.geom, p.epsilon, p.out.alpha, p.out.beta);
+    WaveTileArgs a = shape_args(p.geom, plan, p.epsilon, p.out.alpha, p.out.beta);
     a.x = p.x.data;
     a.out = p.y.data;
     a.scale = float_param(p.scale);
@@ -407,7 +400,7 @@ void run_wave_tiles(const BnForwardTraining& p, const WaveTilePlan& plan, const 
 }
 
 void run_wave_tiles(const BnBackward& p, const WaveTilePlan& plan, const LaunchTarget& target) {
-    WaveTileArgs a = shape_args(p.geom, p.epsilon, p.data.alpha, p.data.beta);
+    WaveTileArgs a = shape_args(p.geom, plan, p.epsilon, p.data.alpha, p.data.beta);
     a.x = p.x.data;
     a.dy = p.dy.data;
     a.out = p.dx.data;

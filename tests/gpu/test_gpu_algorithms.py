@@ -36,10 +36,13 @@ VARIABLE = "MIOPEN_BN_GPU_ALGORITHM"
 # A case: (shape, dtype, layout, mode); group norm: (shape, groups, dtype, layout).
 TRAINING = {  # training and backward
     "wave_tiles": {
+        # NHWC: one wave a tile (1x2048x7x7), blocks of several waves (8x16x7x7: 392 rows).
         "serves": [((2, 64, 7, 7), "fp16", "nchw", "spatial"), ((2, 64, 4, 4), "fp32", "nchw", "spatial"),
-                   ((3, 8, 5, 5), "bf16", "nchw", "spatial")],
-        "refuses": [((2, 64, 7, 7), "fp16", "nhwc", "spatial"), ((2, 3, 5, 7), "fp64", "nchw", "spatial"),
-                    ((32, 2, 64, 64), "fp32", "nchw", "spatial")],  # 131072 values a channel
+                   ((3, 8, 5, 5), "bf16", "nchw", "spatial"), ((2, 64, 7, 7), "fp16", "nhwc", "spatial"),
+                   ((1, 2048, 7, 7), "bf16", "nhwc", "spatial"), ((8, 16, 7, 7), "fp32", "nhwc", "spatial")],
+        "refuses": [((2, 3, 5, 7), "fp64", "nchw", "spatial"), ((32, 2, 64, 64), "fp32", "nchw", "spatial"),
+                    ((2, 12, 5, 5), "fp16", "nhwc", "spatial"),  # C not a multiple of the 16-byte vector
+                    ((8, 16, 64, 64), "fp16", "nhwc", "spatial")],  # 32768 rows
     },
     "channel_tiles": {
         # (32, 2, 64, 64) and (4, 3, 45, 47): channels past a block's registers, the rest streamed

@@ -1,5 +1,5 @@
 """The on-chip group-norm kernels (native/gpu/gn_tile_*.hip) and batch
-norm's wave and channel tiles (native/gpu/bn_wave_tile.hip,
+norm's wave and channel tiles (native/gpu/bn_wave_tile.hip, bn_wave_tile_nhwc.hip,
 bn_channel_tile.hip) run on the host:
 tests/gpu/emulation builds them with the host compiler over a fiber emulator
 of the GPU (threads, barriers, warp shuffles, thread-block clusters with
@@ -28,6 +28,7 @@ SOURCES = [EMULATION / name for name in ("emulator.cpp", "emu_tile_forward.cpp",
 PLANNER = [REPO / "native" / "gpu" / name for name in ("gn_planner.cpp", "gn_tile_planner.cpp", "feature_plan.cpp")]
 # Batch norm's wave and channel tiles: their planners live in the .hip beside the kernels.
 BN_SOURCES = [EMULATION / name for name in ("emulator.cpp", "emu_bn_channel_tile.cpp", "emu_bn_wave_tile.cpp",
+                                            "emu_bn_wave_tile_nhwc.cpp",
                                             "bn_tile_check.cpp")]
 
 

@@ -102,6 +102,8 @@ std::string path_of(const ChannelTilePlan& p, const Case& k) {
 // fails the check rather than leaving the path untested).
 const char* const kCovered[] = {
     "wave 1 slot",       "wave 2 slots",      "wave 4 slots",       "wave 8 slots",
+    "wave NHWC 1 slot 1 lane", "wave NHWC 2 slots 2 lanes", "wave NHWC 4 slots 1 lane",
+    "wave NHWC 4 slots 2 lanes waves", "wave NHWC 4 slots 1 lane waves",
     "block NCHW",        "block NHWC",
     "stream 16B step<plane", "stream 16B step>plane", "stream 16B step=plane", "stream 8B step>plane",
     "stream single step<plane", "stream single step>plane",
@@ -143,10 +145,16 @@ bool plan_and_run(const Problem& p, const Case& k, bool wave, const std::string&
             if (first) std::printf("no plan %s %s\n", label.c_str(), op);
             return false;
         }
-        check(plan.threads <= 4 * EMU_WAVE_SIZE, label + " " + op, "more threads than the kernel's launch bounds");
+        check(plan.threads <= (plan.nhwc ? 256 : 4 * EMU_WAVE_SIZE), label + " " + op,
+              "more threads than the kernel's launch bounds");
         if (first) {
-            const std::string path = "wave " + std::to_string(plan.plane_slots) +
-                                     (plan.plane_slots == 1 ? " slot" : " slots");
+            const int slots = plan.nhwc ? plan.row_slots : plan.plane_slots;
+            std::string path = std::string(plan.nhwc ? "wave NHWC " : "wave ") + std::to_string(slots) +
+                               (slots == 1 ? " slot" : " slots");
+            if (plan.nhwc) {
+                path += plan.lanes == 1 ? " 1 lane" : " 2 lanes";
+                if (plan.threads > EMU_WAVE_SIZE) path += " waves";
+            }
             covered.insert(path);
             std::printf("run %s %s: %s: %lld blocks x %d threads\n", label.c_str(), op, path.c_str(),
                         static_cast<long long>(plan.blocks), plan.threads);
@@ -393,6 +401,25 @@ int main() {
     // Blocks of 4 waves (529 channels: 133 blocks), the last one's three
     // waves past C.
     add_both({2, 529, 1, 4, 4}, {DType::f16});
+    // NHWC wave tiles (float32 parameters): one wave of 1, 2 or 4 row
+    // slots, one or two vectors a row (tiles at two that would not outnumber
+    // the multiprocessors take one); blocks of several waves adding through
+    // shared memory, the last wave's rows part past N*H*W; 5 vectors a row
+    // (odd: one lane); blended; rank 2.
+    auto add_nhwc = [&](Lengths len, std::initializer_list<DType> which, bool blend = false) {
+        for (DType t : which) cases.push_back(Case{len, t, true, false, blend, false, 0.0});
+    };
+    add_nhwc({1, 32, 1, 3, 3}, {DType::f16, DType::f32});     // 9 rows
+    add_nhwc({1, 4224, 1, 5, 5}, {DType::f16});               // 25 rows, 264 tiles of 2 vectors
+    add_nhwc({1, 4096, 1, 7, 7}, {DType::f16});               // 49 rows, 256 tiles of 2 vectors
+    add_nhwc({1, 2048, 1, 7, 7}, {DType::bf16, DType::f32});  // 49 rows, one vector a tile
+    add_nhwc({2, 64, 1, 7, 7}, {DType::f32, DType::bf16});    // 98 rows
+    add_nhwc({4, 16, 1, 7, 7}, {DType::f16});                 // 196 rows
+    add_nhwc({8, 16, 1, 7, 7}, {DType::f16, DType::f32});     // 392 rows: several waves
+    add_nhwc({2, 2112, 1, 8, 13}, {DType::f16});              // 208 rows, 132 tiles of 2 vectors, waves
+    add_nhwc({3, 20, 1, 5, 11}, {DType::f32}, true);          // 5 vectors, blended
+    add_nhwc({37, 40, 1, 1, 1}, {DType::bf16});
+    cases.push_back(Case{{8, 16, 1, 7, 7}, DType::f32, true, false, false, false, 1000.0});
     cases.push_back(Case{{8, 6, 1, 7, 7}, DType::f32, false, false, false, false, 1e4});
     // Block tiles, NCHW: 16-byte vectors, 8-byte (10x10 half), single values
     // (5x5), two and four vectors a thread (12x2x16x16, 32x2x16x16 float).
@@ -432,11 +459,14 @@ int main() {
         cases.push_back(Case{len, DType::f32, len[kC] == 24, false, false, false, 0.0, 5e18});
     cases.push_back(Case{{3, 24, 1, 5, 7}, DType::f32, true, false, false, false, 0.0, 5e18, false, true});
     cases.push_back(Case{{4, 16, 1, 10, 10}, DType::bf16, true, false, false, false, 0.0, 5e18, false, true});
+    cases.push_back(Case{{8, 16, 1, 7, 7}, DType::f32, true, false, false, false, 0.0, 5e18, false, true});
+    cases.push_back(Case{{1, 16, 1, 7, 7}, DType::bf16, true, false, false, false, 0.0, 5e18});
     cases.push_back(Case{{2, 6, 1, 7, 7}, DType::bf16, false, false, false, false, 0.0, 5e18, false, true});
     // In place: y = x, dx = dy and dx = x.
     cases.push_back(Case{{2, 6, 1, 7, 7}, DType::f16, false, false, false, false, 0.0, 1.0, true});  // float32 parameters: the wave tiles too
     cases.push_back(Case{{8, 12, 1, 8, 8}, DType::f32, false, false, false, false, 0.0, 1.0, true});
     cases.push_back(Case{{4, 16, 1, 10, 10}, DType::bf16, true, true, false, false, 0.0, 1.0, true});
+    cases.push_back(Case{{8, 16, 1, 7, 7}, DType::f16, true, false, false, false, 0.0, 1.0, true});
     cases.push_back(Case{{4, 3, 1, 45, 47}, DType::f16, false, true, false, false, 0.0, 1.0, true});
     cases.push_back(Case{{24, 2, 1, 32, 32}, DType::f32, false, false, false, false, 0.0, 1.0, true});
     // Clusters of blocks (H100: wave 32 only): NCHW and NHWC tiles, a streamed channel.

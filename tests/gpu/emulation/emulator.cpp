@@ -152,6 +152,11 @@ void exchange(const void* mine, void* theirs, std::size_t size, int mask) {
     exchange_with(mine, theirs, size, [&](unsigned lane) { return lane ^ static_cast<unsigned>(mask); });
 }
 
+void exchange_from(const void* mine, void* theirs, std::size_t size, int source) {
+    if (size > 8 || source < 0 || source >= kWave) die("bad shuffle");
+    exchange_with(mine, theirs, size, [&](unsigned) { return static_cast<unsigned>(source); });
+}
+
 void exchange_down(const void* mine, void* theirs, std::size_t size, unsigned delta) {
     if (size > 8 || delta >= static_cast<unsigned>(kWave)) die("bad shuffle");
     exchange_with(mine, theirs, size, [&](unsigned lane) { return lane + delta < static_cast<unsigned>(kWave) ? lane + delta : lane; });

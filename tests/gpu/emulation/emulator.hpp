@@ -58,14 +58,26 @@ V shuffle_xor(V value, int mask);
 template <typename V>
 V shuffle_down(V value, unsigned delta);
 
+// The value of lane `source` of the warp, 8 bytes at most.
+template <typename V>
+V shuffle_from(V value, int source);
+
 // Exchange raw bytes through the warp's slots (the shuffles' core).
 void exchange(const void* mine, void* theirs, std::size_t size, int mask);
+void exchange_from(const void* mine, void* theirs, std::size_t size, int source);
 void exchange_down(const void* mine, void* theirs, std::size_t size, unsigned delta);
 
 template <typename V>
 V shuffle_xor(V value, int mask) {
     V other;
     exchange(&value, &other, sizeof(V), mask);
+    return other;
+}
+
+template <typename V>
+V shuffle_from(V value, int source) {
+    V other;
+    exchange_from(&value, &other, sizeof(V), source);
     return other;
 }
 

@@ -74,6 +74,11 @@ inline V __shfl_xor_sync(unsigned mask, V value, int lane_mask) {
     return emu::shuffle_xor(value, lane_mask);
 }
 template <typename V>
+inline V __shfl_sync(unsigned mask, V value, int source) {
+    if (mask != 0xffffffffu) std::abort();  // the kernels shuffle whole waves
+    return emu::shuffle_from(value, source);
+}
+template <typename V>
 inline V __shfl_down_sync(unsigned mask, V value, unsigned delta) {
     if (mask != 0xffffffffu) std::abort();  // the kernels shuffle whole waves
     return emu::shuffle_down(value, delta);
