@@ -41,22 +41,22 @@ struct NhwcShared {
     double part[2][kSumSlots];
 };
 
-// Where a thread sits in its tile.  Its row lane `row` (lane / lanes) also
-// names the channel of its vector it finishes, `unit`: the one the
-// scattered sums leave with it.
+// Where a thread sits in its tile.  Its row in the wave, `wave_row` (lane /
+// lanes), also names the channel of its vector it finishes, `unit`: the
+// one the scattered sums leave with it.
 template <int V>
 struct TileMap {
     int lanes;  // vectors across the tile's row
     int col;    // this thread's vector
-    int lane, wave, waves, row, unit;
+    int lane, wave, waves, wave_row, unit;
     __device__ explicit TileMap(int lanes_)
         : lanes(lanes_),
           col(static_cast<int>(threadIdx.x) % lanes_),
           lane(static_cast<int>(threadIdx.x) % MBN_WAVE_SIZE),
           wave(static_cast<int>(threadIdx.x) / MBN_WAVE_SIZE),
           waves(static_cast<int>(blockDim.x) / MBN_WAVE_SIZE),
-          row(lane / lanes_),
-          unit(unit_of(row)) {}
+          wave_row(lane / lanes_),
+          unit(unit_of(wave_row)) {}
     // Level b of the scatter keeps the upper half where bit b of the row
     // lane is set: the unit is those bits reversed.
     __device__ static int unit_of(int row) {
@@ -104,7 +104,7 @@ __device__ __forceinline__ void scatter_sum(float (&v)[V][U], const TileMap<V>& 
     if (m.waves == 1) return;
     float* part = reinterpret_cast<float*>(sh.part[turn]);
     turn ^= 1;
-    if (m.row < V) {
+    if (m.wave_row < V) {
 #pragma unroll
         for (int u = 0; u < U; ++u) part[((m.wave * m.lanes + m.col) * V + m.unit) * U + u] = v[0][u];
     }
@@ -125,7 +125,7 @@ __device__ __forceinline__ void total_sum(double (&v)[K], const TileMap<V>& m, N
     if (m.waves == 1) return;
     double* part = sh.part[turn];
     turn ^= 1;
-    if (m.row == 0) {
+    if (m.wave_row == 0) {
 #pragma unroll
         for (int k = 0; k < K; ++k) part[(m.wave * m.lanes + m.col) * K + k] = v[k];
     }
@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(kMostNhwcThreads) bn_wave_tile_nhwc(WaveTileAr
         }
     };
     // Each channel's finisher of the first wave stores its statistics and gradients.
-    const bool stores = m.wave == 0 && m.row < V;
+    const bool stores = m.wave == 0 && m.wave_row < V;
     int turn = 0;
 
     if constexpr (!kBackward) {
