@@ -349,7 +349,6 @@ WaveTileArgs shape_args(const BnGeometry& geom, const WaveTilePlan& plan, double
     a.channels = static_cast<int>(geom.len[kC]);
     a.samples = static_cast<int>(geom.len[kN]);
     a.plane = static_cast<int>(geom.spatial_size());
-    a.rows = static_cast<int>(geom.len[kN] * geom.spatial_size());
     a.lanes = plan.lanes;
     const double count = static_cast<double>(geom.reduction_size());
     a.inv_count = 1.0 / count;

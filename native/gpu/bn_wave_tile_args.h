@@ -61,7 +61,6 @@ struct WaveTileArgs {
     int channels;
     int samples;  // N
     int plane;    // D*H*W
-    int rows;     // NHWC: N*D*H*W
     int lanes;    // NHWC: lanes side by side across a row of the tile (1 or 2 vectors of 16 bytes)
     float alpha, beta;  // y or dx blended with its prior content
     double inv_count;       // 1 / (N*D*H*W): the kernel multiplies, it never divides

@@ -74,6 +74,28 @@ struct TileMap {
     }
 };
 
+// A block of several waves: each thread's K sums of entry `entry` (of
+// `entries` per vector) added over the waves in wave order, through shared
+// memory; the lanes `writes` give their wave's.  Every thread of an entry
+// gets the same bits.
+template <typename A, int K, int V>
+__device__ __forceinline__ void add_over_waves(A (&v)[K], int entries, int entry, bool writes, const TileMap<V>& m,
+                                               NhwcShared& sh, int& turn) {
+    A* part = reinterpret_cast<A*>(sh.part[turn]);
+    turn ^= 1;
+    auto at = [&](int wave, int k) { return ((wave * m.lanes + m.col) * entries + entry) * K + k; };
+    if (writes) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) part[at(m.wave, k)] = v[k];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = part[at(0, k)];
+    for (int w = 1; w < m.waves; ++w)
+#pragma unroll
+        for (int k = 0; k < K; ++k) v[k] += part[at(w, k)];
+}
+
 // Sums of V units (a channel's U sums each) over the threads of a vector,
 // scattered: each level of the wave's butterfly leaves a thread half of
 // the units it had (the partner adds the other half), so that after
@@ -101,19 +123,7 @@ __device__ __forceinline__ void scatter_sum(float (&v)[V][U], const TileMap<V>& 
     for (; mask < MBN_WAVE_SIZE; mask *= 2)
 #pragma unroll
         for (int u = 0; u < U; ++u) v[0][u] += shuffle_xor_wave(v[0][u], mask);
-    if (m.waves == 1) return;
-    float* part = reinterpret_cast<float*>(sh.part[turn]);
-    turn ^= 1;
-    if (m.wave_row < V) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) part[((m.wave * m.lanes + m.col) * V + m.unit) * U + u] = v[0][u];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int u = 0; u < U; ++u) v[0][u] = part[(m.col * V + m.unit) * U + u];
-    for (int w = 1; w < m.waves; ++w)
-#pragma unroll
-        for (int u = 0; u < U; ++u) v[0][u] += part[((w * m.lanes + m.col) * V + m.unit) * U + u];
+    if (m.waves > 1) add_over_waves(v[0], V, m.unit, m.wave_row < V, m, sh, turn);
 }
 
 // The rarely taken double sums: K values per thread summed whole over the
@@ -122,19 +132,7 @@ template <int K, int V>
 __device__ __forceinline__ void total_sum(double (&v)[K], const TileMap<V>& m, NhwcShared& sh, int& turn) {
     static_assert(K <= kMostSums, "more sums than the shared slots hold");
     wave_sum(m.lanes, MBN_WAVE_SIZE, v);
-    if (m.waves == 1) return;
-    double* part = sh.part[turn];
-    turn ^= 1;
-    if (m.wave_row == 0) {
-#pragma unroll
-        for (int k = 0; k < K; ++k) part[(m.wave * m.lanes + m.col) * K + k] = v[k];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < K; ++k) v[k] = part[m.col * K + k];
-    for (int w = 1; w < m.waves; ++w)
-#pragma unroll
-        for (int k = 0; k < K; ++k) v[k] += part[(w * m.lanes + m.col) * K + k];
+    if (m.waves > 1) add_over_waves(v, 1, 0, m.wave_row == 0, m, sh, turn);
 }
 
 // Whether `ok` holds on every lane of the wave.  A wave holds every unit of
@@ -253,13 +251,14 @@ __global__ void __launch_bounds__(kMostNhwcThreads) bn_wave_tile_nhwc(WaveTileAr
     float saved_means[kBackward ? V : 1];
     if (kBackward) a.saved_mean.load_run(c0, saved_means);
 
+    const int rows = a.samples * a.plane;
     const int step = static_cast<int>(blockDim.x) / m.lanes;  // rows from one slot to the next
     const int row = static_cast<int>(threadIdx.x) / m.lanes;
     const int first = row * a.channels + c0;
     const int slot_stride = step * a.channels;
     bool held[kSlots];
 #pragma unroll
-    for (int j = 0; j < kSlots; ++j) held[j] = row + step * j < a.rows;
+    for (int j = 0; j < kSlots; ++j) held[j] = row + step * j < rows;
     const T* x = static_cast<const T*>(a.x) + first;
     const T* dy = static_cast<const T*>(a.dy) + first;
     const Bits zero = make_uint4(0u, 0u, 0u, 0u);
