@@ -487,13 +487,22 @@ __device__ __forceinline__ void write_row(const ColumnArgs& a, int e, const Bits
 // planner gives it only columns of few blocks.
 template <bool kBackward, int K>
 constexpr int column_min_blocks() {
-    return kBackward && K > 4 ? 1 : 2;
+    return kBackward && K > 6 ? 1 : 2;
 }
 
-// The register rows past which a block's rows stream (the planner's most).
+// The register rows past which a block's rows stream.
 template <bool kBackward>
 constexpr int column_streamed_rows() {
     return kBackward ? 4 : 8;
+}
+
+// The most register rows an instance at two blocks a multiprocessor holds
+// without streaming: backward's 6 (48 registers of x and dy) fit in 128
+// registers unspilled, but with the streamed loops the 16-bit instances
+// spill 96 bytes, so backward streams past 4.
+template <bool kBackward>
+constexpr int column_held_rows() {
+    return kBackward ? 6 : 8;
 }
 
 // kStream: rows past the K register rows streamed (K the most there are);
@@ -640,16 +649,30 @@ void with_column_type(DType dtype, Body&& body) {
     }
 }
 
+// The register rows of an op's instances, in order: 1, 2, 4 and 8, and for
+// backward 6 between 4 and 8.
+template <bool kBackward>
+constexpr int next_register_rows(int k) {
+    return kBackward && k == 4 ? 6 : kBackward && k == 6 ? 8 : k * 2;
+}
+
 // Calls body(std::integral_constant<int, K>{}) for the register rows K of
-// an instance: 1, 2, 4 or 8.
-template <typename Body>
+// one of the op's instances.
+template <bool kBackward, typename Body>
 void with_register_rows(int k, Body&& body) {
     switch (k) {
         case 1: body(std::integral_constant<int, 1>{}); return;
         case 2: body(std::integral_constant<int, 2>{}); return;
         case 4: body(std::integral_constant<int, 4>{}); return;
-        default: body(std::integral_constant<int, 8>{}); return;
+        case 6:
+            if constexpr (kBackward) {
+                body(std::integral_constant<int, 6>{});
+                return;
+            }
+            break;
+        default: break;
     }
+    body(std::integral_constant<int, 8>{});
 }
 
 // Blocks of one kernel instance a multiprocessor holds, asked once per
@@ -670,27 +693,13 @@ int blocks_per_multiprocessor() {
     return blocks;
 }
 
+// The plan for columns of `lanes` 16-byte vectors (fewer where C does not
+// divide into them).
 template <bool kBackward>
-ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
-                        const DeviceShape& device, PlanRule rule) {
+ColumnPlan plan_for_lanes(DType dtype, std::int64_t channels, std::int64_t rows, int lanes,
+                          const DeviceShape& device) {
     ColumnPlan plan;
-    if (geom.mode != BnMode::spatial) return plan;
-    if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return plan;
-    if (x.order != MemoryOrder::packed_nhwc || !packed_alike(data)) return plan;  // data: x first
-    const std::int64_t elements = x.element_count();
-    const std::int64_t channels = geom.len[kC];
-    const std::int64_t rows = geom.len[kN] * geom.spatial_size();
-    const int element = static_cast<int>(dtype_size(x.dtype));
-    const int V = 16 / element;
-    if (elements >= (std::int64_t(1) << 31) || channels % V != 0 || rows < 2) return plan;
-    if (kBackward && !float_backprop_enough(rows)) return plan;
-    const int tensors = kBackward ? 2 : 1;
-    if (rule == PlanRule::size_rule && !worth_columns(elements * element * tensors, rows)) return plan;
-
-    // Rows of 128 bytes per column stream best once x is large; below that
-    // the hand-over dominates, and 64-byte columns halve each column's
-    // blocks and partials (H100, bench/RESULTS.md "NHWC columns").
-    int lanes = elements * element >= kFullLineBytes ? kMaxLanes : kMaxLanes / 2;
+    const int V = 16 / static_cast<int>(dtype_size(dtype));
     while ((channels / V) % lanes != 0) lanes /= 2;
     const std::int64_t columns = channels / (lanes * V);
     if (columns > 65535) return plan;
@@ -700,9 +709,9 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     // (with the most register rows, of either instance, streamed or not).
     auto resident_blocks = [&](int k) {
         int per_multiprocessor = 0;
-        with_column_type(x.dtype, [&](auto tag) {
+        with_column_type(dtype, [&](auto tag) {
             using T = typename decltype(tag)::type;
-            with_register_rows(k, [&](auto kk) {
+            with_register_rows<kBackward>(k, [&](auto kk) {
                 constexpr int K = decltype(kk)::value;
                 per_multiprocessor = blocks_per_multiprocessor<T, kBackward, K, false>();
                 if constexpr (K == column_streamed_rows<kBackward>())
@@ -714,32 +723,35 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     };
 
     // The fewest register rows that hold every row at the grid the
-    // instance's occupancy allows; the most there are where none does
-    // (the rest are streamed; backward's 8-row instance, at one block a
-    // multiprocessor, only serves the flat folds below).
-    const int most = column_streamed_rows<kBackward>();
-    for (int k = 1; k <= most; k *= 2) {
+    // instance's occupancy allows; where none does, the streamed instance's
+    // (backward's 8-row instance, at one block a multiprocessor, only
+    // serves the flat folds below).
+    auto fit = [&](int k, bool stream) {
         const std::int64_t resident = resident_blocks(k);
-        if (resident < 1) return plan;
+        if (resident < 1) return false;
         // A block takes at least one row per thread; a team never outgrows
         // what is resident beside the other columns' teams.
         std::int64_t blocks = std::max<std::int64_t>(1, std::min(resident / columns, (rows + stride - 1) / stride));
         const std::int64_t per_block = (rows + blocks - 1) / blocks;
         blocks = (rows + per_block - 1) / per_block;
         const std::int64_t per_thread = (per_block + stride - 1) / stride;
-        if (per_thread <= k || k == most) {
-            plan.register_rows = k;
-            plan.blocks_per_column = static_cast<int>(blocks);
-            plan.rows_per_block = static_cast<int>(per_block);
-            break;
-        }
-    }
+        if (per_thread > k && !stream) return false;
+        plan.register_rows = k;
+        plan.blocks_per_column = static_cast<int>(blocks);
+        plan.rows_per_block = static_cast<int>(per_block);
+        return true;
+    };
+    bool planned = false;
+    for (int k = 1; k <= column_held_rows<kBackward>() && !planned; k = next_register_rows<kBackward>(k))
+        planned = fit(k, false);
+    if (!planned && !fit(column_streamed_rows<kBackward>(), true)) return plan;
     // Where that needs a tree fold, fewer and fuller blocks whose registers
     // still hold every row fold flat: one wait instead of the tree's chain
     // of three (H200, bench/RESULTS.md "flat folds": half 2x64x56x56
     // backward 15.2 -> 13.0 us, 8x64x56x56 training 16.7 -> 15.5; letting
     // the flat fold take 128 blocks instead was slower).
-    for (int k = plan.register_rows; plan.blocks_per_column > kMostFlatBlocks && k <= 8; k *= 2) {
+    for (int k = plan.register_rows; plan.blocks_per_column > kMostFlatBlocks && k <= 8;
+         k = next_register_rows<kBackward>(k)) {
         const std::int64_t per_block = stride * k;
         const std::int64_t blocks = (rows + per_block - 1) / per_block;
         if (blocks <= kMostFlatBlocks && blocks <= resident_blocks(k) / columns) {
@@ -767,6 +779,37 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     return plan;
 }
 
+template <bool kBackward>
+ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initializer_list<const TensorArg*> data,
+                        const DeviceShape& device, PlanRule rule) {
+    ColumnPlan plan;
+    if (geom.mode != BnMode::spatial) return plan;
+    if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) return plan;
+    if (x.order != MemoryOrder::packed_nhwc || !packed_alike(data)) return plan;  // data: x first
+    const std::int64_t elements = x.element_count();
+    const std::int64_t channels = geom.len[kC];
+    const std::int64_t rows = geom.len[kN] * geom.spatial_size();
+    const int element = static_cast<int>(dtype_size(x.dtype));
+    const int V = 16 / element;
+    if (elements >= (std::int64_t(1) << 31) || channels % V != 0 || rows < 2) return plan;
+    if (kBackward && !float_backprop_enough(rows)) return plan;
+    const int tensors = kBackward ? 2 : 1;
+    if (rule == PlanRule::size_rule && !worth_columns(elements * element * tensors, rows)) return plan;
+
+    // Rows of 128 bytes per column stream best (H200, bench/RESULTS.md
+    // "128-byte columns": float 16x256x28x28 backward 1.17x over 64 bytes,
+    // half 64x1024x14x14 1.13x) unless the column's blocks then fold in
+    // more than one batch of loads, or as a tree: there 64-byte columns
+    // halve each column's blocks and partials (half 16x256x28x28 and
+    // 2x320x64x64 at 128 bytes: 0.89x-0.93x).  From 32 MB of x, 128
+    // bytes whatever the fold.
+    const ColumnPlan wide = plan_for_lanes<kBackward>(x.dtype, channels, rows, kMaxLanes, device);
+    const bool one_batch =
+        wide.teams == 1 && wide.blocks_per_column <= kFoldBatch * (kThreads / (wide.lanes * V));
+    if (wide.usable && (one_batch || elements * element >= kFullLineBytes)) return wide;
+    return plan_for_lanes<kBackward>(x.dtype, channels, rows, kMaxLanes / 2, device);
+}
+
 ColumnArgs common_args(const ColumnPlan& plan, const BnGeometry& geom, const LaunchTarget& target) {
     ColumnArgs a{};
     a.channels = static_cast<int>(geom.len[kC]);
@@ -792,7 +835,7 @@ void launch(const ColumnArgs& a, const ColumnPlan& plan, DType dtype, const Laun
     const dim3 grid(static_cast<unsigned>(plan.blocks_per_column), static_cast<unsigned>(plan.columns));
     with_column_type(dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        with_register_rows(plan.register_rows, [&](auto k) {
+        with_register_rows<kBackward>(plan.register_rows, [&](auto k) {
             constexpr int K = decltype(k)::value;
             if constexpr (K == column_streamed_rows<kBackward>()) {
                 if (plan.streamed) {

@@ -104,6 +104,24 @@ def test_backward(handle, monkeypatch, shape, dtype, layout, saved, algorithm):
     forced(monkeypatch, algorithm, run_backward, handle, x, dy, "spatial", saved, 21)
 
 
+# Channels-last backward whose rows the NHWC columns hold in 6 register rows a
+# thread (the instance between 4 and the streamed form; the counts are for a
+# 132-multiprocessor device): 64-byte columns of 33 blocks folding flat (half,
+# bfloat16), 128-byte columns (float), one column of one vector folding as a
+# tree of teams.
+SIX_REGISTER_ROWS = [((16, 256, 28, 28), "fp16"), ((16, 256, 28, 28), "bf16"), ((6, 256, 31, 31), "fp32"),
+                     ((90, 8, 64, 64), "fp16")]
+
+
+@pytest.mark.parametrize("saved", (True, False), ids=("saved", "recomputed"))
+@pytest.mark.parametrize("shape,dtype", SIX_REGISTER_ROWS, ids=[f"{ids(s)}-{d}" for s, d in SIX_REGISTER_ROWS])
+def test_backward_six_register_rows(handle, monkeypatch, shape, dtype, saved):
+    x = random_data(shape, dtype, 23, "nhwc")
+    dy = random_data(shape, dtype, 24, "nhwc")
+    monkeypatch.setenv("MIOPEN_BN_GPU_ALGORITHM", "nhwc_columns")
+    run_backward(handle, x, dy, "spatial", saved, 23)
+
+
 @pytest.mark.parametrize("algorithm", INFERENCE)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
