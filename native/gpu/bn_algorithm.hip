@@ -148,6 +148,14 @@ BnChoice choose_bn(const Problem& p, const SlotTensors& t, const DeviceShape& de
         c.scratch_bytes = 0;
         c.counters = 0;
         if (!plan_bn(a, p, t, device, PlanRule::size_rule, c)) continue;
+        // Where both serve, NHWC tiles on a small grid beat the columns
+        // (bn_channel_tile.hip's plan()).
+        if (a == Algorithm::nhwc_columns && plan_bn(Algorithm::channel_tiles, p, t, device, PlanRule::size_rule, c) &&
+            c.tiles.small_grid) {
+            a = Algorithm::channel_tiles;
+            c.scratch_bytes = 0;
+            c.counters = 0;
+        }
         c.algorithm = a;
         log_choice(op, a, false, default_reason(a));
         return c;

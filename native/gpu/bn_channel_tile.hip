@@ -45,8 +45,10 @@ constexpr int kMaxPerThread = 4;      // vectors per thread and tensor, in regis
 constexpr std::int64_t kResidentThreadsAimed = 1024;
 // The most vectors a block of a cluster of several takes by default: past
 // it, NCHW tiles yield to the streamed tiles where those serve, NHWC tiles
-// to the other paths (plan()).
+// to the other paths unless their grid is small (plan()).
 constexpr std::int64_t kMostClusteredUnits = 512;
+// An NHWC grid of clusters of at most this many blocks may be small (plan()).
+constexpr int kMostSmallGridCluster = 4;
 
 // A channel parameter as the tiles read it: 16 bytes, not ChannelParam's 24
 // (kernel arguments are read through the constant cache, whose misses the
@@ -929,13 +931,18 @@ ChannelTilePlan plan(const BnGeometry& geom, const TensorArg& x, std::initialize
     p.nhwc = nhwc;
 
     // Left to the other paths: few tiles (a handful of busy multiprocessors
-    // would read a large tensor slowly), and NHWC clusters cluster_ok
-    // refuses (clusters of large shares measured 0.37-0.96x of the other
-    // paths on the H100 for training before the tiles' rework,
-    // bench/RESULTS.md "channel tiles"; NHWC has not been measured since).
+    // would read a large tensor slowly), and NHWC clusters that cluster_ok
+    // refuses (8-block clusters of large shares measured 0.37-0.96x of the
+    // other paths on the H100, bench/RESULTS.md "channel tiles"), unless the
+    // grid is small: clusters of at most 4 blocks, at most 2/3 of the
+    // multiprocessors.  Those beat the columns and the multi-pass path with
+    // shares of up to 1024 rows, and go ahead of the columns (H200,
+    // bench/RESULTS.md "NHWC tiles in small grids": 80 blocks 1.04x-2.48x;
+    // 128 blocks 0.76x-1.25x, 160 and more 0.65x-0.83x).
     const std::int64_t bytes = x.element_count() * element;
     const bool busy = p.tiles * p.cluster * 2 >= device.multiprocessors || bytes <= (std::int64_t(1) << 20);
-    p.usable = rule == PlanRule::wherever_it_fits || (busy && (cluster_ok || !nhwc));
+    p.small_grid = nhwc && p.cluster <= kMostSmallGridCluster && p.blocks * 3 <= device.multiprocessors * 2;
+    p.usable = rule == PlanRule::wherever_it_fits || (busy && (cluster_ok || p.small_grid || !nhwc));
     return p;
 }
 

@@ -29,6 +29,7 @@ struct ChannelTilePlan {
     int per_thread = 1;  // vectors each thread holds per tensor
     int threads = 0;
     int cluster = 1;     // blocks per tile
+    bool small_grid = false;  // NHWC in clusters of at most 4 blocks on at most 2/3 of the multiprocessors: ahead of the columns
     std::int64_t tiles = 0;
     std::int64_t blocks = 0;
     std::int64_t units = 0;        // vectors (NCHW) or rows (NHWC) per tile

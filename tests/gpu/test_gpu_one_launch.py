@@ -14,7 +14,9 @@ By default, packed NHWC training and backward from 1 MB and 1024 rows take the N
 columns (bn_nhwc_columns.hip: a column's blocks fold flat, in fewer and
 fuller blocks where the registers allow, as 8x16x64x64's and half
 4x16x128x128's, or as a tree of teams where a column has too many rows for
-that, as float 4x16x128x128's), and shapes whose channels
+that, as float 4x16x128x128's) unless the channel tiles hold them on a
+small grid (4x320x20x20's: clusters of at most 4 blocks on at most 2/3 of
+the multiprocessors), and shapes whose channels
 fit a block's or a cluster's registers the channel tiles (bn_channel_tile.hip: one channel
 per tile in NCHW, 8-16 in NHWC; 64x256x14x14 and 16x128x56x56 NCHW need
 clusters of blocks; NCHW channels as small as 2x64x7x7's, 8x2048x7x7's and
@@ -51,7 +53,7 @@ SHAPES = [
     (2, 16, 3, 5, 7),     # NCDHW / NDHWC
     (64, 256, 14, 14),    # 3.2M values: every multiprocessor busy
     (16, 128, 56, 56),    # 6.4M values: fp32 training near the on-chip capacity
-    (4, 320, 20, 20),     # NHWC columns of 64 bytes: 5 (fp16) or 10 (fp32)
+    (4, 320, 20, 20),     # NHWC: tiles in clusters of 4 (half) or 2 (float); forced columns of 32 channels
     (8, 16, 64, 64),      # NHWC columns folding flat in fewer, fuller blocks (float: 8 register rows)
     (4, 16, 128, 128),    # the same with 8 register rows (half, bfloat16); float's column folds as a tree
 ]
