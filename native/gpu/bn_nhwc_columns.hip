@@ -797,16 +797,19 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     if (rule == PlanRule::size_rule && !worth_columns(elements * element * tensors, rows)) return plan;
 
     // Rows of 128 bytes per column stream best (H200, bench/RESULTS.md
-    // "128-byte columns": float 16x256x28x28 backward 1.17x over 64 bytes,
-    // half 64x1024x14x14 1.13x) unless the column's blocks then fold in
-    // more than one batch of loads, or as a tree: there 64-byte columns
-    // halve each column's blocks and partials (half 16x256x28x28 and
-    // 2x320x64x64 at 128 bytes: 0.89x-0.93x).  From 32 MB of x, 128
-    // bytes whatever the fold.
+    // "128-byte NHWC columns": float 16x256x28x28 backward 1.17x over 64
+    // bytes, half 64x1024x14x14 1.13x) unless the column's blocks then fold
+    // in more than one batch of loads, or as a tree: every block folds every
+    // partial, and 64-byte columns halve the blocks (half 16x256x28x28 and
+    // 2x320x64x64 at 128 bytes: 0.89x-0.93x).  Where a thread streams more
+    // rows than it holds, the full lines outweigh the fold (float
+    // 16x128x56x56 backward 1.16x-1.18x, half 32x64x56x56 1.05x, as a
+    // tree); so does 32 MB of x.
     const ColumnPlan wide = plan_for_lanes<kBackward>(x.dtype, channels, rows, kMaxLanes, device);
     const bool one_batch =
         wide.teams == 1 && wide.blocks_per_column <= kFoldBatch * (kThreads / (wide.lanes * V));
-    if (wide.usable && (one_batch || elements * element >= kFullLineBytes)) return wide;
+    const bool streams_most = wide.rows_per_block > 2 * wide.register_rows * (kThreads / wide.lanes);
+    if (wide.usable && (one_batch || streams_most || elements * element >= kFullLineBytes)) return wide;
     return plan_for_lanes<kBackward>(x.dtype, channels, rows, kMaxLanes / 2, device);
 }
 

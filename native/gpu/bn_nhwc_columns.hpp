@@ -2,9 +2,10 @@
 // tensors, cut into channel columns.
 //
 // A column is the channels of 128 bytes of a row (8 vectors of 16 bytes: 64
-// half or 32 float channels), or of 64 bytes where x is under 32 MB and a
+// half or 32 float channels), or of 64 bytes where x is under 32 MB, a
 // column of 128 bytes would need more blocks than one batch of the fold's
-// loads covers; fewer where C does not divide into that.  Each column gets its own blocks, and
+// loads covers, and its threads would hold at least half their rows; fewer
+// where C does not divide into that.  Each column gets its own blocks, and
 // each block a contiguous run of rows: its threads load the rows' vectors of
 // the column into registers, all loads in flight together, rows past the
 // registers streamed; the block sums its channels and stores its partial
