@@ -1,6 +1,6 @@
 // What the emulated kernels' check programs (gn_tile_check.cpp,
-// bn_tile_check.cpp, slice_walk_check.cpp, gn_finalize_check.cpp,
-// gn_slice_terms_check.cpp) share:
+// bn_tile_check.cpp, bn_columns_check.cpp, slice_walk_check.cpp,
+// gn_finalize_check.cpp, gn_slice_terms_check.cpp) share:
 // a tally of checks and failures, element conversions, the tolerance table
 // of python/miopen_bn/tolerances.csv, host tensors with poisoned slack, and
 // the comparison with a float64 reference.

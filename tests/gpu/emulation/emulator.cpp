@@ -126,6 +126,8 @@ void register_static_shared(void* begin, std::size_t bytes) {
 
 void sync_block() { wait(current_block().barrier, arrive(current_block().barrier)); }
 
+void spin() { yield(); }
+
 void sync_warp() {
     Barrier& b = current_block().warps[cluster->running->thread / kWave];
     wait(b, arrive(b));

@@ -44,6 +44,10 @@ void register_static_shared(void* begin, std::size_t bytes);
 
 void sync_block();
 void sync_warp();
+// Lets the other threads run while this one polls memory another block
+// writes (a grid-wide hand-over's wait).  Polling is no progress: when
+// every thread left polls or waits, the scheduler reports a deadlock.
+void spin();
 void cluster_arrive();
 void cluster_wait();
 unsigned cluster_rank();

@@ -51,6 +51,7 @@ inline float rsqrtf(float x) { return static_cast<float>(1.0 / std::sqrt(static_
 // div.approx: a * (1 / b), which flushes to 0 for |b| beyond 2^126.
 inline float __fdividef(float a, float b) { return std::fabs(b) > 0x1p126f ? a * 0.0f : a / b; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __ffs(int v) { return __builtin_ffs(v); }
 // CUDA's device min and max of one type (std::min needs <algorithm> and its name).
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a < b ? b : a; }
