@@ -152,9 +152,13 @@ BnChoice choose_bn(const Problem& p, const SlotTensors& t, const DeviceShape& de
         // (bn_channel_tile.hip's plan()).
         if (a == Algorithm::nhwc_columns && plan_bn(Algorithm::channel_tiles, p, t, device, PlanRule::size_rule, c) &&
             c.tiles.small_grid) {
-            a = Algorithm::channel_tiles;
+            c.algorithm = Algorithm::channel_tiles;
             c.scratch_bytes = 0;
             c.counters = 0;
+            log_choice(op, c.algorithm, false,
+                       "packed NHWC tiles on a small grid (clusters of at most 4 blocks on at most 2/3 of the "
+                       "multiprocessors), ahead of the columns");
+            return c;
         }
         c.algorithm = a;
         log_choice(op, a, false, default_reason(a));
