@@ -187,10 +187,12 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
     // 16x128x56x56 backward 1.16x-1.18x, half 32x64x56x56 1.05x, as a
     // tree); so does 32 MB of x.
     const ColumnPlan wide = plan_for_lanes<kBackward>(x.dtype, channels, rows, kMaxLanes, device);
-    const bool one_batch =
-        wide.teams == 1 && wide.blocks_per_column <= kFoldBatch * (kThreads / (wide.lanes * V));
-    const bool streams_most = wide.rows_per_block > 2 * wide.register_rows * (kThreads / wide.lanes);
-    if (wide.usable && (one_batch || streams_most || elements * element >= kFullLineBytes)) return wide;
+    if (wide.usable) {  // (an unusable plan has no lanes to divide by)
+        const bool one_batch =
+            wide.teams == 1 && wide.blocks_per_column <= kFoldBatch * (kThreads / (wide.lanes * V));
+        const bool streams_most = wide.rows_per_block > 2 * wide.register_rows * (kThreads / wide.lanes);
+        if (one_batch || streams_most || elements * element >= kFullLineBytes) return wide;
+    }
     return plan_for_lanes<kBackward>(x.dtype, channels, rows, kMaxLanes / 2, device);
 }
 
