@@ -4,7 +4,7 @@ for 32- and 64-lane waves: each grid as one cluster so that a column's blocks
 hand their sums over through the counters as on the GPU; training and
 backward (saved and recomputed statistics), float32, float16 and bfloat16,
 every register-row instance, streamed rows, flat folds and trees of teams,
-64- and 128-byte columns, blended outputs, float squares that overflow,
+64- and 128-byte columns, blended outputs, in place, float squares that overflow,
 against a float64 reference; outputs start as NaN, nothing is written past
 them and the counters are back at zero.  No GPU is needed, only CUDA's
 fp16/bf16 headers; a few seconds.

@@ -8,8 +8,9 @@
 // checked against a float64 reference under the tolerance table
 // (check_support.hpp): training (y, running mean and variance, saved mean
 // and inverse std) and backward (dx, dscale, dbias; saved statistics, then
-// recomputed), float32, float16 and bfloat16, blended outputs, deviations
-// whose float squares overflow.  Outputs start as NaN; the slack around
+// recomputed), float32, float16 and bfloat16, blended outputs, in place (y
+// is x, dx is dy, with streamed rows), deviations whose float squares
+// overflow.  Outputs start as NaN; the slack around
 // every tensor stays untouched; the counters are back at zero afterwards.
 //
 //   bn_columns_check    exit status 0 when every case passes
@@ -61,14 +62,16 @@ struct Case {
     int team_size;   // blocks a team folds (blocks: one flat fold)
     bool blend = false;
     double magnitude = 1.0;  // x's deviations scaled by it (5e18: float squares overflow)
+    bool in_place = false;   // y is x; dx is dy
 };
 
 std::string describe(const Case& k, const char* what) {
     char text[200];
     std::snprintf(text, sizeof text, "%s %lldx%lldx%lldx%lld %s NHWC, lanes %d, %d blocks a column, %d register rows, "
-                  "teams of %d%s magnitude %g", what, static_cast<long long>(k.n), static_cast<long long>(k.c),
+                  "teams of %d%s%s magnitude %g", what, static_cast<long long>(k.n), static_cast<long long>(k.c),
                   static_cast<long long>(k.h), static_cast<long long>(k.w), dtype_name(k.dtype), k.lanes, k.blocks,
-                  k.register_rows, k.team_size, k.blend ? ", blended," : ",", k.magnitude);
+                  k.register_rows, k.team_size, k.blend ? ", blended," : ",", k.in_place ? " in place," : "",
+                  k.magnitude);
     return text;
 }
 
@@ -228,6 +231,8 @@ void check_training(const Case& k, Tally& tally, std::mt19937& rng) {
     fill(prior, dy, k, rng);
     y.assign(prior.values());
     if (!k.blend) y.fill_nan();
+    const Tensor input = x;  // what the kernel reads (x is y in place)
+    if (k.in_place) prior = x;
     Param scale(k.c), bias(k.c), prev_mean(k.c), prev_var(k.c), running_mean(k.c), running_var(k.c), saved_mean(k.c),
         saved_inv_std(k.c);
     std::uniform_real_distribution<double> u(0.5, 1.5);
@@ -244,7 +249,7 @@ void check_training(const Case& k, Tally& tally, std::mt19937& rng) {
     Launch l = shape_launch(k);
     ColumnArgs& a = l.args;
     a.x = x.data();
-    a.out = y.data();
+    a.out = k.in_place ? x.data() : y.data();
     a.scale = param(&scale);
     a.bias = param(&bias);
     a.prev_mean = param(&prev_mean);
@@ -255,14 +260,14 @@ void check_training(const Case& k, Tally& tally, std::mt19937& rng) {
     a.saved_inv_std = param(&saved_inv_std);
     run<false>(k, l);
 
-    const Moments m = moments(x, k);
+    const Moments m = moments(input, k);
     const std::int64_t spatial = k.h * k.w, count = k.n * spatial;
     std::vector<double> y_ref, rm_ref, rv_ref, sm_ref, si_ref;
     for (std::int64_t n = 0; n < k.n; ++n)
         for (std::int64_t c = 0; c < k.c; ++c) {
             const double inv_std = 1.0 / std::sqrt(m.var[c] + kEpsilon);
             for (std::int64_t p = 0; p < spatial; ++p) {
-                const double value = scale.get(c) * (x.get(n, c, p) - m.mean[c]) * inv_std + bias.get(c);
+                const double value = scale.get(c) * (input.get(n, c, p) - m.mean[c]) * inv_std + bias.get(c);
                 y_ref.push_back(a.alpha * value + a.beta * prior.get(n, c, p));
             }
         }
@@ -273,7 +278,8 @@ void check_training(const Case& k, Tally& tally, std::mt19937& rng) {
         si_ref.push_back(1.0 / std::sqrt(m.var[c] + kEpsilon));
     }
     const Tolerance tol = tolerance(k.dtype), stats = tolerance(DType::f32);
-    expect(tally, compare(label, "y", y.values(), y_ref, tol.elementwise), label, "y");
+    const Tensor& out = k.in_place ? x : y;
+    expect(tally, compare(label, "y", out.values(), y_ref, tol.elementwise), label, "y");
     expect(tally, compare(label, "running mean", running_mean.values(), rm_ref, stats.reduction), label, "running mean");
     expect(tally, compare(label, "running variance", running_var.values(), rv_ref, stats.reduction), label,
                 "running variance");
@@ -293,6 +299,8 @@ void check_backward(const Case& k, bool saved, Tally& tally, std::mt19937& rng) 
     fill(prior, unused, k, rng);
     dx.assign(prior.values());
     if (!k.blend) dx.fill_nan();
+    const Tensor gradient = dy;  // what the kernel reads (dy is dx in place)
+    if (k.in_place) prior = dy;
     Param scale(k.c), saved_mean(k.c), saved_inv_std(k.c), dscale(k.c), dbias(k.c);
     std::uniform_real_distribution<double> u(0.5, 1.5);
     const Moments m = moments(x, k);
@@ -310,7 +318,7 @@ void check_backward(const Case& k, bool saved, Tally& tally, std::mt19937& rng) 
     ColumnArgs& a = l.args;
     a.x = x.data();
     a.dy = dy.data();
-    a.out = dx.data();
+    a.out = k.in_place ? dy.data() : dx.data();
     a.scale = param(&scale);
     a.saved_mean = param(saved ? &saved_mean : nullptr);
     a.saved_inv_std = param(saved ? &saved_inv_std : nullptr);
@@ -327,8 +335,8 @@ void check_backward(const Case& k, bool saved, Tally& tally, std::mt19937& rng) 
         double sum_dy = 0.0, sum_dy_xhat = 0.0;
         for (std::int64_t n = 0; n < k.n; ++n)
             for (std::int64_t p = 0; p < spatial; ++p) {
-                sum_dy += dy.get(n, c, p);
-                sum_dy_xhat += dy.get(n, c, p) * (x.get(n, c, p) - mean) * inv_std;
+                sum_dy += gradient.get(n, c, p);
+                sum_dy_xhat += gradient.get(n, c, p) * (x.get(n, c, p) - mean) * inv_std;
             }
         ds_ref.push_back(a.param_alpha * sum_dy_xhat + a.param_beta * dscale_prior[c]);
         db_ref.push_back(a.param_alpha * sum_dy + a.param_beta * dbias_prior[c]);
@@ -336,13 +344,14 @@ void check_backward(const Case& k, bool saved, Tally& tally, std::mt19937& rng) 
             for (std::int64_t p = 0; p < spatial; ++p) {
                 const double xhat = (x.get(n, c, p) - mean) * inv_std;
                 const double value =
-                    scale.get(c) * inv_std * (dy.get(n, c, p) - sum_dy / count - xhat * sum_dy_xhat / count);
+                    scale.get(c) * inv_std * (gradient.get(n, c, p) - sum_dy / count - xhat * sum_dy_xhat / count);
                 dx_ref[static_cast<std::size_t>((n * k.c + c) * spatial + p)] =
                     a.alpha * value + a.beta * prior.get(n, c, p);
             }
     }
     const Tolerance tol = tolerance(k.dtype), stats = tolerance(DType::f32);
-    expect(tally, compare(label, "dx", dx.values(), dx_ref, tol.elementwise), label, "dx");
+    const Tensor& out = k.in_place ? dy : dx;
+    expect(tally, compare(label, "dx", out.values(), dx_ref, tol.elementwise), label, "dx");
     expect(tally, compare(label, "dscale", dscale.values(), ds_ref, stats.reduction), label, "dscale");
     expect(tally, compare(label, "dbias", dbias.values(), db_ref, stats.reduction), label, "dbias");
     expect(tally, x.slack_intact() && dy.slack_intact() && dx.slack_intact(), label, "a write outside dx");
@@ -377,6 +386,9 @@ int main() {
         {2, 8, 32, 32, DType::bf16, true, 1, 1, 8, 1},
         {4, 8, 30, 30, DType::f16, true, 1, 3, 4, 2},
         {2, 16, 36, 36, DType::f32, true, 4, 3, 4, 2, true},
+        // in place (y is x, dx is dy), streamed rows read again after others' writes
+        {3, 16, 32, 32, DType::f16, false, 2, 2, 8, 2, false, 1.0, true},
+        {4, 8, 30, 30, DType::bf16, true, 1, 3, 4, 2, false, 1.0, true},
     };
     for (const Case& k : cases) {
         if (k.backward) {
