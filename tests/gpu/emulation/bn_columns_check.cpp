@@ -10,8 +10,11 @@
 // and inverse std) and backward (dx, dscale, dbias; saved statistics, then
 // recomputed), float32, float16 and bfloat16, blended outputs, in place (y
 // is x, dx is dy, with streamed rows), deviations whose float squares
-// overflow.  Outputs start as NaN; the slack around
-// every tensor stays untouched; the counters are back at zero afterwards.
+// overflow.  Outputs start as NaN; the slack around every tensor stays
+// untouched; the counters are back at zero afterwards.  Then the planner
+// (bn_nhwc_columns_plan.h) on an H200 model: the column width, blocks,
+// register rows and folds it gives channels-last shapes of the bench, and
+// no plan where the device holds no instance.
 //
 //   bn_columns_check    exit status 0 when every case passes
 #include "gpu/hip_compat.h"  // the emulation stand-in (found first)
@@ -24,6 +27,7 @@
 #include "gpu/bn_nhwc_columns_kernel.h"
 #undef __shared__
 #define __shared__
+#include "gpu/bn_nhwc_columns_plan.h"
 
 namespace mbn {
 namespace gpu {
@@ -358,6 +362,84 @@ void check_backward(const Case& k, bool saved, Tally& tally, std::mt19937& rng) 
     expect(tally, counters_back_at_zero(l), label, "the counters are not back at zero");
 }
 
+// ---- the planner ----------------------------------------------------------------
+
+struct PlanCase {
+    std::int64_t n, c, h, w;
+    DType dtype;
+    bool backward;
+    PlanRule rule;
+    bool usable;
+    int lanes, columns, blocks, register_rows;
+    bool streamed;
+    int team_size, teams;
+};
+
+// x as a packed NHWC argument (the planner reads no data).
+TensorArg nhwc_arg(const PlanCase& k) {
+    alignas(16) static unsigned char somewhere[16];
+    TensorArg a;
+    a.data = somewhere;
+    a.dtype = k.dtype;
+    a.len = Lengths{k.n, k.c, 1, k.h, k.w};
+    a.stride = Strides{k.h * k.w * k.c, 1, k.h * k.w * k.c, k.w * k.c, k.c};
+    a.order = MemoryOrder::packed_nhwc;
+    return a;
+}
+
+// An H200's 132 multiprocessors, two blocks of every instance each but
+// backward's 8 register rows (one), as the sm_90 build's register counts
+// allow; or none at all.
+ColumnPlan plan_on_model(const PlanCase& k, bool holds_none = false) {
+    DeviceShape device;
+    device.wave_size = EMU_WAVE_SIZE;
+    device.multiprocessors = 132;
+    const auto occupancy = [&](int rows, bool) { return holds_none ? 0 : k.backward && rows == 8 ? 1 : 2; };
+    const TensorArg x = nhwc_arg(k);
+    BnGeometry geom;
+    geom.len = x.len;
+    return k.backward ? plan_columns<true>(geom, x, {&x, &x, &x}, device, k.rule, occupancy)
+                      : plan_columns<false>(geom, x, {&x, &x}, device, k.rule, occupancy);
+}
+
+void check_plans(Tally& tally) {
+    constexpr PlanRule kSize = PlanRule::size_rule;
+    const std::vector<PlanCase> cases = {
+        // 128-byte columns in one fold batch (float), 64-byte where 128 would
+        // take two (half: 6 register rows, nothing streamed)
+        {16, 256, 28, 28, DType::f16, true, kSize, true, 4, 8, 33, 6, false, 33, 1},
+        {16, 256, 28, 28, DType::f32, true, kSize, true, 8, 8, 33, 4, true, 33, 1},
+        {64, 1024, 14, 14, DType::f16, true, kSize, true, 8, 16, 16, 4, true, 16, 1},
+        // 128-byte columns where the threads stream most rows, as a tree of teams
+        {32, 64, 56, 56, DType::f32, true, kSize, true, 8, 2, 132, 4, true, 12, 11},
+        // 64-byte columns in fewer, fuller blocks that fold flat: 6 rows
+        // (backward), 8 (training)
+        {8, 64, 56, 56, DType::f16, true, kSize, true, 4, 2, 66, 6, false, 66, 1},
+        {8, 64, 56, 56, DType::f16, false, kSize, true, 4, 2, 49, 8, false, 49, 1},
+        // under a MiB of x: the size rule leaves it to the other paths; forced, columns
+        {4, 320, 20, 20, DType::f16, false, kSize, false, 0, 0, 0, 0, false, 0, 0},
+        {4, 320, 20, 20, DType::f16, false, PlanRule::wherever_it_fits, true, 4, 10, 25, 1, false, 25, 1},
+    };
+    for (const PlanCase& k : cases) {
+        char label[120];
+        std::snprintf(label, sizeof label, "plan of %lldx%lldx%lldx%lld %s NHWC %s", static_cast<long long>(k.n),
+                      static_cast<long long>(k.c), static_cast<long long>(k.h), static_cast<long long>(k.w),
+                      dtype_name(k.dtype), k.backward ? "backward" : "training");
+        const ColumnPlan p = plan_on_model(k);
+        char got[200];
+        std::snprintf(got, sizeof got, "usable %d, lanes %d, %d columns, %d blocks, %d register rows%s, teams of %d x %d",
+                      p.usable, p.lanes, p.columns, p.blocks_per_column, p.register_rows, p.streamed ? " streamed" : "",
+                      p.team_size, p.teams);
+        const bool same = p.usable == k.usable &&
+                          (!k.usable || (p.lanes == k.lanes && p.columns == k.columns &&
+                                         p.blocks_per_column == k.blocks && p.register_rows == k.register_rows &&
+                                         p.streamed == k.streamed && p.team_size == k.team_size && p.teams == k.teams));
+        std::printf("%s: %s\n", label, got);
+        expect(tally, same, label, "not the plan the rules give");
+        expect(tally, !plan_on_model(k, true).usable, label, "a plan on a device that holds no instance");
+    }
+}
+
 }  // namespace
 
 int main() {
@@ -398,5 +480,6 @@ int main() {
             check_training(k, tally, rng);
         }
     }
+    check_plans(tally);
     return tally.finish();
 }
