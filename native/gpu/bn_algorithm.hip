@@ -150,18 +150,17 @@ BnChoice choose_bn(const Problem& p, const SlotTensors& t, const DeviceShape& de
         if (!plan_bn(a, p, t, device, PlanRule::size_rule, c)) continue;
         // Where both serve, NHWC tiles on a small grid beat the columns
         // (bn_channel_tile.hip's plan()).
+        const char* reason = default_reason(a);
         if (a == Algorithm::nhwc_columns && plan_bn(Algorithm::channel_tiles, p, t, device, PlanRule::size_rule, c) &&
             c.tiles.small_grid) {
-            c.algorithm = Algorithm::channel_tiles;
+            a = Algorithm::channel_tiles;
             c.scratch_bytes = 0;
             c.counters = 0;
-            log_choice(op, c.algorithm, false,
-                       "packed NHWC tiles on a small grid (clusters of at most 4 blocks on at most 2/3 of the "
-                       "multiprocessors), ahead of the columns");
-            return c;
+            reason = "packed NHWC tiles on a small grid (clusters of at most 4 blocks on at most 2/3 of the "
+                     "multiprocessors), ahead of the columns";
         }
         c.algorithm = a;
-        log_choice(op, a, false, default_reason(a));
+        log_choice(op, a, false, reason);
         return c;
     }
     fail(miopenStatusInternalError, "GPU backend: no algorithm serves this ", op_name(op));

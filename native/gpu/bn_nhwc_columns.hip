@@ -82,26 +82,6 @@ auto instance_occupancy(DType dtype) {
     };
 }
 
-ColumnArgs common_args(const ColumnPlan& plan, const BnGeometry& geom, const LaunchTarget& target) {
-    ColumnArgs a{};
-    a.channels = static_cast<int>(geom.len[kC]);
-    a.rows = static_cast<int>(geom.len[kN] * geom.spatial_size());
-    a.count = static_cast<double>(a.rows);
-    a.inv_count = 1.0 / a.count;
-    a.unbiased_ratio = unbiased_ratio(a.count);
-    a.lanes = plan.lanes;
-    a.blocks_per_column = plan.blocks_per_column;
-    a.rows_per_block = plan.rows_per_block;
-    a.team_size = plan.team_size;
-    a.teams = plan.teams;
-    const ScratchLayout s = scratch_layout(plan.columns, plan.blocks_per_column, plan.teams, a.channels / plan.columns * 2);
-    a.partials = static_cast<double*>(target.scratch);
-    a.team_partials = a.partials + s.team_partials;
-    a.totals = a.partials + s.totals;
-    a.counters = target.counters;
-    return a;
-}
-
 template <bool kBackward>
 void launch(const ColumnArgs& a, const ColumnPlan& plan, DType dtype, const LaunchTarget& target) {
     const dim3 grid(static_cast<unsigned>(plan.blocks_per_column), static_cast<unsigned>(plan.columns));

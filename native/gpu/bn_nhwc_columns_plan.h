@@ -9,6 +9,7 @@
 #include "common/numerics.hpp"
 #include "gpu/bn_nhwc_columns.hpp"
 #include "gpu/feature_plan.hpp"
+#include "gpu/launch.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -149,6 +150,29 @@ ColumnPlan plan_columns(const BnGeometry& geom, const TensorArg& x, std::initial
         if (one_batch || streams_most || elements * element >= kFullLineBytes) return wide;
     }
     return plan_for_lanes<kBackward>(x.dtype, channels, rows, kMaxLanes / 2, device, blocks_per_multiprocessor);
+}
+
+// The kernel's arguments a plan fixes (the callers add the tensors, the
+// parameters and the scalars): its shape, and the scratch and counters of
+// `target` carved as scratch_layout lays them out.
+ColumnArgs common_args(const ColumnPlan& plan, const BnGeometry& geom, const LaunchTarget& target) {
+    ColumnArgs a{};
+    a.channels = static_cast<int>(geom.len[kC]);
+    a.rows = static_cast<int>(geom.len[kN] * geom.spatial_size());
+    a.count = static_cast<double>(a.rows);
+    a.inv_count = 1.0 / a.count;
+    a.unbiased_ratio = unbiased_ratio(a.count);
+    a.lanes = plan.lanes;
+    a.blocks_per_column = plan.blocks_per_column;
+    a.rows_per_block = plan.rows_per_block;
+    a.team_size = plan.team_size;
+    a.teams = plan.teams;
+    const ScratchLayout s = scratch_layout(plan.columns, plan.blocks_per_column, plan.teams, a.channels / plan.columns * 2);
+    a.partials = static_cast<double*>(target.scratch);
+    a.team_partials = a.partials + s.team_partials;
+    a.totals = a.partials + s.totals;
+    a.counters = target.counters;
+    return a;
 }
 
 }  // namespace

@@ -98,38 +98,39 @@ ChannelParam param(Param* p) {
     return ChannelParam{param_ref(a), 1};
 }
 
-// The plan's arithmetic (bn_nhwc_columns.hip's common_args) and the grid.
+// The case's plan, the kernel's arguments the plan fixes (common_args), and
+// the scratch and counters they point into.
 struct Launch {
+    ColumnPlan plan;
     ColumnArgs args{};
-    int columns = 0;
     std::vector<double> scratch;
     std::vector<BarrierCounter> counters;
 };
 
 Launch shape_launch(const Case& k) {
     Launch l;
+    ColumnPlan& p = l.plan;
     const int V = 16 / static_cast<int>(dtype_size(k.dtype));
     const int rows = static_cast<int>(k.n * k.h * k.w);
-    const int cw = k.lanes * V;
-    l.columns = static_cast<int>(k.c / cw);
-    ColumnArgs& a = l.args;
-    a.channels = static_cast<int>(k.c);
-    a.rows = rows;
-    a.count = rows;
-    a.inv_count = 1.0 / rows;
-    a.unbiased_ratio = unbiased_ratio(rows);
-    a.lanes = k.lanes;
-    a.rows_per_block = (rows + k.blocks - 1) / k.blocks;
-    a.blocks_per_column = (rows + a.rows_per_block - 1) / a.rows_per_block;
-    a.team_size = k.team_size;
-    a.teams = (a.blocks_per_column + k.team_size - 1) / k.team_size;
-    const ScratchLayout s = scratch_layout(l.columns, a.blocks_per_column, a.teams, cw * 2);
+    p.usable = true;
+    p.lanes = k.lanes;
+    p.columns = static_cast<int>(k.c / (k.lanes * V));
+    p.rows_per_block = (rows + k.blocks - 1) / k.blocks;
+    p.blocks_per_column = (rows + p.rows_per_block - 1) / p.rows_per_block;
+    p.register_rows = k.register_rows;
+    p.streamed = p.rows_per_block > k.register_rows * (kThreads / k.lanes);
+    p.team_size = k.team_size;
+    p.teams = (p.blocks_per_column + k.team_size - 1) / k.team_size;
+    const ScratchLayout s = scratch_layout(p.columns, p.blocks_per_column, p.teams, k.lanes * V * 2);
     l.scratch.assign(static_cast<std::size_t>(s.doubles), NAN);
-    a.partials = l.scratch.data();
-    a.team_partials = a.partials + s.team_partials;
-    a.totals = a.partials + s.totals;
-    l.counters.assign(static_cast<std::size_t>(l.columns) * (1 + a.teams), 0);
-    a.counters = l.counters.data();
+    l.counters.assign(static_cast<std::size_t>(p.columns) * (1 + p.teams), 0);
+    BnGeometry geom;
+    geom.len = Lengths{k.n, k.c, 1, k.h, k.w};
+    LaunchTarget target{};
+    target.scratch = l.scratch.data();
+    target.counters = l.counters.data();
+    ColumnArgs& a = l.args;
+    a = common_args(p, geom, target);
     a.epsilon = kEpsilon;
     a.exp_avg_factor = kFactor;
     a.alpha = k.blend ? 0.75f : 1.0f;
@@ -143,10 +144,10 @@ Launch shape_launch(const Case& k) {
 template <typename T, bool kBackward>
 void run_kernel(const Case& k, Launch& l) {
     const ColumnArgs a = l.args;
-    const bool streamed = a.rows_per_block > k.register_rows * (kThreads / a.lanes);
+    const bool streamed = l.plan.streamed;
     auto launch = [&](auto kernel) {
         g_block = emu::Index{static_cast<unsigned>(kThreads), 1, 1};
-        g_grid = emu::Index{static_cast<unsigned>(a.blocks_per_column), static_cast<unsigned>(l.columns), 1};
+        g_grid = emu::Index{static_cast<unsigned>(a.blocks_per_column), static_cast<unsigned>(l.plan.columns), 1};
         emu::register_static_shared(&sh, sizeof sh);
         const unsigned blocks = g_grid.x * g_grid.y;
         emu::run_grid(blocks, kThreads, blocks, sizeof sh, [&] { kernel(a); });
